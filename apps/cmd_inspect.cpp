@@ -1,0 +1,39 @@
+// kvlm inspect -m MODEL: the GGUF header, every metadata value and the tensor table.
+#include <cstdio>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "apps/commands.h"
+#include "model/gguf.h"
+
+namespace kvlm::apps {
+
+int cmd_inspect(int argc, char** argv) {
+  CLI::App app{"Print a GGUF file's metadata and tensor table", "kvlm inspect"};
+  std::string model_path;
+  size_t max_items = 8;
+  app.add_option("-m,--model", model_path, "GGUF model file")->required();
+  app.add_option("--max-array-items", max_items, "array items shown per metadata value");
+  CLI11_PARSE(app, argc, argv);
+
+  auto gguf = GgufFile::open(model_path);
+  fmt::print("file: {}\nsize: {} bytes\ngguf version: {}\nalignment: {}\ndata offset: {}\n",
+             gguf->path(), gguf->file_size(), gguf->version(), gguf->alignment(), gguf->data_offset());
+  fmt::print("\nmetadata ({} keys):\n", gguf->metadata().entries().size());
+  for (const auto& [key, value] : gguf->metadata().entries()) {
+    std::string_view type = meta_type_name(value.type);
+    fmt::print("  {:<44} {:<6} {}\n", key, type, value.to_string(max_items));
+  }
+  size_t total_bytes = 0;
+  fmt::print("\ntensors ({}):\n", gguf->tensors().size());
+  for (const auto& t : gguf->tensors()) {
+    fmt::print("  {:<36} {:<5} {:<18} {:>12} bytes  @ {}\n", t.name, dtype_name(t.dtype),
+               t.shape_string(), t.num_bytes, gguf->data_offset() + t.offset);
+    total_bytes += t.num_bytes;
+  }
+  fmt::print("\ntotal tensor bytes: {} ({:.2f} MiB)\n", total_bytes, total_bytes / 1048576.0);
+  return 0;
+}
+
+}  // namespace kvlm::apps

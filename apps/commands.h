@@ -1,0 +1,15 @@
+// The kvlm subcommands. Each takes the arguments after its name (argv[0] is
+// "kvlm <name>") and returns the process exit code. Errors the user can act on
+// are thrown as kvlm::Error and printed by main() as one line.
+#pragma once
+
+namespace kvlm::apps {
+
+int cmd_run(int argc, char** argv);         // cmd_run.cpp
+int cmd_logits(int argc, char** argv);      // cmd_logits.cpp
+int cmd_perplexity(int argc, char** argv);  // cmd_perplexity.cpp
+int cmd_tokenize(int argc, char** argv);    // cmd_tokenize.cpp
+int cmd_inspect(int argc, char** argv);     // cmd_inspect.cpp
+int cmd_template(int argc, char** argv);    // cmd_template.cpp
+
+}  // namespace kvlm::apps

@@ -1,0 +1,60 @@
+// kvlm: one binary, one subcommand per job (DESIGN.md "apps/").
+#include <cstdio>
+#include <cstring>
+#include <string_view>
+
+#include <CLI/CLI.hpp>
+
+#include "apps/commands.h"
+#include "common/error.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*fn)(int, char**);
+  const char* help;
+};
+
+constexpr Command kCommands[] = {
+    {"inspect", kvlm::apps::cmd_inspect, "print a GGUF file's metadata and tensors"},
+};
+
+void usage(FILE* out) {
+  std::fprintf(out, "usage: kvlm <command> [options]   (kvlm <command> --help for its options)\n\ncommands:\n");
+  for (const auto& c : kCommands) std::fprintf(out, "  %-12s %s\n", c.name, c.help);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  std::string_view name = argv[1];
+  if (name == "-h" || name == "--help" || name == "help") {
+    usage(stdout);
+    return 0;
+  }
+  for (const auto& c : kCommands) {
+    if (name != c.name) continue;
+    try {
+      return c.fn(argc - 1, argv + 1);
+    } catch (const CLI::ParseError& e) {
+      // CLI11 signals --help as a "success" parse error.
+      if (e.get_exit_code() == 0) return 0;
+      std::fprintf(stderr, "kvlm %s: %s\n", c.name, e.what());
+      return 2;
+    } catch (const kvlm::Error& e) {
+      std::fprintf(stderr, "kvlm %s: error: %s\n", c.name, e.what());
+      return 1;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "kvlm %s: internal error: %s\n", c.name, e.what());
+      return 1;
+    }
+  }
+  std::fprintf(stderr, "kvlm: unknown command '%s'\n", argv[1]);
+  usage(stderr);
+  return 2;
+}

@@ -1,0 +1,9 @@
+// Compute threads for kernels (OpenMP underneath). Set once at start-up from -t.
+#pragma once
+
+namespace kvlm {
+
+void set_num_threads(int num_threads);  // <= 0: all hardware threads
+int num_threads();
+
+}  // namespace kvlm

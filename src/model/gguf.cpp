@@ -1,0 +1,229 @@
+#include "model/gguf.h"
+
+#include <cstring>
+
+#include "common/error.h"
+
+namespace kvlm {
+namespace {
+
+// Limits that no real file comes near; they stop a hostile header from making
+// us allocate or loop without bound before the end-of-file checks catch it.
+constexpr uint64_t kMaxStringBytes = 1ull << 30;
+constexpr uint64_t kMaxArrayItems = 1ull << 28;
+constexpr uint32_t kMaxDims = 4;
+constexpr int kMaxArrayDepth = 8;
+
+}  // namespace
+
+// Sequential bounds-checked reader over the mapped bytes.
+class GgufParser {
+ public:
+  GgufParser(const uint8_t* data, size_t size, std::string path)
+      : data_(data), size_(size), path_(std::move(path)) {}
+
+  template <typename... Args>
+  [[noreturn]] void fail(uint64_t at, fmt::format_string<Args...> f, Args&&... args) const {
+    throw Error(ErrorCode::kCorrupt, fmt::format("{}: offset {}: {}", path_, at,
+                                                 fmt::format(f, std::forward<Args>(args)...)));
+  }
+
+  void need(uint64_t n, std::string_view what) const {
+    if (n > size_ - pos_) fail(pos_, "truncated: {} needs {} bytes, {} left", what, n, size_ - pos_);
+  }
+
+  template <typename T>
+  T read(std::string_view what) {
+    need(sizeof(T), what);
+    T v;
+    std::memcpy(&v, data_ + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return v;
+  }
+
+  std::string read_string(std::string_view what) {
+    uint64_t at = pos_;
+    uint64_t len = read<uint64_t>(what);
+    if (len > kMaxStringBytes) fail(at, "{}: string length {} is absurd", what, len);
+    need(len, what);
+    std::string s(reinterpret_cast<const char*>(data_ + pos_), len);
+    pos_ += len;
+    return s;
+  }
+
+  MetaValue read_value(MetaType type, const std::string& key, int depth) {
+    MetaValue v;
+    v.type = type;
+    switch (type) {
+      case MetaType::kU8: v.value = uint64_t{read<uint8_t>(key)}; break;
+      case MetaType::kI8: v.value = int64_t{read<int8_t>(key)}; break;
+      case MetaType::kU16: v.value = uint64_t{read<uint16_t>(key)}; break;
+      case MetaType::kI16: v.value = int64_t{read<int16_t>(key)}; break;
+      case MetaType::kU32: v.value = uint64_t{read<uint32_t>(key)}; break;
+      case MetaType::kI32: v.value = int64_t{read<int32_t>(key)}; break;
+      case MetaType::kU64: v.value = read<uint64_t>(key); break;
+      case MetaType::kI64: v.value = read<int64_t>(key); break;
+      case MetaType::kF32: v.value = double{read<float>(key)}; break;
+      case MetaType::kF64: v.value = read<double>(key); break;
+      case MetaType::kBool: {
+        uint64_t at = pos_;
+        uint8_t b = read<uint8_t>(key);
+        if (b > 1) fail(at, "metadata '{}': bool value {} is neither 0 nor 1", key, b);
+        v.value = int64_t{b};
+        break;
+      }
+      case MetaType::kString: v.value = read_string(key); break;
+      case MetaType::kArray: {
+        if (depth >= kMaxArrayDepth) fail(pos_, "metadata '{}': arrays nested too deep", key);
+        uint64_t at = pos_;
+        uint32_t elem = read<uint32_t>(key);
+        if (elem > static_cast<uint32_t>(MetaType::kF64))
+          fail(at, "metadata '{}': unknown array element type {}", key, elem);
+        v.elem_type = static_cast<MetaType>(elem);
+        uint64_t count_at = pos_;
+        uint64_t count = read<uint64_t>(key);
+        // Every element takes at least one byte, so a count above the bytes
+        // left is a lie we can refuse before allocating.
+        if (count > kMaxArrayItems || count > size_ - pos_)
+          fail(count_at, "metadata '{}': array of {} items cannot fit in the file", key, count);
+        std::vector<MetaValue> items;
+        items.reserve(count);
+        for (uint64_t i = 0; i < count; ++i) items.push_back(read_value(v.elem_type, key, depth + 1));
+        v.value = std::move(items);
+        break;
+      }
+    }
+    return v;
+  }
+
+  std::unique_ptr<GgufFile> parse(std::unique_ptr<MappedFile> file) {
+    auto out = std::unique_ptr<GgufFile>(new GgufFile());
+    uint32_t magic = read<uint32_t>("magic");
+    if (std::memcmp(&magic, "GGUF", 4) != 0) fail(0, "bad magic (not a GGUF file)");
+    uint64_t at = pos_;
+    out->version_ = read<uint32_t>("version");
+    if (out->version_ != 2 && out->version_ != 3)
+      fail(at, "unsupported GGUF version {} (kvlm reads versions 2 and 3)", out->version_);
+    at = pos_;
+    uint64_t num_tensors = read<uint64_t>("tensor count");
+    if (num_tensors > (size_ - pos_) / 24)  // each tensor info takes >= 24 bytes
+      fail(at, "tensor count {} cannot fit in the file", num_tensors);
+    at = pos_;
+    uint64_t num_kv = read<uint64_t>("metadata count");
+    if (num_kv > (size_ - pos_) / 12)  // each key/value takes >= 12 bytes
+      fail(at, "metadata count {} cannot fit in the file", num_kv);
+
+    for (uint64_t i = 0; i < num_kv; ++i) {
+      std::string key = read_string("metadata key");
+      uint64_t type_at = pos_;
+      uint32_t type = read<uint32_t>("metadata type");
+      if (type > static_cast<uint32_t>(MetaType::kF64))
+        fail(type_at, "metadata '{}': unknown value type {}", key, type);
+      if (out->metadata_.has(key)) fail(type_at, "duplicate metadata key '{}'", key);
+      MetaValue v = read_value(static_cast<MetaType>(type), key, 0);
+      out->metadata_.set(std::move(key), std::move(v));
+    }
+
+    if (const MetaValue* a = out->metadata_.find("general.alignment")) {
+      int64_t align = a->is_integer() ? a->as_int("general.alignment") : 0;
+      if (align <= 0 || (align & (align - 1)) != 0 || align > (1 << 20))
+        fail(0, "general.alignment {} is not a power of two", a->to_string());
+      out->alignment_ = static_cast<uint64_t>(align);
+    }
+
+    out->tensors_.reserve(num_tensors);
+    std::vector<uint64_t> info_offsets;
+    for (uint64_t i = 0; i < num_tensors; ++i) {
+      GgufTensor t;
+      info_offsets.push_back(pos_);
+      t.name = read_string("tensor name");
+      uint64_t dims_at = pos_;
+      uint32_t num_dims = read<uint32_t>("tensor dims");
+      if (num_dims == 0 || num_dims > kMaxDims)
+        fail(dims_at, "tensor '{}': {} dimensions (1 to {} allowed)", t.name, num_dims, kMaxDims);
+      uint64_t num_elements = 1;
+      for (uint32_t d = 0; d < num_dims; ++d) {
+        uint64_t dim_at = pos_;
+        uint64_t dim = read<uint64_t>("tensor dim");
+        if (dim == 0 || dim > (1ull << 40) || num_elements > (1ull << 50) / dim)
+          fail(dim_at, "tensor '{}': dimension {} = {} is absurd", t.name, d, dim);
+        num_elements *= dim;
+        t.dims.push_back(static_cast<int64_t>(dim));
+      }
+      uint64_t type_at = pos_;
+      uint32_t ggml_type = read<uint32_t>("tensor type");
+      auto dtype = dtype_from_ggml(ggml_type);
+      if (!dtype) {
+        if (ggml_type > 64) fail(type_at, "tensor '{}': unknown tensor type {}", t.name, ggml_type);
+        throw_error(ErrorCode::kUnsupported,
+                    "{}: tensor '{}' has type {} ({}); kvlm reads F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K",
+                    path_, t.name, ggml_type_name(ggml_type), ggml_type);
+      }
+      t.dtype = *dtype;
+      const DTypeInfo& info = dtype_info(t.dtype);
+      if (t.dims[0] % info.block_size != 0)
+        fail(type_at, "tensor '{}': row length {} is not a multiple of the {} block size {}", t.name,
+             t.dims[0], info.name, info.block_size);
+      t.num_bytes = row_bytes(t.dtype, t.dims[0]) * (num_elements / static_cast<uint64_t>(t.dims[0]));
+      uint64_t off_at = pos_;
+      t.offset = read<uint64_t>("tensor offset");
+      if (t.offset % out->alignment_ != 0)
+        fail(off_at, "tensor '{}': data offset {} is not aligned to {}", t.name, t.offset, out->alignment_);
+      if (out->tensor_index_.count(t.name)) fail(info_offsets.back(), "duplicate tensor name '{}'", t.name);
+      out->tensor_index_.emplace(t.name, out->tensors_.size());
+      out->tensors_.push_back(std::move(t));
+    }
+
+    uint64_t data_offset = (pos_ + out->alignment_ - 1) / out->alignment_ * out->alignment_;
+    if (num_tensors > 0 && data_offset > size_)
+      fail(pos_, "data section starts at {} past the end of the file ({} bytes)", data_offset, size_);
+    out->data_offset_ = data_offset;
+    for (size_t i = 0; i < out->tensors_.size(); ++i) {
+      GgufTensor& t = out->tensors_[i];
+      uint64_t avail = size_ - data_offset;
+      if (t.offset > avail || t.num_bytes > avail - t.offset)
+        fail(info_offsets[i], "tensor '{}': data [{}, {}) lies past the end of the file ({} bytes)",
+             t.name, data_offset + t.offset, data_offset + t.offset + t.num_bytes, size_);
+      t.data = data_ + data_offset + t.offset;
+    }
+    out->file_ = std::move(file);
+    return out;
+  }
+
+ private:
+  const uint8_t* data_;
+  size_t size_;
+  uint64_t pos_ = 0;
+  std::string path_;
+};
+
+int64_t GgufTensor::num_elements() const {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+std::string GgufTensor::shape_string() const {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
+  auto file = MappedFile::open(path);
+  GgufParser parser(file->data(), file->size(), path);
+  return parser.parse(std::move(file));
+}
+
+const GgufTensor* GgufFile::find_tensor(std::string_view name) const {
+  auto it = tensor_index_.find(std::string(name));
+  return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
+}
+
+const GgufTensor& GgufFile::require_tensor(std::string_view name) const {
+  const GgufTensor* t = find_tensor(name);
+  if (t == nullptr) throw_error(ErrorCode::kCorrupt, "{}: missing tensor '{}'", path(), name);
+  return *t;
+}
+
+}  // namespace kvlm
