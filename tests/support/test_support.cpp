@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -32,6 +33,10 @@ std::string temp_dir() {
                      ("kvlm-test-" + std::to_string(::getpid())))
                         .string();
     std::filesystem::create_directories(d);
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(temp_dir(), ec);
+    });
     return d;
   }();
   return dir;

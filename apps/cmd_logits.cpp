@@ -1,0 +1,84 @@
+// kvlm logits -m MODEL --tokens 1,2,3: feeds the ids one at a time (teacher
+// forcing) and prints {"tokens":[...],"logits":[[...],...]}, the full logits
+// row after each token — the shape of the goldens in ../shared/golden.
+#include <cstdio>
+#include <sstream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "apps/commands.h"
+#include "backend/threads.h"
+#include "common/error.h"
+#include "model/model.h"
+#include "runner/sequence_evaluator.h"
+
+namespace kvlm::apps {
+namespace {
+
+std::vector<int32_t> parse_ids(const std::string& text, int32_t vocab_size) {
+  std::vector<int32_t> ids;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t used = 0;
+    long v = -1;
+    try {
+      v = std::stol(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size() || item.empty())
+      throw_error(ErrorCode::kInvalidArgument, "--tokens: '{}' is not a token id", item);
+    if (v < 0 || v >= vocab_size)
+      throw_error(ErrorCode::kInvalidArgument, "--tokens: id {} is outside the vocabulary [0, {})", v, vocab_size);
+    ids.push_back(static_cast<int32_t>(v));
+  }
+  if (ids.empty()) throw_error(ErrorCode::kInvalidArgument, "--tokens: no ids given");
+  return ids;
+}
+
+}  // namespace
+
+int cmd_logits(int argc, char** argv) {
+  CLI::App app{"Print the logits after each of the given token ids (teacher forcing)", "kvlm logits"};
+  std::string model_path, tokens_arg, kv_type = "f32";
+  int threads = 0;
+  bool batched = false;
+  app.add_option("-m,--model", model_path, "GGUF model file")->required();
+  app.add_option("--tokens", tokens_arg, "comma-separated token ids")->required();
+  app.add_option("-t,--threads", threads, "compute threads (default: all cores)");
+  app.add_option("--kv-type", kv_type, "KV cache type: f32, f16, q8_0")->capture_default_str();
+  app.add_flag("--batched", batched, "feed all ids in one forward pass instead of one at a time");
+  CLI11_PARSE(app, argc, argv);
+
+  set_num_threads(threads);
+  auto model = Model::load(model_path);
+  auto kv_dtype = dtype_from_name(kv_type);
+  if (!kv_dtype) throw_error(ErrorCode::kInvalidArgument, "--kv-type: unknown type '{}'", kv_type);
+  const int32_t vocab = model->config().vocab_size;
+  std::vector<int32_t> ids = parse_ids(tokens_arg, vocab);
+
+  SequenceEvaluator eval(*model, static_cast<int32_t>(ids.size()), *kv_dtype);
+  std::vector<float> all;
+  if (batched) {
+    all = eval.eval(ids, /*all_logits=*/true);
+  } else {
+    for (int32_t id : ids) {
+      const auto& row = eval.eval(std::span<const int32_t>(&id, 1), /*all_logits=*/false);
+      all.insert(all.end(), row.begin(), row.end());
+    }
+  }
+  std::string out = fmt::format("{{\"tokens\":[{}],\"logits\":[", fmt::join(ids, ","));
+  for (size_t r = 0; r < ids.size(); ++r) {
+    out += r ? ",[" : "[";
+    for (int32_t i = 0; i < vocab; ++i) fmt::format_to(std::back_inserter(out), "{}{}", i ? "," : "", all[r * vocab + i]);
+    out += "]";
+  }
+  out += "]}\n";
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return 0;
+}
+
+}  // namespace kvlm::apps

@@ -1,0 +1,75 @@
+// Paged attention: each sequence reads its keys and values through a block
+// table, so sequences share one pool of fixed-size KV blocks (DESIGN.md "The
+// KV cache"). Pure compute: which blocks a sequence owns is decided in kv/ and
+// sched/; this file only follows the table it is given.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "backend/dtype.h"
+
+namespace kvlm {
+
+// Shape of the KV storage of one layer. Layout: [num_blocks][num_kv_heads]
+// [block_size][head_dim] for K and the same for V, so attention streams the
+// slots of one block and one KV head through contiguous memory.
+struct KvLayout {
+  DType dtype = DType::kF16;   // F32, F16 or Q8_0 (Q8_0 needs head_dim % 32 == 0)
+  int32_t block_size = 16;     // token slots per block
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;
+
+  size_t row_bytes() const { return kvlm::row_bytes(dtype, head_dim); }  // one slot, one head
+  size_t head_stride() const { return row_bytes() * static_cast<size_t>(block_size); }
+  size_t block_bytes() const { return head_stride() * static_cast<size_t>(num_kv_heads); }  // one layer, K or V
+};
+
+// Base pointers of one layer's K and V storage (each num_blocks * block_bytes()).
+struct KvLayer {
+  uint8_t* k = nullptr;
+  uint8_t* v = nullptr;
+};
+
+// One sequence's part of a step. Its KV slots are numbered 0..num_context-1 in
+// logical order; slot s lives in block block_table[s / block_size] at offset
+// s % block_size. The step's query rows token_begin .. token_begin+num_tokens-1
+// are the sequence's last num_tokens slots, and query i sees slots
+// [0, num_context - num_tokens + i] (causal), further limited by a window.
+struct AttentionSeq {
+  int32_t token_begin = 0;
+  int32_t num_tokens = 0;
+  int32_t num_context = 0;
+  std::span<const int32_t> block_table;  // physical block ids; entries before the
+                                         // window may be stale (never read)
+};
+
+struct AttentionParams {
+  int32_t num_heads = 0;      // query heads; num_heads % num_kv_heads == 0 (GQA)
+  float scale = 1.f;          // usually 1/sqrt(head_dim)
+  float softcap = 0.f;        // > 0: scores = softcap * tanh(scores / softcap) (Gemma-2)
+  int32_t window = 0;         // > 0: query at slot s sees only slots (s - window, s]
+};
+
+// Writes K and V rows of `num_tokens` tokens into their slots.
+// k, v: [num_tokens, num_kv_heads, head_dim] f32; slots: [num_tokens], physical
+// slot = block_id * block_size + offset.
+void kv_write(const KvLayout& layout, const KvLayer& layer, const float* k, const float* v,
+              const int64_t* slots, int64_t num_tokens);
+
+// out[t, h, :] = softmax(q[t, h, :] . K^T * scale) . V over the visible slots.
+// q, out: [num_tokens_total, num_heads, head_dim] f32.
+void paged_attention(const KvLayout& layout, const KvLayer& layer, const float* q,
+                     std::span<const AttentionSeq> seqs, const AttentionParams& params, float* out);
+
+// Scalar reference of paged_attention (double accumulation, single thread).
+void paged_attention_reference(const KvLayout& layout, const KvLayer& layer, const float* q,
+                               std::span<const AttentionSeq> seqs, const AttentionParams& params,
+                               float* out);
+
+// Reads one stored K or V row back as f32 (tests, KV re-rotation).
+void kv_read_row(const KvLayout& layout, const uint8_t* base, int64_t slot, int32_t kv_head,
+                 float* out);
+
+}  // namespace kvlm

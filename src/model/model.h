@@ -1,0 +1,49 @@
+// A loaded model: configuration, weights (views into the memory-mapped GGUF)
+// and a forward pass batched over tokens. One subclass per architecture
+// family, each a straight-line forward pass in its own file.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "model/config.h"
+#include "model/forward_batch.h"
+#include "model/gguf.h"
+
+namespace kvlm {
+
+// Activation buffers reused across steps (grown on demand, never shrunk).
+struct ForwardScratch {
+  std::vector<float> x, xn, q, k, v, attn, h1, h2, out_rows;
+};
+
+class Model {
+ public:
+  // Reads the architecture from the file and loads the matching family.
+  // Throws Error(kUnsupported) for an unknown architecture, Error(kCorrupt)
+  // for missing or mis-shaped tensors.
+  static std::unique_ptr<Model> load(std::unique_ptr<GgufFile> gguf);
+  static std::unique_ptr<Model> load(const std::string& path);
+  virtual ~Model() = default;
+
+  const ModelConfig& config() const { return config_; }
+  const GgufFile& gguf() const { return *gguf_; }
+  // Layer groups that share block tables (one for most models).
+  virtual std::vector<KvGroupSpec> kv_groups() const;
+
+  // Runs the layers over batch.tokens, writing each token's K/V into its slot
+  // and attending through the block tables. logits: [logit_rows.size(), vocab_size].
+  virtual void forward(const ForwardBatch& batch, const KvCacheView& kv, ForwardScratch& scratch,
+                       float* logits) const = 0;
+
+ protected:
+  Model(std::unique_ptr<GgufFile> gguf, ModelConfig config)
+      : gguf_(std::move(gguf)), config_(std::move(config)) {}
+  std::unique_ptr<GgufFile> gguf_;  // owns the mapping the weights point into
+  ModelConfig config_;
+};
+
+// Family constructors (one file each).
+std::unique_ptr<Model> load_llama(std::unique_ptr<GgufFile> gguf, ModelConfig config);
+
+}  // namespace kvlm

@@ -1,0 +1,43 @@
+#include "model/weights.h"
+
+#include "backend/quant.h"
+#include "common/error.h"
+
+namespace kvlm {
+
+std::optional<WeightMatrix> WeightLoader::optional_matrix(const std::string& name, int64_t rows,
+                                                          int64_t cols) const {
+  const GgufTensor* t = gguf_.find_tensor(name);
+  if (t == nullptr) return std::nullopt;
+  bool ok = (t->dims.size() == 2 && t->dims[0] == cols && t->dims[1] == rows) ||
+            (t->dims.size() == 1 && rows == 1 && t->dims[0] == cols);
+  if (!ok)
+    throw_error(ErrorCode::kCorrupt, "{}: tensor '{}' has shape {}, expected [{}, {}]", gguf_.path(),
+                name, t->shape_string(), cols, rows);
+  return WeightMatrix{t->data, t->dtype, rows, cols};
+}
+
+WeightMatrix WeightLoader::matrix(const std::string& name, int64_t rows, int64_t cols) const {
+  auto m = optional_matrix(name, rows, cols);
+  if (!m) throw_error(ErrorCode::kCorrupt, "{}: missing tensor '{}'", gguf_.path(), name);
+  return *m;
+}
+
+std::vector<float> WeightLoader::optional_vector(const std::string& name, int64_t n) const {
+  const GgufTensor* t = gguf_.find_tensor(name);
+  if (t == nullptr) return {};
+  if (t->num_elements() != n)
+    throw_error(ErrorCode::kCorrupt, "{}: tensor '{}' has shape {}, expected [{}]", gguf_.path(),
+                name, t->shape_string(), n);
+  std::vector<float> out(static_cast<size_t>(n));
+  dequantize_row(t->dtype, t->data, out.data(), n);
+  return out;
+}
+
+std::vector<float> WeightLoader::vector(const std::string& name, int64_t n) const {
+  auto v = optional_vector(name, n);
+  if (v.empty()) throw_error(ErrorCode::kCorrupt, "{}: missing tensor '{}'", gguf_.path(), name);
+  return v;
+}
+
+}  // namespace kvlm

@@ -1,0 +1,29 @@
+// Typed access to a GGUF file's tensors with shape checks, for the loaders.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/matmul.h"
+#include "model/gguf.h"
+
+namespace kvlm {
+
+class WeightLoader {
+ public:
+  explicit WeightLoader(const GgufFile& gguf) : gguf_(gguf) {}
+
+  // A [rows, cols] matrix (GGUF dims {cols, rows}). Throws Error(kCorrupt)
+  // when missing or of another shape.
+  WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols) const;
+  std::optional<WeightMatrix> optional_matrix(const std::string& name, int64_t rows, int64_t cols) const;
+  // A vector of n values converted to f32 (norm weights, biases).
+  std::vector<float> vector(const std::string& name, int64_t n) const;
+  std::vector<float> optional_vector(const std::string& name, int64_t n) const;  // empty if absent
+
+ private:
+  const GgufFile& gguf_;
+};
+
+}  // namespace kvlm

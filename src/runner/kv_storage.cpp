@@ -1,0 +1,62 @@
+#include "runner/kv_storage.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+
+namespace kvlm {
+namespace {
+
+size_t max_group_layers(const Model& model) {
+  size_t n = 0;
+  for (const auto& g : model.kv_groups()) n = std::max(n, g.layers.size());
+  return n;
+}
+
+KvLayout make_layout(const Model& model, DType dtype, int32_t block_size) {
+  KvLayout layout;
+  layout.dtype = dtype;
+  layout.block_size = block_size;
+  layout.num_kv_heads = model.config().num_kv_heads;
+  layout.head_dim = model.config().head_dim;
+  return layout;
+}
+
+}  // namespace
+
+void KvStorage::check_dtype(const Model& model, DType dtype) {
+  if (dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kQ8_0)
+    throw_error(ErrorCode::kInvalidArgument, "KV cache type {} is not supported (f32, f16, q8_0)",
+                dtype_name(dtype));
+  int32_t bs = dtype_info(dtype).block_size;
+  if (model.config().head_dim % bs != 0)
+    throw_error(ErrorCode::kInvalidArgument,
+                "KV cache type {} needs a head size that is a multiple of {}; this model's is {}",
+                dtype_name(dtype), bs, model.config().head_dim);
+}
+
+size_t KvStorage::bytes_per_block(const Model& model, DType dtype, int32_t block_size) {
+  return 2 * make_layout(model, dtype, block_size).block_bytes() * max_group_layers(model);
+}
+
+KvStorage::KvStorage(const Model& model, DType dtype, int32_t block_size, int32_t num_blocks)
+    : layout_(make_layout(model, dtype, block_size)), num_blocks_(num_blocks) {
+  check_dtype(model, dtype);
+  const size_t layer_bytes = layout_.block_bytes() * static_cast<size_t>(num_blocks);
+  const size_t num_rows = max_group_layers(model);
+  bytes_.resize(2 * layer_bytes * num_rows);
+  view_.layout = layout_;
+  view_.layers.resize(model.config().num_layers);
+  view_.layer_group.resize(model.config().num_layers);
+  auto groups = model.kv_groups();
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (size_t i = 0; i < groups[g].layers.size(); ++i) {
+      int32_t l = groups[g].layers[i];
+      uint8_t* base = bytes_.data() + 2 * layer_bytes * i;
+      view_.layers[l] = KvLayer{base, base + layer_bytes};
+      view_.layer_group[l] = static_cast<int32_t>(g);
+    }
+  }
+}
+
+}  // namespace kvlm

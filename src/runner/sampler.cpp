@@ -1,0 +1,104 @@
+#include "runner/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_set>
+
+#include "common/error.h"
+
+namespace kvlm {
+
+void SamplingParams::validate() const {
+  if (!std::isfinite(temperature) || temperature < 0.f || temperature > 100.f)
+    throw_error(ErrorCode::kInvalidArgument, "temperature {} must be in [0, 100]", temperature);
+  if (!(top_p > 0.f && top_p <= 1.f))
+    throw_error(ErrorCode::kInvalidArgument, "top_p {} must be in (0, 1]", top_p);
+  if (!(min_p >= 0.f && min_p <= 1.f))
+    throw_error(ErrorCode::kInvalidArgument, "min_p {} must be in [0, 1]", min_p);
+  if (!(repetition_penalty > 0.f && repetition_penalty <= 10.f))
+    throw_error(ErrorCode::kInvalidArgument, "repetition penalty {} must be in (0, 10]", repetition_penalty);
+  if (repeat_last_n < 0)
+    throw_error(ErrorCode::kInvalidArgument, "repeat_last_n {} must be >= 0", repeat_last_n);
+}
+
+int32_t argmax(std::span<const float> values) {
+  int32_t best = 0;
+  for (size_t i = 1; i < values.size(); ++i)
+    if (values[i] > values[best]) best = static_cast<int32_t>(i);
+  return best;
+}
+
+Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
+
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
+  const int32_t n = static_cast<int32_t>(logits.size());
+  candidates_.resize(n);
+  for (int32_t i = 0; i < n; ++i) candidates_[i] = {i, logits[i], 0.f};
+
+  // Repetition penalty (CTRL-style, as llama.cpp): divide positive logits,
+  // multiply negative ones, once per distinct recent token.
+  if (params_.repetition_penalty != 1.f && params_.repeat_last_n > 0) {
+    size_t from = history.size() > static_cast<size_t>(params_.repeat_last_n)
+                      ? history.size() - params_.repeat_last_n : 0;
+    std::unordered_set<int32_t> seen(history.begin() + from, history.end());
+    for (int32_t id : seen) {
+      if (id < 0 || id >= n) continue;
+      float& l = candidates_[id].logit;
+      l = l > 0 ? l / params_.repetition_penalty : l * params_.repetition_penalty;
+    }
+  }
+
+  if (params_.temperature <= 0.f) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; ++i)
+      if (candidates_[i].logit > candidates_[best].logit) best = i;
+    return best;
+  }
+
+  auto by_logit = [](const Candidate& a, const Candidate& b) {
+    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+  };
+  size_t keep = candidates_.size();
+  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < keep) {
+    keep = static_cast<size_t>(params_.top_k);
+    std::partial_sort(candidates_.begin(), candidates_.begin() + keep, candidates_.end(), by_logit);
+  } else {
+    std::sort(candidates_.begin(), candidates_.end(), by_logit);
+  }
+  candidates_.resize(keep);
+
+  auto softmax = [&](float temperature) {
+    float max_logit = candidates_.front().logit;
+    double sum = 0;
+    for (auto& c : candidates_) sum += (c.p = std::exp((c.logit - max_logit) / temperature));
+    for (auto& c : candidates_) c.p = static_cast<float>(c.p / sum);
+  };
+
+  softmax(1.f);
+  if (params_.top_p < 1.f) {
+    double cum = 0;
+    size_t k = 0;
+    while (k < candidates_.size()) {
+      cum += candidates_[k++].p;
+      if (cum >= params_.top_p) break;
+    }
+    candidates_.resize(std::max<size_t>(k, 1));
+  }
+  if (params_.min_p > 0.f) {
+    float threshold = candidates_.front().p * params_.min_p;
+    size_t k = 1;
+    while (k < candidates_.size() && candidates_[k].p >= threshold) ++k;
+    candidates_.resize(k);
+  }
+  softmax(params_.temperature);
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  double r = uniform(rng_);
+  double cum = 0;
+  for (const auto& c : candidates_) {
+    cum += c.p;
+    if (r < cum) return c.id;
+  }
+  return candidates_.back().id;
+}
+
+}  // namespace kvlm

@@ -1,0 +1,50 @@
+// Turns a row of logits into the next token. Deterministic for a given seed:
+// each request owns its Sampler and its random stream.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+namespace kvlm {
+
+struct SamplingParams {
+  float temperature = 0.8f;        // <= 0: greedy (argmax)
+  int32_t top_k = 40;              // <= 0: off
+  float top_p = 0.95f;             // >= 1: off
+  float min_p = 0.05f;             // <= 0: off
+  float repetition_penalty = 1.0f; // 1: off; applied to the last repeat_last_n tokens
+  int32_t repeat_last_n = 64;
+  uint64_t seed = 0;
+
+  // Throws Error(kInvalidArgument) naming the field that is out of range.
+  void validate() const;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& params);
+
+  // Picks a token from logits[0..n). `history` is the sequence so far (prompt
+  // and output), used by the repetition penalty. Order as llama.cpp's default
+  // chain: penalty, top-k, top-p, min-p, temperature, draw.
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
+
+  const SamplingParams& params() const { return params_; }
+
+ private:
+  struct Candidate {
+    int32_t id;
+    float logit;
+    float p;
+  };
+  SamplingParams params_;
+  std::mt19937_64 rng_;
+  std::vector<Candidate> candidates_;  // scratch, reused
+};
+
+// Index of the largest value (first on ties).
+int32_t argmax(std::span<const float> values);
+
+}  // namespace kvlm

@@ -1,0 +1,42 @@
+// Runs a model over one sequence without the engine: a private KV storage
+// whose blocks 0, 1, 2, ... hold the sequence in order. For tools that score
+// text (kvlm logits, kvlm perplexity) and for tests that need a reference run
+// to compare the engine against.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "model/model.h"
+#include "runner/kv_storage.h"
+
+namespace kvlm {
+
+class SequenceEvaluator {
+ public:
+  // Room for max_tokens tokens of one sequence.
+  SequenceEvaluator(const Model& model, int32_t max_tokens, DType kv_dtype = DType::kF16,
+                    int32_t block_size = 16);
+
+  // Forgets the sequence; the next eval starts at position 0.
+  void reset() { num_tokens_ = 0; }
+  int32_t num_tokens() const { return num_tokens_; }
+
+  // Appends `tokens` (one batched forward pass) and returns their logits:
+  // every row ([tokens.size(), vocab]) if all_logits, else the last row only.
+  // Throws Error(kOutOfRange) if the sequence would exceed max_tokens.
+  const std::vector<float>& eval(std::span<const int32_t> tokens, bool all_logits);
+
+ private:
+  const Model& model_;
+  KvStorage storage_;
+  int32_t max_tokens_;
+  int32_t num_tokens_ = 0;
+  std::vector<int32_t> block_table_;
+  ForwardScratch scratch_;
+  std::vector<float> logits_;
+};
+
+}  // namespace kvlm
