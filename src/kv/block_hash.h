@@ -1,0 +1,38 @@
+// Content hash of a full KV block, chained to its parent block's hash, so a
+// hit on block i means the whole prefix up to and including block i matches
+// (DESIGN.md "Prefix cache"). 128 bits: a collision, which would hand one
+// prompt another prompt's KV, is negligible.
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "common/hash.h"
+
+namespace kvlm {
+
+struct BlockHash {
+  Hash128 value;
+  auto operator<=>(const BlockHash&) const = default;
+};
+
+// Hash of a block holding `tokens` (exactly block_size ids) after `parent`
+// (nullopt for the first block). `extra_key` separates caches that must not
+// share blocks even for equal tokens (a cache salt, a LoRA id); 0 for none.
+BlockHash hash_block(std::optional<BlockHash> parent, std::span<const int32_t> tokens,
+                     uint64_t extra_key = 0);
+
+// Hashes of every full block of `tokens` (tokens.size() / block_size of them).
+std::vector<BlockHash> hash_full_blocks(std::span<const int32_t> tokens, int32_t block_size,
+                                        uint64_t extra_key = 0);
+
+}  // namespace kvlm
+
+template <>
+struct std::hash<kvlm::BlockHash> {
+  size_t operator()(const kvlm::BlockHash& h) const noexcept { return std::hash<kvlm::Hash128>{}(h.value); }
+};

@@ -1,0 +1,208 @@
+#include "kv/kv_cache_manager.h"
+
+#include <algorithm>
+
+#include "common/assert.h"
+#include "common/error.h"
+
+namespace kvlm {
+
+namespace {
+
+// KvCacheConfig comes from user flags (--kv-mem, --block-size): bad values are
+// errors, not asserts.
+KvCacheConfig validated(KvCacheConfig c) {
+  if (c.num_blocks <= 0) {
+    throw_error(ErrorCode::kInvalidArgument,
+                "the KV cache needs at least one block, got {}; give it more memory", c.num_blocks);
+  }
+  if (c.block_size <= 0) {
+    throw_error(ErrorCode::kInvalidArgument, "KV block size must be positive, got {}",
+                c.block_size);
+  }
+  if (c.group_windows.empty()) {
+    throw_error(ErrorCode::kInvalidArgument, "a KV cache needs at least one layer group");
+  }
+  for (int32_t w : c.group_windows) {
+    if (w < 0) {
+      throw_error(ErrorCode::kInvalidArgument, "sliding window must be >= 0, got {}", w);
+    }
+  }
+  return c;
+}
+
+// Prefix caching needs every layer to keep every block; a window group throws
+// blocks away, so only one full-attention group publishes or looks up blocks.
+bool uses_prefix_caching(const KvCacheConfig& c) {
+  return c.enable_prefix_caching && c.group_windows.size() == 1 && c.group_windows[0] == 0;
+}
+
+int32_t ceil_div(int32_t a, int32_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+KvCacheManager::KvCacheManager(KvCacheConfig config)
+    : config_(validated(std::move(config))),
+      pool_(config_.num_blocks, uses_prefix_caching(config_)) {}
+
+int32_t KvCacheManager::num_invisible_blocks(int32_t group, int32_t num_computed) const {
+  int32_t window = config_.group_windows[group];
+  if (window == 0) return 0;
+  // A query at slot s sees (s - W, s]; the earliest future query is at
+  // num_computed, so slots <= num_computed - W are dead. Block b (slots
+  // [b*bs, (b+1)*bs)) is dead when (b+1)*bs - 1 <= num_computed - W.
+  int32_t num_dead_slots = num_computed - window + 1;
+  return num_dead_slots > 0 ? num_dead_slots / config_.block_size : 0;
+}
+
+int32_t KvCacheManager::blocks_needed(const RequestBlocks* r, int32_t group,
+                                      int32_t num_tokens) const {
+  int32_t num_entries = ceil_div(num_tokens, config_.block_size);
+  int32_t num_have = r ? static_cast<int32_t>(r->tables[group].blocks.size()) : 0;
+  // Window tables never lag behind their window: on_computed releases eagerly
+  // and every slot written in a step is seen by its own query, so each new
+  // entry needs a real block.
+  return std::max(0, num_entries - num_have);
+}
+
+int32_t KvCacheManager::num_blocks_for(int32_t num_tokens) const {
+  // Conservative for window groups: a prompt computed in one step writes
+  // every slot before any block can be released.
+  int32_t n = 0;
+  for (int32_t g = 0; g < num_groups(); ++g) n += blocks_needed(nullptr, g, num_tokens);
+  return n;
+}
+
+PrefixHit KvCacheManager::find_prefix(std::span<const int32_t> tokens, uint64_t extra_key) {
+  PrefixHit hit;
+  if (!pool_.prefix_caching() || tokens.empty()) return hit;
+  hit.num_query_tokens = static_cast<int32_t>(tokens.size());
+  const int32_t bs = config_.block_size;
+  // At least one token must be computed: its logits start the generation.
+  const int32_t max_blocks = (static_cast<int32_t>(tokens.size()) - 1) / bs;
+  std::optional<BlockHash> parent;
+  for (int32_t i = 0; i < max_blocks; ++i) {
+    BlockHash h = hash_block(parent, tokens.subspan(static_cast<size_t>(i) * bs, bs), extra_key);
+    std::optional<BlockId> id = pool_.find_cached(h);
+    if (!id) break;
+    hit.blocks.push_back(*id);
+    parent = h;
+  }
+  hit.num_tokens = static_cast<int32_t>(hit.blocks.size()) * bs;
+  return hit;
+}
+
+bool KvCacheManager::can_allocate(RequestId id, int32_t num_new, const PrefixHit* hit) const {
+  KVLM_ASSERT(num_new >= 0, "negative token count");
+  auto it = requests_.find(id);
+  int32_t num_needed = 0;
+  if (it != requests_.end()) {
+    KVLM_ASSERT(hit == nullptr || hit->blocks.empty(), "a prefix hit for a request with blocks");
+    const RequestBlocks& r = it->second;
+    for (int32_t g = 0; g < num_groups(); ++g) {
+      num_needed += blocks_needed(&r, g, r.num_computed + num_new);
+    }
+    return pool_.can_allocate(num_needed);
+  }
+  int32_t num_hit_tokens = hit ? hit->num_tokens : 0;
+  int32_t num_hit_blocks = hit ? static_cast<int32_t>(hit->blocks.size()) : 0;
+  KVLM_ASSERT(num_hit_tokens == num_hit_blocks * config_.block_size,
+              "a prefix hit covers whole blocks");
+  KVLM_ASSERT(num_hit_blocks == 0 || pool_.prefix_caching(), "a prefix hit without caching");
+  for (int32_t g = 0; g < num_groups(); ++g) {
+    num_needed += blocks_needed(nullptr, g, num_hit_tokens + num_new);
+  }
+  num_needed -= num_hit_blocks;  // group 0 already has them...
+  if (hit) {
+    for (BlockId b : hit->blocks) {
+      // ...but a hit block that is free leaves the free queue when touched.
+      if (pool_.meta(b).ref_count == 0) ++num_needed;
+    }
+  }
+  return pool_.can_allocate(num_needed);
+}
+
+bool KvCacheManager::allocate(RequestId id, int32_t num_new, const PrefixHit* hit) {
+  if (!can_allocate(id, num_new, hit)) return false;
+  auto [it, is_new] = requests_.try_emplace(id);
+  RequestBlocks& r = it->second;
+  if (is_new) {
+    r.tables.resize(static_cast<size_t>(num_groups()));
+    if (hit) {
+      num_prefix_query_tokens_ += hit->num_query_tokens;
+      num_prefix_hit_tokens_ += hit->num_tokens;
+    }
+    if (hit && !hit->blocks.empty()) {
+      // Touch before allocating: a hit block at the head of the free queue
+      // must not be handed out (and its hash forgotten) as a new block.
+      pool_.touch(hit->blocks);
+      r.tables[0].blocks = hit->blocks;
+      r.num_computed = hit->num_tokens;
+      r.num_slots = hit->num_tokens;
+      for (BlockId b : hit->blocks) {
+        KVLM_ASSERT(pool_.meta(b).hash.has_value(), "a prefix hit on a block without a hash");
+        r.block_hashes.push_back(*pool_.meta(b).hash);
+      }
+    }
+  }
+  int32_t num_tokens = r.num_computed + num_new;
+  for (int32_t g = 0; g < num_groups(); ++g) {
+    std::vector<BlockId> fresh = pool_.allocate(blocks_needed(&r, g, num_tokens));
+    auto& blocks = r.tables[g].blocks;
+    blocks.insert(blocks.end(), fresh.begin(), fresh.end());
+  }
+  r.num_slots = std::max(r.num_slots, num_tokens);
+  return true;
+}
+
+void KvCacheManager::on_computed(RequestId id, std::span<const int32_t> tokens,
+                                 int32_t num_computed, uint64_t extra_key) {
+  auto it = requests_.find(id);
+  KVLM_ASSERT(it != requests_.end(), "on_computed for a request without blocks");
+  RequestBlocks& r = it->second;
+  KVLM_ASSERT(num_computed >= r.num_computed, "num_computed went backwards");
+  KVLM_ASSERT(num_computed <= r.num_slots, "computed more tokens than the table has slots for");
+  KVLM_ASSERT(static_cast<int32_t>(tokens.size()) >= num_computed, "fewer tokens than computed");
+  r.num_computed = num_computed;
+  const int32_t bs = config_.block_size;
+
+  if (pool_.prefix_caching()) {
+    const int32_t num_full = num_computed / bs;
+    for (auto i = static_cast<int32_t>(r.block_hashes.size()); i < num_full; ++i) {
+      std::optional<BlockHash> parent;
+      if (i > 0) parent = r.block_hashes[i - 1];
+      BlockHash h = hash_block(parent, tokens.subspan(static_cast<size_t>(i) * bs, bs), extra_key);
+      pool_.cache(r.tables[0].blocks[i], h);
+      r.block_hashes.push_back(h);
+    }
+  }
+
+  for (int32_t g = 0; g < num_groups(); ++g) {
+    BlockTable& t = r.tables[g];
+    int32_t num_dead =
+        std::min(num_invisible_blocks(g, num_computed), static_cast<int32_t>(t.blocks.size()));
+    if (num_dead <= t.num_released) continue;
+    pool_.free(std::span<const BlockId>(t.blocks).subspan(t.num_released, num_dead - t.num_released));
+    t.num_released = num_dead;
+  }
+}
+
+void KvCacheManager::free(RequestId id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;  // never allocated (e.g. a waiting request)
+  std::vector<BlockId> reversed;
+  for (const BlockTable& t : it->second.tables) {
+    reversed.assign(t.blocks.rbegin(), t.blocks.rend() - t.num_released);
+    pool_.free(reversed);
+  }
+  requests_.erase(it);
+}
+
+const BlockTable& KvCacheManager::table(RequestId id, int32_t group) const {
+  auto it = requests_.find(id);
+  KVLM_ASSERT(it != requests_.end(), "table() of a request without blocks");
+  KVLM_ASSERT(group >= 0 && group < num_groups(), "group out of range");
+  return it->second.tables[group];
+}
+
+}  // namespace kvlm

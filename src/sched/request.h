@@ -1,0 +1,45 @@
+// A request as the scheduler sees it: token ids and how many of them are in
+// the KV cache. One rule drives everything (vLLM v1): num_computed_tokens
+// catches up with num_tokens() under a per-step token budget. A long prompt
+// takes several steps (chunked prefill), a prefix hit starts it ahead, a
+// preemption sets it back to 0, and each sampled token adds one to catch up.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "common/strong_id.h"
+
+namespace kvlm {
+
+enum class RequestStatus { kWaiting, kRunning, kFinished };
+
+enum class FinishReason {
+  kStop,     // an end-of-generation token or a stop string
+  kLength,   // max_tokens or the context length reached
+  kAborted,  // cancelled by the caller or the client went away
+};
+std::string_view finish_reason_name(FinishReason r);  // "stop", "length", "abort"
+
+struct Request {
+  RequestId id;
+  std::vector<int32_t> tokens;       // prompt, then generated tokens
+  int32_t num_prompt_tokens = 0;
+  int32_t num_computed_tokens = 0;   // tokens whose K/V are in the cache
+  int32_t num_cached_tokens = 0;     // prompt tokens served by the prefix cache at first admission
+  int32_t max_tokens = 16;           // generated tokens allowed
+  std::vector<int32_t> stop_token_ids;  // generation ends after sampling one of these
+  uint64_t cache_salt = 0;           // separates prefix-cache namespaces (0: shared)
+  double arrival_s = 0;              // clock time of submission
+  RequestStatus status = RequestStatus::kWaiting;
+  std::optional<FinishReason> finish_reason;
+  int32_t num_preemptions = 0;
+  bool admitted_once = false;
+
+  int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
+  int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
+};
+
+}  // namespace kvlm

@@ -1,0 +1,223 @@
+#include "sched/scheduler.h"
+
+#include <algorithm>
+
+#include "common/assert.h"
+#include "common/error.h"
+
+namespace kvlm {
+
+namespace {
+
+SchedulerConfig validated(SchedulerConfig c) {
+  if (c.max_num_batched_tokens <= 0) {
+    throw_error(ErrorCode::kInvalidArgument, "max_num_batched_tokens must be positive, got {}",
+                c.max_num_batched_tokens);
+  }
+  if (c.max_num_seqs <= 0) {
+    throw_error(ErrorCode::kInvalidArgument, "max_num_seqs must be positive, got {}",
+                c.max_num_seqs);
+  }
+  if (c.max_model_len < 2) {
+    throw_error(ErrorCode::kInvalidArgument,
+                "max_model_len must leave room for a prompt and one token, got {}",
+                c.max_model_len);
+  }
+  return c;
+}
+
+}  // namespace
+
+Scheduler::Scheduler(SchedulerConfig config, KvCacheConfig kv_config)
+    : config_(validated(config)), kv_(std::move(kv_config)) {}
+
+void Scheduler::add_request(std::unique_ptr<Request> request) {
+  KVLM_ASSERT(request != nullptr, "add_request(nullptr)");
+  KVLM_ASSERT(requests_.count(request->id) == 0, "request id added twice");
+  Request& r = *request;
+  const int32_t num_prompt = r.num_tokens();
+  if (num_prompt == 0) {
+    throw_error(ErrorCode::kInvalidArgument, "the prompt is empty; send at least one token");
+  }
+  if (num_prompt > config_.max_model_len - 1) {
+    throw_error(ErrorCode::kOutOfRange,
+                "the prompt has {} tokens but the context length is {}: at most {} prompt tokens "
+                "leave room to generate; shorten the prompt",
+                num_prompt, config_.max_model_len, config_.max_model_len - 1);
+  }
+  // The prompt and its first generated token must fit the pool on their own,
+  // or the request could never run even with every other request preempted.
+  const int32_t num_blocks_needed = kv_.num_blocks_for(num_prompt + 1);
+  if (num_blocks_needed > kv_.pool().num_blocks()) {
+    throw_error(ErrorCode::kOutOfRange,
+                "the prompt has {} tokens and needs {} KV blocks of {} tokens, but the KV cache "
+                "holds only {} blocks; shorten the prompt or give the KV cache more memory",
+                num_prompt, num_blocks_needed, kv_.block_size(), kv_.pool().num_blocks());
+  }
+  if (r.max_tokens < 1) {
+    throw_error(ErrorCode::kInvalidArgument, "max_tokens must be at least 1, got {}",
+                r.max_tokens);
+  }
+  KVLM_ASSERT(r.num_prompt_tokens == 0 || r.num_prompt_tokens == num_prompt,
+              "num_prompt_tokens disagrees with the tokens of a new request");
+  r.num_prompt_tokens = num_prompt;
+  r.max_tokens = std::min(r.max_tokens, config_.max_model_len - num_prompt);
+  r.num_computed_tokens = 0;
+  r.status = RequestStatus::kWaiting;
+  r.finish_reason.reset();
+  waiting_.push_back(&r);
+  requests_.emplace(r.id, std::move(request));
+}
+
+ScheduledSeq Scheduler::make_seq(const Request& r, int32_t num_new) const {
+  ScheduledSeq s;
+  s.id = r.id;
+  s.num_computed = r.num_computed_tokens;
+  auto first = r.tokens.begin() + r.num_computed_tokens;
+  s.new_tokens.assign(first, first + num_new);
+  s.sample = r.num_computed_tokens + num_new == r.num_tokens();
+  for (int32_t g = 0; g < kv_.num_groups(); ++g) {
+    const BlockTable& t = kv_.table(r.id, g);
+    std::vector<int32_t>& ids = s.block_tables.emplace_back();
+    ids.reserve(t.blocks.size());
+    for (BlockId b : t.blocks) ids.push_back(b.value());
+    s.num_released.push_back(t.num_released);
+  }
+  return s;
+}
+
+void Scheduler::preempt(Request& r) {
+  kv_.free(r.id);
+  r.num_computed_tokens = 0;
+  r.status = RequestStatus::kWaiting;
+  ++r.num_preemptions;
+  ++num_preemptions_;
+  waiting_.push_front(&r);
+}
+
+SchedulerOutput Scheduler::schedule() {
+  SchedulerOutput out;
+  int32_t budget = config_.max_num_batched_tokens;
+  bool preempted = false;
+
+  // 1. Running requests, oldest first: decodes and unfinished prompt chunks.
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    Request* r = running_[i];
+    const int32_t num_new = std::min(r->num_tokens() - r->num_computed_tokens, budget);
+    KVLM_ASSERT(num_new > 0, "a running request with nothing to compute");
+    bool fits = true;
+    while (!kv_.allocate(r->id, num_new)) {
+      // The newest request gives way: it has the least work to lose.
+      Request* victim = running_.back();
+      running_.pop_back();
+      preempt(*victim);
+      out.preempted.push_back(victim->id);
+      preempted = true;
+      if (victim == r) {
+        fits = false;
+        break;
+      }
+    }
+    if (!fits) break;  // r was the last running request: nothing left here
+    out.seqs.push_back(make_seq(*r, num_new));
+    out.num_tokens += num_new;
+    budget -= num_new;
+    ++i;
+  }
+
+  // 2. Waiting requests in FIFO order. After a preemption the pool is known to
+  // be short, and admitting would only steal blocks back from the preempted.
+  while (!preempted && budget > 0 && !waiting_.empty() &&
+         num_running() < config_.max_num_seqs) {
+    // A new request always needs a fresh block (a hit leaves its last token
+    // to compute): with none free, skip hashing its prompt.
+    if (kv_.pool().num_free_blocks() == 0) break;
+    Request* r = waiting_.front();
+    PrefixHit hit = kv_.find_prefix(r->tokens, r->cache_salt);
+    const int32_t num_new = std::min(r->num_tokens() - hit.num_tokens, budget);
+    // Head-of-line blocking is deliberate: skipping a big request for
+    // smaller ones behind it could starve it forever.
+    if (!kv_.allocate(r->id, num_new, &hit)) break;
+    waiting_.pop_front();
+    if (!r->admitted_once) {
+      r->num_cached_tokens = hit.num_tokens;
+      r->admitted_once = true;
+    }
+    r->num_computed_tokens = hit.num_tokens;
+    r->status = RequestStatus::kRunning;
+    running_.push_back(r);
+    out.seqs.push_back(make_seq(*r, num_new));
+    out.num_tokens += num_new;
+    budget -= num_new;
+  }
+  return out;
+}
+
+std::vector<std::unique_ptr<Request>> Scheduler::update(const SchedulerOutput& out,
+                                                        std::span<const int32_t> sampled) {
+  std::vector<RequestId> finished;
+  size_t next_sample = 0;
+  for (const ScheduledSeq& s : out.seqs) {
+    std::optional<int32_t> token;
+    if (s.sample) {
+      KVLM_ASSERT(next_sample < sampled.size(), "fewer sampled tokens than sampling seqs");
+      token = sampled[next_sample++];
+    }
+    auto it = requests_.find(s.id);
+    // finish() between schedule() and update() (a cancel): nothing to advance.
+    if (it == requests_.end()) continue;
+    Request& r = *it->second;
+    KVLM_ASSERT(r.status == RequestStatus::kRunning, "update for a request that is not running");
+    KVLM_ASSERT(r.num_computed_tokens == s.num_computed, "update out of step with schedule");
+    r.num_computed_tokens += static_cast<int32_t>(s.new_tokens.size());
+    if (token) r.tokens.push_back(*token);
+    kv_.on_computed(r.id, r.tokens, r.num_computed_tokens, r.cache_salt);
+    if (!token) continue;
+
+    const auto& stops = r.stop_token_ids;
+    if (std::find(stops.begin(), stops.end(), *token) != stops.end()) {
+      r.finish_reason = FinishReason::kStop;
+    } else if (r.num_output_tokens() >= r.max_tokens || r.num_tokens() >= config_.max_model_len ||
+               // The next step would need one slot more than the whole pool:
+               // the pool, not the model, limits this request's context.
+               kv_.num_blocks_for(r.num_tokens()) > kv_.pool().num_blocks()) {
+      r.finish_reason = FinishReason::kLength;
+    }
+    if (r.finish_reason) finished.push_back(r.id);
+  }
+  KVLM_ASSERT(next_sample == sampled.size(), "more sampled tokens than sampling seqs");
+
+  std::vector<std::unique_ptr<Request>> done;
+  done.reserve(finished.size());
+  for (RequestId id : finished) done.push_back(remove(id));
+  return done;
+}
+
+std::unique_ptr<Request> Scheduler::finish(RequestId id, FinishReason reason) {
+  if (requests_.count(id) == 0) return nullptr;
+  std::unique_ptr<Request> r = remove(id);
+  r->finish_reason = reason;
+  return r;
+}
+
+const Request* Scheduler::find(RequestId id) const {
+  auto it = requests_.find(id);
+  return it == requests_.end() ? nullptr : it->second.get();
+}
+
+std::unique_ptr<Request> Scheduler::remove(RequestId id) {
+  auto it = requests_.find(id);
+  KVLM_ASSERT(it != requests_.end(), "removing an unknown request");
+  std::unique_ptr<Request> r = std::move(it->second);
+  requests_.erase(it);
+  if (r->status == RequestStatus::kRunning) {
+    running_.erase(std::find(running_.begin(), running_.end(), r.get()));
+  } else {
+    waiting_.erase(std::find(waiting_.begin(), waiting_.end(), r.get()));
+  }
+  kv_.free(id);
+  r->status = RequestStatus::kFinished;
+  return r;
+}
+
+}  // namespace kvlm

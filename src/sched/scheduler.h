@@ -1,0 +1,93 @@
+// Continuous-batching scheduler (DESIGN.md "Scheduler::schedule()"). Each step:
+//   1. running requests first, in admission order, each taking what it still
+//      needs (1 token for a decode, a chunk for an unfinished prompt) from the
+//      step's token budget; when the pool is short, the most recently admitted
+//      running request is preempted (blocks freed, requeued at the front,
+//      recomputed later) until the request fits or is itself preempted;
+//   2. then, if nothing was preempted this step, waiting requests in FIFO
+//      order, each starting after its prefix-cache hit, while the budget, the
+//      sequence cap and the pool allow.
+// The scheduler owns the KvCacheManager; the runner only reads block tables
+// from the SchedulerOutput.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "kv/kv_cache_manager.h"
+#include "sched/request.h"
+
+namespace kvlm {
+
+struct SchedulerConfig {
+  int32_t max_num_batched_tokens = 2048;  // token budget of one step
+  int32_t max_num_seqs = 64;              // running requests at most
+  int32_t max_model_len = 2048;           // prompt + output tokens of one request at most
+};
+
+// One request's share of a step. Plain data: the runner needs nothing else.
+struct ScheduledSeq {
+  RequestId id;
+  int32_t num_computed = 0;   // tokens already cached = slot of the first new token
+  std::vector<int32_t> new_tokens;  // tokens [num_computed, num_computed + new_tokens.size())
+  bool sample = false;        // all known tokens computed after this step: sample the next
+  std::vector<std::vector<int32_t>> block_tables;  // [group] physical block ids
+  std::vector<int32_t> num_released;               // [group] leading stale entries
+};
+
+struct SchedulerOutput {
+  std::vector<ScheduledSeq> seqs;       // running requests first, then newly admitted
+  int32_t num_tokens = 0;               // sum of new_tokens sizes, <= the budget
+  std::vector<RequestId> preempted;     // preempted during this schedule() call
+  bool empty() const { return seqs.empty(); }
+};
+
+class Scheduler {
+ public:
+  Scheduler(SchedulerConfig config, KvCacheConfig kv_config);
+
+  // Queues a request. Throws Error(kOutOfRange) if its prompt can never run
+  // (longer than max_model_len - 1, or more blocks than the whole pool), and
+  // Error(kInvalidArgument) for an empty prompt. Clamps max_tokens so that
+  // prompt + output fits max_model_len.
+  void add_request(std::unique_ptr<Request> request);
+
+  SchedulerOutput schedule();
+
+  // After the forward pass of `out`: advances num_computed_tokens, appends
+  // `sampled` (one token per seq with sample == true, in order), publishes
+  // full blocks to the prefix cache, applies stop conditions. Returns the
+  // requests that finished (their blocks already released).
+  std::vector<std::unique_ptr<Request>> update(const SchedulerOutput& out,
+                                               std::span<const int32_t> sampled);
+
+  // Ends a request now (cancel, disconnect, stop string). Returns it, or
+  // nullptr if unknown or already finished.
+  std::unique_ptr<Request> finish(RequestId id, FinishReason reason);
+
+  const Request* find(RequestId id) const;
+  bool has_unfinished() const { return !waiting_.empty() || !running_.empty(); }
+  int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
+  int64_t num_preemptions() const { return num_preemptions_; }
+  const KvCacheManager& kv() const { return kv_; }
+  const SchedulerConfig& config() const { return config_; }
+
+ private:
+  ScheduledSeq make_seq(const Request& r, int32_t num_new) const;
+  void preempt(Request& r);
+  std::unique_ptr<Request> remove(RequestId id);
+
+  SchedulerConfig config_;
+  KvCacheManager kv_;
+  std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;  // all unfinished
+  std::deque<Request*> waiting_;   // FIFO; preempted requests go to the front
+  std::vector<Request*> running_;  // admission order
+  int64_t num_preemptions_ = 0;
+};
+
+}  // namespace kvlm
