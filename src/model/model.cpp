@@ -16,10 +16,12 @@ std::unique_ptr<Model> Model::load(std::unique_ptr<GgufFile> gguf) {
     case Arch::kLlama:
     case Arch::kQwen2:
       return load_llama(std::move(gguf), std::move(config));
-    default:
-      throw_error(ErrorCode::kUnsupported, "architecture '{}' is recognised but not implemented yet",
-                  config.arch_name);
+    case Arch::kGpt2:
+      return load_gpt2(std::move(gguf), std::move(config));
+    case Arch::kGemma2:
+      return load_gemma2(std::move(gguf), std::move(config));
   }
+  throw_error(ErrorCode::kInternal, "unhandled architecture '{}'", config.arch_name);
 }
 
 std::unique_ptr<Model> Model::load(const std::string& path) { return load(GgufFile::open(path)); }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "model/config.h"
@@ -30,6 +31,9 @@ class Model {
   const GgufFile& gguf() const { return *gguf_; }
   // Layer groups that share block tables (one for most models).
   virtual std::vector<KvGroupSpec> kv_groups() const;
+  // Positions the model can encode at most (GPT-2's learned table); nullopt
+  // when positions are rotary and only the KV memory limits the context.
+  virtual std::optional<int32_t> max_positions() const { return std::nullopt; }
 
   // Runs the layers over batch.tokens, writing each token's K/V into its slot
   // and attending through the block tables. logits: [logit_rows.size(), vocab_size].
@@ -44,6 +48,8 @@ class Model {
 };
 
 // Family constructors (one file each).
-std::unique_ptr<Model> load_llama(std::unique_ptr<GgufFile> gguf, ModelConfig config);
+std::unique_ptr<Model> load_llama(std::unique_ptr<GgufFile> gguf, ModelConfig config);   // llama.cpp
+std::unique_ptr<Model> load_gpt2(std::unique_ptr<GgufFile> gguf, ModelConfig config);    // gpt2.cpp
+std::unique_ptr<Model> load_gemma2(std::unique_ptr<GgufFile> gguf, ModelConfig config);  // gemma2.cpp
 
 }  // namespace kvlm

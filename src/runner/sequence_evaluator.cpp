@@ -7,9 +7,17 @@ namespace kvlm {
 SequenceEvaluator::SequenceEvaluator(const Model& model, int32_t max_tokens, DType kv_dtype,
                                      int32_t block_size)
     : model_(model),
-      storage_(model, kv_dtype, block_size, (max_tokens + block_size - 1) / block_size),
+      storage_(model, kv_dtype, block_size,
+               static_cast<int32_t>(model.kv_groups().size()) * ((max_tokens + block_size - 1) / block_size)),
       max_tokens_(max_tokens) {
-  for (int32_t b = 0; b < storage_.num_blocks(); ++b) block_table_.push_back(b);
+  if (auto max_pos = model.max_positions(); max_pos && max_tokens > *max_pos)
+    throw_error(ErrorCode::kOutOfRange, "{} tokens exceed the {} positions {} was trained with", max_tokens,
+                *max_pos, model.config().arch_name);
+  const size_t num_groups = model.kv_groups().size();
+  const int32_t per_group = storage_.num_blocks() / static_cast<int32_t>(num_groups);
+  block_tables_.resize(num_groups);
+  for (size_t g = 0; g < num_groups; ++g)
+    for (int32_t b = 0; b < per_group; ++b) block_tables_[g].push_back(static_cast<int32_t>(g) * per_group + b);
 }
 
 const std::vector<float>& SequenceEvaluator::eval(std::span<const int32_t> tokens, bool all_logits) {
@@ -18,15 +26,22 @@ const std::vector<float>& SequenceEvaluator::eval(std::span<const int32_t> token
   if (num_tokens_ + T > max_tokens_)
     throw_error(ErrorCode::kOutOfRange, "sequence of {} tokens exceeds the evaluator's {}",
                 num_tokens_ + T, max_tokens_);
+  const size_t num_groups = block_tables_.size();
+  const int32_t bs = storage_.block_size();
   std::vector<int32_t> positions(T);
-  std::vector<int64_t> slots(T);
-  for (int32_t i = 0; i < T; ++i) positions[i] = slots[i] = num_tokens_ + i;
+  std::vector<std::vector<int64_t>> slots(num_groups, std::vector<int64_t>(T));
+  for (int32_t i = 0; i < T; ++i) {
+    positions[i] = num_tokens_ + i;
+    for (size_t g = 0; g < num_groups; ++g)
+      slots[g][i] = static_cast<int64_t>(block_tables_[g][positions[i] / bs]) * bs + positions[i] % bs;
+  }
   std::vector<int32_t> logit_rows;
   for (int32_t i = all_logits ? 0 : T - 1; i < T; ++i) logit_rows.push_back(i);
 
-  AttentionSeq seq{0, T, num_tokens_ + T, block_table_};
-  // Every group sees the same slots: blocks are never freed here.
-  std::vector<KvGroupBatch> groups(model_.kv_groups().size(), KvGroupBatch{slots, {&seq, 1}});
+  std::vector<AttentionSeq> seqs;
+  for (size_t g = 0; g < num_groups; ++g) seqs.push_back(AttentionSeq{0, T, num_tokens_ + T, block_tables_[g]});
+  std::vector<KvGroupBatch> groups;
+  for (size_t g = 0; g < num_groups; ++g) groups.push_back(KvGroupBatch{slots[g], {&seqs[g], 1}});
   ForwardBatch batch{tokens, positions, groups, logit_rows};
   logits_.resize(logit_rows.size() * static_cast<size_t>(model_.config().vocab_size));
   model_.forward(batch, storage_.view(), scratch_, logits_.data());

@@ -1,5 +1,6 @@
 // Runs a model over one sequence without the engine: a private KV storage
-// whose blocks 0, 1, 2, ... hold the sequence in order. For tools that score
+// whose blocks hold the sequence in order (group g of a multi-group model
+// gets its own run of blocks: groups share storage rows, never block ids). For tools that score
 // text (kvlm logits, kvlm perplexity) and for tests that need a reference run
 // to compare the engine against.
 #pragma once
@@ -34,7 +35,7 @@ class SequenceEvaluator {
   KvStorage storage_;
   int32_t max_tokens_;
   int32_t num_tokens_ = 0;
-  std::vector<int32_t> block_table_;
+  std::vector<std::vector<int32_t>> block_tables_;  // [group]: disjoint blocks per group
   ForwardScratch scratch_;
   std::vector<float> logits_;
 };

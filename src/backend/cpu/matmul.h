@@ -23,7 +23,12 @@ struct WeightMatrix {
 // y: [num_tokens, w.rows] f32, row-major, contiguous; overwritten.
 // Multithreaded over output rows (backend/threads.h). For quantized weights the
 // activations are quantized per row as ggml does (Q8_0 for Q8_0/Q4_0, Q8_K for
-// Q4_K/Q6_K) and dotted with integer arithmetic.
+// Q4_K/Q6_K; with the rounding of ggml's reference quantizers) and dotted with
+// integer arithmetic.
+// Batch invariance: y[t] depends only on x[t] and w, bit for bit; not on
+// num_tokens, the other tokens, or the thread count. So a sequence decoded
+// alone or inside any batch gets identical logits.
+// Scratch for quantized activations is kept per calling thread and reused.
 void matmul(const WeightMatrix& w, const float* x, int64_t num_tokens, float* y);
 
 // Plain scalar reference of the same computation, the oracle for matmul():

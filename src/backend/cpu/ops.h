@@ -21,7 +21,7 @@ enum class RopeStyle {
 
 struct RopeParams {
   RopeStyle style = RopeStyle::kNormal;
-  int32_t rot_dim = 0;        // leading dims of each head that rotate (usually head_dim)
+  int32_t rot_dim = 0;        // leading dims of each head that rotate (even); 0 = head_dim
   float freq_base = 10000.f;
   float freq_scale = 1.f;     // linear scaling: position * freq_scale
 };

@@ -1,0 +1,294 @@
+// SIMD paths of the element-wise and row-wise kernels. Each function handles
+// 8 lanes at a time with AVX2/FMA and finishes the tail (or everything, when
+// built without AVX2) with the scalar code of reference_ops.cpp.
+#include "backend/cpu/ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "backend/cpu/reference_ops.h"
+#include "backend/cpu/simd.h"
+
+namespace kvlm {
+namespace {
+
+#if KVLM_AVX2
+// Sums for the norms in f64 lanes, as ggml accumulates them: a model-sized
+// row of large activations loses too much in f32 (the mean feeds every output).
+// Both consume whole groups of 8 from index 0 and leave i at the tail.
+double sum_pd(const float* x, int64_t n, int64_t& i) {
+  __m256d acc[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()};
+  for (i = 0; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    acc[0] = _mm256_add_pd(acc[0], _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+    acc[1] = _mm256_add_pd(acc[1], _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+  }
+  alignas(32) double lanes[4];
+  _mm256_store_pd(lanes, _mm256_add_pd(acc[0], acc[1]));
+  return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+}
+
+// sum of (x[i] - c)^2.
+double sum_sq_pd(const float* x, int64_t n, double c, int64_t& i) {
+  const __m256d cv = _mm256_set1_pd(c);
+  __m256d acc[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()};
+  for (i = 0; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256d lo = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), cv);
+    const __m256d hi = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), cv);
+    acc[0] = _mm256_fmadd_pd(lo, lo, acc[0]);
+    acc[1] = _mm256_fmadd_pd(hi, hi, acc[1]);
+  }
+  alignas(32) double lanes[4];
+  _mm256_store_pd(lanes, _mm256_add_pd(acc[0], acc[1]));
+  return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+}
+
+inline __m256 silu_ps(__m256 g) {
+  const __m256 e = simd::exp_ps(_mm256_sub_ps(_mm256_setzero_ps(), g));
+  return _mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.f), e));
+}
+
+inline __m256 gelu_ps(__m256 x) {
+  const __m256 x2 = _mm256_mul_ps(x, x);
+  const __m256 inner = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.79788456080286535588f), x),
+                                     _mm256_fmadd_ps(_mm256_set1_ps(0.044715f), x2, _mm256_set1_ps(1.f)));
+  const __m256 t = simd::tanh_ps(inner);
+  return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x), _mm256_add_ps(_mm256_set1_ps(1.f), t));
+}
+#endif
+
+}  // namespace
+
+void rms_norm(const float* x, const float* w, float* y, int64_t num_rows, int64_t n, float eps) {
+  for (int64_t r = 0; r < num_rows; ++r, x += n, y += n) {
+    int64_t i = 0;
+    double ss = 0.0;
+#if KVLM_AVX2
+    ss = sum_sq_pd(x, n, 0.0, i);
+#endif
+    for (; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+    const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
+    i = 0;
+#if KVLM_AVX2
+    const __m256 sv = _mm256_set1_ps(scale);
+    for (; i + 8 <= n; i += 8) {
+      _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), sv), _mm256_loadu_ps(w + i)));
+    }
+#endif
+    for (; i < n; ++i) y[i] = x[i] * scale * w[i];
+  }
+}
+
+void layer_norm(const float* x, const float* w, const float* b, float* y, int64_t num_rows,
+                int64_t n, float eps) {
+  for (int64_t r = 0; r < num_rows; ++r, x += n, y += n) {
+    int64_t i = 0;
+    double s = 0.0;
+#if KVLM_AVX2
+    s = sum_pd(x, n, i);
+#endif
+    for (; i < n; ++i) s += x[i];
+    const double mean = s / static_cast<double>(n);
+    double var = 0.0;
+    i = 0;
+#if KVLM_AVX2
+    var = sum_sq_pd(x, n, mean, i);
+#endif
+    for (; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
+    const float scale = static_cast<float>(1.0 / std::sqrt(var / static_cast<double>(n) + eps));
+    const float mean_f = static_cast<float>(mean);
+    i = 0;
+#if KVLM_AVX2
+    const __m256 mv = _mm256_set1_ps(mean_f);
+    const __m256 sv = _mm256_set1_ps(scale);
+    for (; i + 8 <= n; i += 8) {
+      const __m256 v = _mm256_mul_ps(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv), sv), _mm256_loadu_ps(w + i));
+      _mm256_storeu_ps(y + i, b != nullptr ? _mm256_add_ps(v, _mm256_loadu_ps(b + i)) : v);
+    }
+#endif
+    for (; i < n; ++i) y[i] = (x[i] - mean_f) * scale * w[i] + (b != nullptr ? b[i] : 0.f);
+  }
+}
+
+void rope(float* x, const int32_t* positions, int64_t num_tokens, int64_t num_heads,
+          int64_t head_dim, const RopeParams& p) {
+  const int64_t rot_dim = rope_rot_dim(p, head_dim);
+  const int64_t half = rot_dim / 2;
+  std::vector<float> cs(static_cast<size_t>(half));
+  std::vector<float> sn(static_cast<size_t>(half));
+  // kNormal: cos and +-sin repeated per pair, so a pair swap and two FMAs rotate 4 pairs.
+  std::vector<float> cos_pairs(static_cast<size_t>(rot_dim));
+  std::vector<float> sin_pairs(static_cast<size_t>(rot_dim));
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    rope_angles(positions[t], p, rot_dim, cs.data(), sn.data());
+    if (p.style == RopeStyle::kNormal) {
+      for (int64_t i = 0; i < half; ++i) {
+        cos_pairs[2 * i] = cos_pairs[2 * i + 1] = cs[i];
+        sin_pairs[2 * i] = -sn[i];
+        sin_pairs[2 * i + 1] = sn[i];
+      }
+    }
+    for (int64_t h = 0; h < num_heads; ++h) {
+      float* v = x + (t * num_heads + h) * head_dim;
+      int64_t i = 0;
+      if (p.style == RopeStyle::kNormal) {
+#if KVLM_AVX2
+        for (; i + 8 <= rot_dim; i += 8) {
+          const __m256 a = _mm256_loadu_ps(v + i);
+          const __m256 swapped = _mm256_permute_ps(a, 0xB1);  // (x1, x0, x3, x2, ...)
+          const __m256 r = _mm256_fmadd_ps(swapped, _mm256_loadu_ps(sin_pairs.data() + i),
+                                           _mm256_mul_ps(a, _mm256_loadu_ps(cos_pairs.data() + i)));
+          _mm256_storeu_ps(v + i, r);
+        }
+#endif
+        for (; i < rot_dim; i += 2) {
+          const float a = v[i];
+          const float b = v[i + 1];
+          v[i] = a * cs[i / 2] - b * sn[i / 2];
+          v[i + 1] = a * sn[i / 2] + b * cs[i / 2];
+        }
+      } else {
+#if KVLM_AVX2
+        for (; i + 8 <= half; i += 8) {
+          const __m256 a = _mm256_loadu_ps(v + i);
+          const __m256 b = _mm256_loadu_ps(v + half + i);
+          const __m256 c = _mm256_loadu_ps(cs.data() + i);
+          const __m256 s = _mm256_loadu_ps(sn.data() + i);
+          _mm256_storeu_ps(v + i, _mm256_fmsub_ps(a, c, _mm256_mul_ps(b, s)));
+          _mm256_storeu_ps(v + half + i, _mm256_fmadd_ps(a, s, _mm256_mul_ps(b, c)));
+        }
+#endif
+        for (; i < half; ++i) {
+          const float a = v[i];
+          const float b = v[i + half];
+          v[i] = a * cs[i] - b * sn[i];
+          v[i + half] = a * sn[i] + b * cs[i];
+        }
+      }
+    }
+  }
+}
+
+void softmax(float* x, int64_t num_rows, int64_t n) {
+  for (int64_t r = 0; r < num_rows; ++r, x += n) {
+    int64_t i = 0;
+    float max = -std::numeric_limits<float>::infinity();
+#if KVLM_AVX2
+    __m256 mv = _mm256_set1_ps(max);
+    for (; i + 8 <= n; i += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(x + i));
+    max = simd::hmax(mv);
+#endif
+    for (; i < n; ++i) max = std::max(max, x[i]);
+    double total = 0.0;  // the scalar path adds one term at a time: keep the sum exact enough
+    i = 0;
+#if KVLM_AVX2
+    mv = _mm256_set1_ps(max);
+    __m256 acc = _mm256_setzero_ps();
+    for (; i + 8 <= n; i += 8) {
+      const __m256 e = simd::exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
+      _mm256_storeu_ps(x + i, e);
+      acc = _mm256_add_ps(acc, e);
+    }
+    total = simd::hsum(acc);
+#endif
+    for (; i < n; ++i) {
+      x[i] = std::exp(x[i] - max);
+      total += x[i];
+    }
+    scale_inplace(x, n, static_cast<float>(1.0 / total));
+  }
+}
+
+void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  int64_t i = 0;
+#if KVLM_AVX2
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(silu_ps(_mm256_loadu_ps(gate + i)), _mm256_loadu_ps(up + i)));
+  }
+#endif
+  for (; i < n; ++i) out[i] = ref::silu(gate[i]) * up[i];
+}
+
+void geglu(const float* gate, const float* up, float* out, int64_t n) {
+  int64_t i = 0;
+#if KVLM_AVX2
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(gelu_ps(_mm256_loadu_ps(gate + i)), _mm256_loadu_ps(up + i)));
+  }
+#endif
+  for (; i < n; ++i) out[i] = ref::gelu_tanh(gate[i]) * up[i];
+}
+
+void gelu(float* x, int64_t n) {
+  int64_t i = 0;
+#if KVLM_AVX2
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, gelu_ps(_mm256_loadu_ps(x + i)));
+#endif
+  for (; i < n; ++i) x[i] = ref::gelu_tanh(x[i]);
+}
+
+void soft_cap(float* x, int64_t n, float cap) {
+  int64_t i = 0;
+#if KVLM_AVX2
+  const __m256 cv = _mm256_set1_ps(cap);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 t = simd::tanh_ps(_mm256_div_ps(_mm256_loadu_ps(x + i), cv));
+    _mm256_storeu_ps(x + i, _mm256_mul_ps(cv, t));
+  }
+#endif
+  for (; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
+}
+
+void add_inplace(float* y, const float* x, int64_t n) {
+  int64_t i = 0;
+#if KVLM_AVX2
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
+#endif
+  for (; i < n; ++i) y[i] += x[i];
+}
+
+void add_bias(float* y, const float* b, int64_t num_rows, int64_t n) {
+  for (int64_t r = 0; r < num_rows; ++r) add_inplace(y + r * n, b, n);
+}
+
+void scale_inplace(float* x, int64_t n, float s) {
+  int64_t i = 0;
+#if KVLM_AVX2
+  const __m256 sv = _mm256_set1_ps(s);
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), sv));
+#endif
+  for (; i < n; ++i) x[i] *= s;
+}
+
+float dot_f32(const float* a, const float* b, int64_t n) {
+  int64_t i = 0;
+  float total = 0.f;
+#if KVLM_AVX2
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (; i + 32 <= n; i += 32) {
+    for (int k = 0; k < 4; ++k) {
+      acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * k), _mm256_loadu_ps(b + i + 8 * k), acc[k]);
+    }
+  }
+  for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc[0]);
+  total = simd::hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+#endif
+  for (; i < n; ++i) total += a[i] * b[i];
+  return total;
+}
+
+void axpy_f32(float a, const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+#if KVLM_AVX2
+  const __m256 av = _mm256_set1_ps(a);
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  }
+#endif
+  for (; i < n; ++i) y[i] += a * x[i];
+}
+
+}  // namespace kvlm

@@ -1,0 +1,110 @@
+// Small AVX2/FMA helpers shared by the CPU kernels. Everything here is
+// inline and guarded by KVLM_AVX2; code that includes this header provides
+// its own scalar path for builds without AVX2.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/fp16.h"
+
+#if defined(__AVX2__) && defined(__FMA__)
+#define KVLM_AVX2 1
+#include <immintrin.h>
+#else
+#define KVLM_AVX2 0
+#endif
+
+namespace kvlm::simd {
+
+// fp16 -> f32 for one value, inlined into the inner loops (per-block scales).
+inline float half_to_float(uint16_t h) {
+#if defined(__F16C__)
+  return _cvtsh_ss(h);
+#else
+  return fp16_to_f32(h);
+#endif
+}
+
+#if KVLM_AVX2
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline float hmax(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline __m256 abs_ps(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.f), v); }
+
+// Sum of the products of 32 signed bytes: maddubs needs an unsigned first
+// operand, so move w's sign onto x (|w| * sign(w) x). Neither side is -128 in
+// our data, so the 16-bit pair sums cannot saturate.
+inline __m256i dot_i8_pairs(__m256i abs_w, __m256i w, __m256i x) {
+  const __m256i p16 = _mm256_maddubs_epi16(abs_w, _mm256_sign_epi8(x, w));
+  return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+// e^x for f32 lanes: range reduction x = n ln2 + r, |r| <= ln2/2, and a
+// degree-6 polynomial for e^r (max relative error ~2 ulp over [-87, 88]).
+// Inputs below -87.3 give 0, above 88.7 give +inf.
+inline __m256 exp_ps(__m256 x) {
+  const __m256 hi = _mm256_set1_ps(88.7f);
+  const __m256 lo = _mm256_set1_ps(-87.3f);
+  const __m256 too_low = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+  const __m256 too_high = _mm256_cmp_ps(x, hi, _CMP_GT_OQ);
+  x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  // r = x - n ln2 with ln2 split in two so the product is exact enough.
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.f)));
+  // Scale by 2^n in two steps so n = 128 (x near 88.7) does not overflow the exponent.
+  const __m256i ni = _mm256_cvtps_epi32(n);
+  const __m256i n1 = _mm256_srai_epi32(ni, 1);
+  const __m256i n2 = _mm256_sub_epi32(ni, n1);
+  const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, _mm256_set1_epi32(127)), 23));
+  const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, _mm256_set1_epi32(127)), 23));
+  __m256 y = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+  y = _mm256_andnot_ps(too_low, y);
+  return _mm256_blendv_ps(y, _mm256_set1_ps(__builtin_huge_valf()), too_high);
+}
+
+// tanh(x) = sign(x) (1 - e^{-2|x|}) / (1 + e^{-2|x|}); below |x| = 0.4 the
+// Taylor series to x^13 (relative error < 4e-9) avoids the cancellation in
+// 1 - e^{-2|x|}, so small inputs keep full relative precision (soft-capping).
+inline __m256 tanh_ps(__m256 x) {
+  const __m256 sign = _mm256_and_ps(x, _mm256_set1_ps(-0.f));
+  const __m256 ax = abs_ps(x);
+  const __m256 e = exp_ps(_mm256_mul_ps(ax, _mm256_set1_ps(-2.f)));
+  const __m256 one = _mm256_set1_ps(1.f);
+  const __m256 big = _mm256_div_ps(_mm256_sub_ps(one, e), _mm256_add_ps(one, e));
+  const __m256 x2 = _mm256_mul_ps(ax, ax);
+  __m256 p = _mm256_set1_ps(21844.f / 6081075.f);
+  p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-1382.f / 155925.f));
+  p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(62.f / 2835.f));
+  p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-17.f / 315.f));
+  p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(2.f / 15.f));
+  p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-1.f / 3.f));
+  p = _mm256_fmadd_ps(p, x2, one);
+  const __m256 small = _mm256_mul_ps(p, ax);
+  const __m256 use_small = _mm256_cmp_ps(ax, _mm256_set1_ps(0.4f), _CMP_LT_OQ);
+  return _mm256_or_ps(sign, _mm256_blendv_ps(big, small, use_small));
+}
+
+#endif  // KVLM_AVX2
+
+}  // namespace kvlm::simd

@@ -1,0 +1,143 @@
+// Gemma-2 forward pass, batched over the T tokens of a step: embeddings scaled
+// by sqrt(dim) and tied to the head, RMSNorm before and after attention and
+// FFN, GELU-tanh gated FFN, NEOX RoPE, attention-logit and final-logit
+// soft-capping, and a sliding window on every even layer.
+#include <algorithm>
+#include <cmath>
+
+#include "backend/cpu/attention.h"
+#include "backend/cpu/matmul.h"
+#include "backend/cpu/ops.h"
+#include "common/error.h"
+#include "model/model.h"
+#include "model/weights.h"
+
+namespace kvlm {
+namespace {
+
+struct Gemma2Layer {
+  std::vector<float> attn_norm, post_attn_norm;  // [dim]
+  WeightMatrix wq, wk, wv, wo;                   // [q_dim, dim], [kv_dim, dim] x2, [dim, q_dim]
+  std::vector<float> ffn_norm, post_ffn_norm;    // [dim]
+  WeightMatrix w_gate, w_up, w_down;             // [ffn, dim] x2, [dim, ffn]
+};
+
+// Even layers use the sliding window (llama.cpp: il % 2 == 0).
+bool is_sliding(int32_t layer) { return layer % 2 == 0; }
+
+class Gemma2Model final : public Model {
+ public:
+  Gemma2Model(std::unique_ptr<GgufFile> gguf, ModelConfig config) : Model(std::move(gguf), std::move(config)) {
+    WeightLoader w(*gguf_);
+    ModelConfig& c = config_;
+    if (c.sliding_window <= 0)
+      throw_error(ErrorCode::kCorrupt, "gemma2: sliding_window {} must be positive", c.sliding_window);
+    const GgufTensor& emb = gguf_->require_tensor("token_embd.weight");
+    if (emb.dims.size() != 2 || emb.dims[0] != c.dim)
+      throw_error(ErrorCode::kCorrupt, "{}: token_embd.weight has shape {}, expected [{}, vocab]", gguf_->path(),
+                  emb.shape_string(), c.dim);
+    c.vocab_size = static_cast<int32_t>(emb.dims[1]);
+    token_embd_ = w.matrix("token_embd.weight", c.vocab_size, c.dim);
+    output_norm_ = w.vector("output_norm.weight", c.dim);
+    output_ = w.optional_matrix("output.weight", c.vocab_size, c.dim).value_or(token_embd_);
+    for (int32_t l = 0; l < c.num_layers; ++l) {
+      const std::string p = "blk." + std::to_string(l) + ".";
+      Gemma2Layer L;
+      L.attn_norm = w.vector(p + "attn_norm.weight", c.dim);
+      L.wq = w.matrix(p + "attn_q.weight", c.q_dim(), c.dim);
+      L.wk = w.matrix(p + "attn_k.weight", c.kv_dim(), c.dim);
+      L.wv = w.matrix(p + "attn_v.weight", c.kv_dim(), c.dim);
+      L.wo = w.matrix(p + "attn_output.weight", c.dim, c.q_dim());
+      L.post_attn_norm = w.vector(p + "post_attention_norm.weight", c.dim);
+      L.ffn_norm = w.vector(p + "ffn_norm.weight", c.dim);
+      L.w_gate = w.matrix(p + "ffn_gate.weight", c.ffn_dim, c.dim);
+      L.w_up = w.matrix(p + "ffn_up.weight", c.ffn_dim, c.dim);
+      L.w_down = w.matrix(p + "ffn_down.weight", c.dim, c.ffn_dim);
+      L.post_ffn_norm = w.vector(p + "post_ffw_norm.weight", c.dim);
+      layers_.push_back(std::move(L));
+    }
+  }
+
+  // Group 0: full-attention (odd) layers; group 1: sliding-window (even)
+  // layers, whose blocks older than the window go back to the pool.
+  std::vector<KvGroupSpec> kv_groups() const override {
+    KvGroupSpec full, sliding;
+    sliding.window = config_.sliding_window;
+    for (int32_t l = 0; l < config_.num_layers; ++l) (is_sliding(l) ? sliding : full).layers.push_back(l);
+    std::vector<KvGroupSpec> groups;
+    if (!full.layers.empty()) groups.push_back(full);
+    if (!sliding.layers.empty()) groups.push_back(sliding);
+    return groups;
+  }
+
+  void forward(const ForwardBatch& batch, const KvCacheView& kv, ForwardScratch& s,
+               float* logits) const override {
+    const ModelConfig& c = config_;
+    const int64_t T = static_cast<int64_t>(batch.tokens.size());
+    const int64_t D = c.dim;
+    s.x.resize(T * D);              // [T, dim] residual stream
+    s.xn.resize(T * D);             // [T, dim] normed sub-layer input
+    s.q.resize(T * c.q_dim());      // [T, heads, head_dim]
+    s.k.resize(T * c.kv_dim());     // [T, kv_heads, head_dim]
+    s.v.resize(T * c.kv_dim());     // [T, kv_heads, head_dim]
+    s.attn.resize(T * c.q_dim());   // [T, heads, head_dim]
+    s.h1.resize(T * c.ffn_dim);     // [T, ffn] gate, then gelu(gate) * up
+    s.h2.resize(T * std::max<int64_t>(c.ffn_dim, D));  // [T, ffn] up; [T, dim] sub-layer output
+
+    const float emb_scale = std::sqrt(static_cast<float>(D));
+    for (int64_t t = 0; t < T; ++t) {
+      get_row(token_embd_, batch.tokens[t], &s.x[t * D]);
+      scale_inplace(&s.x[t * D], D, emb_scale);
+    }
+
+    AttentionParams ap;
+    ap.num_heads = c.num_heads;
+    ap.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));  // query scaled by the key length
+    ap.softcap = c.attn_softcap;
+    for (int32_t l = 0; l < c.num_layers; ++l) {
+      const Gemma2Layer& L = layers_[l];
+      const KvGroupBatch& group = batch.groups[kv.layer_group[l]];
+      ap.window = is_sliding(l) ? c.sliding_window : 0;
+      rms_norm(s.x.data(), L.attn_norm.data(), s.xn.data(), T, D, c.norm_eps);
+      matmul(L.wq, s.xn.data(), T, s.q.data());
+      matmul(L.wk, s.xn.data(), T, s.k.data());
+      matmul(L.wv, s.xn.data(), T, s.v.data());
+      rope(s.q.data(), batch.positions.data(), T, c.num_heads, c.head_dim, c.rope);
+      rope(s.k.data(), batch.positions.data(), T, c.num_kv_heads, c.head_dim, c.rope);
+      kv_write(kv.layout, kv.layers[l], s.k.data(), s.v.data(), group.slots.data(), T);
+      paged_attention(kv.layout, kv.layers[l], s.q.data(), group.seqs, ap, s.attn.data());
+      matmul(L.wo, s.attn.data(), T, s.h2.data());
+      rms_norm(s.h2.data(), L.post_attn_norm.data(), s.h2.data(), T, D, c.norm_eps);
+      add_inplace(s.x.data(), s.h2.data(), T * D);
+
+      rms_norm(s.x.data(), L.ffn_norm.data(), s.xn.data(), T, D, c.norm_eps);
+      matmul(L.w_gate, s.xn.data(), T, s.h1.data());
+      matmul(L.w_up, s.xn.data(), T, s.h2.data());
+      geglu(s.h1.data(), s.h2.data(), s.h1.data(), T * c.ffn_dim);
+      matmul(L.w_down, s.h1.data(), T, s.h2.data());
+      rms_norm(s.h2.data(), L.post_ffn_norm.data(), s.h2.data(), T, D, c.norm_eps);
+      add_inplace(s.x.data(), s.h2.data(), T * D);
+    }
+
+    const int64_t R = static_cast<int64_t>(batch.logit_rows.size());
+    s.out_rows.resize(R * D);  // [R, dim]
+    for (int64_t r = 0; r < R; ++r) std::copy_n(&s.x[batch.logit_rows[r] * D], D, &s.out_rows[r * D]);
+    rms_norm(s.out_rows.data(), output_norm_.data(), s.out_rows.data(), R, D, c.norm_eps);
+    matmul(output_, s.out_rows.data(), R, logits);  // [R, vocab]
+    if (c.final_softcap > 0.f) soft_cap(logits, R * c.vocab_size, c.final_softcap);
+  }
+
+ private:
+  WeightMatrix token_embd_;        // [vocab, dim]
+  std::vector<float> output_norm_; // [dim]
+  WeightMatrix output_;            // [vocab, dim]
+  std::vector<Gemma2Layer> layers_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> load_gemma2(std::unique_ptr<GgufFile> gguf, ModelConfig config) {
+  return std::make_unique<Gemma2Model>(std::move(gguf), std::move(config));
+}
+
+}  // namespace kvlm

@@ -1,0 +1,143 @@
+// GPT-2 forward pass, batched over the T tokens of a step: learned position
+// embeddings, LayerNorm with bias, fused QKV projection with bias, GELU MLP.
+#include <algorithm>
+#include <cmath>
+
+#include "backend/cpu/attention.h"
+#include "backend/cpu/matmul.h"
+#include "backend/cpu/ops.h"
+#include "common/assert.h"
+#include "common/error.h"
+#include "model/model.h"
+#include "model/weights.h"
+
+namespace kvlm {
+namespace {
+
+struct Gpt2Layer {
+  std::vector<float> attn_norm, attn_norm_b;  // [dim]
+  WeightMatrix w_qkv;                         // [3 * dim, dim]
+  std::vector<float> b_qkv;                   // [3 * dim]
+  WeightMatrix wo;                            // [dim, dim]
+  std::vector<float> bo;                      // [dim]
+  std::vector<float> ffn_norm, ffn_norm_b;    // [dim]
+  WeightMatrix w_up;                          // [ffn, dim]
+  std::vector<float> b_up;                    // [ffn]
+  WeightMatrix w_down;                        // [dim, ffn]
+  std::vector<float> b_down;                  // [dim]
+};
+
+class Gpt2Model final : public Model {
+ public:
+  Gpt2Model(std::unique_ptr<GgufFile> gguf, ModelConfig config) : Model(std::move(gguf), std::move(config)) {
+    WeightLoader w(*gguf_);
+    ModelConfig& c = config_;
+    if (c.num_kv_heads != c.num_heads)
+      throw_error(ErrorCode::kCorrupt, "gpt2: head_count_kv {} != head_count {}", c.num_kv_heads, c.num_heads);
+    const GgufTensor& emb = gguf_->require_tensor("token_embd.weight");
+    if (emb.dims.size() != 2 || emb.dims[0] != c.dim)
+      throw_error(ErrorCode::kCorrupt, "{}: token_embd.weight has shape {}, expected [{}, vocab]", gguf_->path(),
+                  emb.shape_string(), c.dim);
+    c.vocab_size = static_cast<int32_t>(emb.dims[1]);
+    token_embd_ = w.matrix("token_embd.weight", c.vocab_size, c.dim);
+    position_embd_ = w.matrix("position_embd.weight", c.context_length, c.dim);
+    output_norm_ = w.vector("output_norm.weight", c.dim);
+    output_norm_b_ = w.vector("output_norm.bias", c.dim);
+    output_ = w.optional_matrix("output.weight", c.vocab_size, c.dim).value_or(token_embd_);
+    for (int32_t l = 0; l < c.num_layers; ++l) {
+      const std::string p = "blk." + std::to_string(l) + ".";
+      Gpt2Layer L;
+      L.attn_norm = w.vector(p + "attn_norm.weight", c.dim);
+      L.attn_norm_b = w.vector(p + "attn_norm.bias", c.dim);
+      L.w_qkv = w.matrix(p + "attn_qkv.weight", 3 * c.dim, c.dim);
+      L.b_qkv = w.vector(p + "attn_qkv.bias", 3 * c.dim);
+      L.wo = w.matrix(p + "attn_output.weight", c.dim, c.dim);
+      L.bo = w.vector(p + "attn_output.bias", c.dim);
+      L.ffn_norm = w.vector(p + "ffn_norm.weight", c.dim);
+      L.ffn_norm_b = w.vector(p + "ffn_norm.bias", c.dim);
+      L.w_up = w.matrix(p + "ffn_up.weight", c.ffn_dim, c.dim);
+      L.b_up = w.vector(p + "ffn_up.bias", c.ffn_dim);
+      L.w_down = w.matrix(p + "ffn_down.weight", c.dim, c.ffn_dim);
+      L.b_down = w.vector(p + "ffn_down.bias", c.dim);
+      layers_.push_back(std::move(L));
+    }
+  }
+
+  std::optional<int32_t> max_positions() const override { return config_.context_length; }
+
+  void forward(const ForwardBatch& batch, const KvCacheView& kv, ForwardScratch& s,
+               float* logits) const override {
+    const ModelConfig& c = config_;
+    const int64_t T = static_cast<int64_t>(batch.tokens.size());
+    const int64_t D = c.dim;
+    s.x.resize(T * D);            // [T, dim] residual stream
+    s.xn.resize(T * D);           // [T, dim] normed sub-layer input
+    s.q.resize(T * 3 * D);        // [T, 3 * dim] fused q | k | v
+    s.k.resize(T * D);            // [T, heads, head_dim]
+    s.v.resize(T * D);            // [T, heads, head_dim]
+    s.attn.resize(T * 2 * D);     // [T, dim] q, then [T, dim] attention output
+    s.h1.resize(T * c.ffn_dim);   // [T, ffn]
+    s.h2.resize(T * D);           // [T, dim] sub-layer output
+
+    std::vector<float> pos_row(D);
+    for (int64_t t = 0; t < T; ++t) {
+      KVLM_ASSERT(batch.positions[t] < c.context_length, "position within the learned table");
+      get_row(token_embd_, batch.tokens[t], &s.x[t * D]);
+      get_row(position_embd_, batch.positions[t], pos_row.data());
+      add_inplace(&s.x[t * D], pos_row.data(), D);
+    }
+
+    AttentionParams ap;
+    ap.num_heads = c.num_heads;
+    ap.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    float* q = s.attn.data();          // [T, dim]
+    float* attn_out = q + T * D;       // [T, dim]
+    for (int32_t l = 0; l < c.num_layers; ++l) {
+      const Gpt2Layer& L = layers_[l];
+      const KvGroupBatch& group = batch.groups[kv.layer_group[l]];
+      layer_norm(s.x.data(), L.attn_norm.data(), L.attn_norm_b.data(), s.xn.data(), T, D, c.norm_eps);
+      matmul(L.w_qkv, s.xn.data(), T, s.q.data());
+      add_bias(s.q.data(), L.b_qkv.data(), T, 3 * D);
+      for (int64_t t = 0; t < T; ++t) {  // split the fused rows
+        const float* row = &s.q[t * 3 * D];
+        std::copy_n(row, D, q + t * D);
+        std::copy_n(row + D, D, &s.k[t * D]);
+        std::copy_n(row + 2 * D, D, &s.v[t * D]);
+      }
+      kv_write(kv.layout, kv.layers[l], s.k.data(), s.v.data(), group.slots.data(), T);
+      paged_attention(kv.layout, kv.layers[l], q, group.seqs, ap, attn_out);
+      matmul(L.wo, attn_out, T, s.h2.data());
+      add_bias(s.h2.data(), L.bo.data(), T, D);
+      add_inplace(s.x.data(), s.h2.data(), T * D);
+
+      layer_norm(s.x.data(), L.ffn_norm.data(), L.ffn_norm_b.data(), s.xn.data(), T, D, c.norm_eps);
+      matmul(L.w_up, s.xn.data(), T, s.h1.data());
+      add_bias(s.h1.data(), L.b_up.data(), T, c.ffn_dim);
+      gelu(s.h1.data(), T * c.ffn_dim);
+      matmul(L.w_down, s.h1.data(), T, s.h2.data());
+      add_bias(s.h2.data(), L.b_down.data(), T, D);
+      add_inplace(s.x.data(), s.h2.data(), T * D);
+    }
+
+    const int64_t R = static_cast<int64_t>(batch.logit_rows.size());
+    s.out_rows.resize(R * D);  // [R, dim]
+    for (int64_t r = 0; r < R; ++r) std::copy_n(&s.x[batch.logit_rows[r] * D], D, &s.out_rows[r * D]);
+    layer_norm(s.out_rows.data(), output_norm_.data(), output_norm_b_.data(), s.out_rows.data(), R, D, c.norm_eps);
+    matmul(output_, s.out_rows.data(), R, logits);  // [R, vocab]
+  }
+
+ private:
+  WeightMatrix token_embd_;      // [vocab, dim]
+  WeightMatrix position_embd_;   // [context, dim]
+  std::vector<float> output_norm_, output_norm_b_;
+  WeightMatrix output_;          // [vocab, dim]
+  std::vector<Gpt2Layer> layers_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> load_gpt2(std::unique_ptr<GgufFile> gguf, ModelConfig config) {
+  return std::make_unique<Gpt2Model>(std::move(gguf), std::move(config));
+}
+
+}  // namespace kvlm

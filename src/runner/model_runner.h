@@ -1,0 +1,38 @@
+// Turns a SchedulerOutput into one batched forward pass: token ids, positions,
+// the slot of each token in each KV group, and per-sequence block tables; owns
+// the KV storage tensors. Weights are read once per step for all sequences.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "model/model.h"
+#include "runner/kv_storage.h"
+#include "sched/scheduler.h"
+
+namespace kvlm {
+
+class ModelRunner {
+ public:
+  ModelRunner(const Model& model, DType kv_dtype, int32_t block_size, int32_t num_blocks);
+
+  // Runs the step. Returns [num sampled seqs, vocab] logits, one row per seq
+  // with sample == true, in the order of out.seqs. Valid until the next call.
+  std::span<const float> execute(const SchedulerOutput& out);
+
+  const KvStorage& storage() const { return storage_; }
+  const Model& model() const { return model_; }
+
+ private:
+  const Model& model_;
+  KvStorage storage_;
+  ForwardScratch scratch_;
+  // Batch buffers, reused across steps.
+  std::vector<int32_t> tokens_, positions_, logit_rows_;
+  std::vector<std::vector<int64_t>> slots_;          // [group][T]
+  std::vector<std::vector<AttentionSeq>> seqs_;      // [group][num seqs]
+  std::vector<float> logits_;
+};
+
+}  // namespace kvlm

@@ -1,0 +1,214 @@
+// matmul() against matmul_reference() and against an independent double
+// dot product of the dequantized operands, for every weight dtype, odd row
+// counts, and T in {1, 2, 3, 5, 8, 17}.
+#include "backend/cpu/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/matmul_impl.h"
+#include "backend/fp16.h"
+#include "backend/quant.h"
+#include "backend/threads.h"
+#include "ops/ops_test_util.h"
+
+namespace kvlm {
+namespace {
+
+// The activation format matmul pairs each weight type with (F32: none).
+DType act_type_for(DType w) {
+  switch (w) {
+    case DType::kQ8_0:
+    case DType::kQ4_0: return DType::kQ8_0;
+    case DType::kQ4_K:
+    case DType::kQ6_K: return DType::kQ8_K;
+    default: return DType::kF32;
+  }
+}
+
+struct Problem {
+  int64_t rows, cols, num_tokens;
+  std::vector<uint8_t> w;     // [rows, cols] of the dtype
+  std::vector<float> w_f32;   // the same, dequantized
+  std::vector<float> x;       // [num_tokens, cols]
+  std::vector<float> x_act;   // x after the activation quantization matmul applies
+  WeightMatrix matrix(DType t) const { return {w.data(), t, rows, cols}; }
+};
+
+Problem make_problem(DType t, int64_t rows, int64_t cols, int64_t num_tokens, uint32_t seed) {
+  Problem p{rows, cols, num_tokens, {}, {}, {}, {}};
+  const auto w = test::random_floats(static_cast<size_t>(rows * cols), seed, 0.02f);
+  p.w = test::quantize_matrix(t, w, rows, cols);
+  p.w_f32 = test::dequantize_matrix(t, p.w.data(), rows, cols);
+  p.x = test::random_floats(static_cast<size_t>(num_tokens * cols), seed + 1, 1.f, 0.1f);
+  const DType at = act_type_for(t);
+  const auto xq = test::quantize_matrix(at, p.x, num_tokens, cols);
+  p.x_act = test::dequantize_matrix(at, xq.data(), num_tokens, cols);
+  return p;
+}
+
+struct MatmulCase {
+  DType dtype;
+  double rel_tol;  // |y - oracle| <= rel_tol * sum_i |w_i x_i|
+};
+
+class MatmulTest : public ::testing::TestWithParam<MatmulCase> {};
+
+// Shapes: odd and even row counts; cols the smallest legal width and wider.
+std::vector<std::pair<int64_t, int64_t>> shapes_for(DType t) {
+  const int64_t bs = dtype_info(t).block_size;
+  const int64_t c0 = bs == 1 ? 37 : bs;        // 37: not a multiple of 8 (tail path)
+  const int64_t c1 = bs == 1 ? 200 : 4 * std::max<int64_t>(bs, 64);
+  return {{1, c0}, {37, c1}, {172, c0 * 3}, {64, c1}};
+}
+
+TEST_P(MatmulTest, MatchesReferenceAndExactDot) {
+  const MatmulCase c = GetParam();
+  for (const auto& [rows, cols] : shapes_for(c.dtype)) {
+    for (int64_t num_tokens : {1, 2, 3, 5, 8, 17}) {
+      SCOPED_TRACE(testing::Message() << dtype_name(c.dtype) << " rows=" << rows << " cols=" << cols
+                                      << " T=" << num_tokens);
+      const Problem p = make_problem(c.dtype, rows, cols, num_tokens, static_cast<uint32_t>(rows * 31 + cols + num_tokens));
+      const WeightMatrix w = p.matrix(c.dtype);
+      std::vector<float> y(static_cast<size_t>(num_tokens * rows), NAN);
+      std::vector<float> y_ref(y.size(), NAN);
+      matmul(w, p.x.data(), num_tokens, y.data());
+      matmul_reference(w, p.x.data(), num_tokens, y_ref.data());
+      for (int64_t t = 0; t < num_tokens; ++t) {
+        for (int64_t r = 0; r < rows; ++r) {
+          // The oracle from dequantized values (a path that shares no code with the
+          // kernels): the dot product of what the integer kernels multiply.
+          double exact = 0.0;
+          double mag = 0.0;
+          for (int64_t i = 0; i < cols; ++i) {
+            exact += static_cast<double>(p.w_f32[r * cols + i]) * p.x_act[t * cols + i];
+            mag += std::fabs(static_cast<double>(p.w_f32[r * cols + i]) * p.x_act[t * cols + i]);
+          }
+          const size_t k = static_cast<size_t>(t * rows + r);
+          ASSERT_TRUE(std::isfinite(y[k])) << "t=" << t << " r=" << r;
+          ASSERT_NEAR(y[k], y_ref[k], c.rel_tol * mag) << "t=" << t << " r=" << r;
+          ASSERT_NEAR(y_ref[k], exact, 1e-6 * mag) << "t=" << t << " r=" << r;
+        }
+      }
+    }
+  }
+}
+
+// Activation quantization error is bounded by the quantization step: the
+// result stays close to the product with unquantized activations.
+TEST_P(MatmulTest, CloseToUnquantizedActivations) {
+  const MatmulCase c = GetParam();
+  const int64_t rows = 29;
+  const int64_t cols = 512;
+  const int64_t num_tokens = 3;
+  const Problem p = make_problem(c.dtype, rows, cols, num_tokens, 99);
+  std::vector<float> y(static_cast<size_t>(num_tokens * rows));
+  matmul(p.matrix(c.dtype), p.x.data(), num_tokens, y.data());
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    for (int64_t r = 0; r < rows; ++r) {
+      double exact = 0.0;
+      double mag = 0.0;
+      double bound = 0.0;  // sum |w_i| |x_i - x_act_i|: the most activation rounding can move y
+      for (int64_t i = 0; i < cols; ++i) {
+        const double wi = p.w_f32[r * cols + i];
+        exact += wi * p.x[t * cols + i];
+        mag += std::fabs(wi * p.x[t * cols + i]);
+        bound += std::fabs(wi) * std::fabs(p.x[t * cols + i] - p.x_act[t * cols + i]);
+      }
+      EXPECT_NEAR(y[t * rows + r], exact, bound + 1e-6 * mag);
+    }
+  }
+}
+
+// Rows are split over threads, tokens chunked; results may not depend on either.
+TEST_P(MatmulTest, SameResultForAnyThreadCount) {
+  const MatmulCase c = GetParam();
+  const int64_t rows = 301;
+  const int64_t cols = dtype_info(c.dtype).block_size == 1 ? 4096 : 1024;
+  const int64_t num_tokens = 19;
+  const Problem p = make_problem(c.dtype, rows, cols, num_tokens, 5);
+  const int saved = num_threads();
+  std::vector<float> y1(static_cast<size_t>(num_tokens * rows));
+  std::vector<float> y3(y1.size());
+  set_num_threads(1);
+  matmul(p.matrix(c.dtype), p.x.data(), num_tokens, y1.data());
+  set_num_threads(3);
+  matmul(p.matrix(c.dtype), p.x.data(), num_tokens, y3.data());
+  set_num_threads(saved);
+  EXPECT_EQ(y1, y3);
+  // One token at a time gives the same rows as the batch (batching changes nothing).
+  std::vector<float> y_one(static_cast<size_t>(rows));
+  for (int64_t t : {0, 7, 18}) {
+    matmul(p.matrix(c.dtype), p.x.data() + t * cols, 1, y_one.data());
+    for (int64_t r = 0; r < rows; ++r) ASSERT_EQ(y_one[r], y1[t * rows + r]) << "t=" << t << " r=" << r;
+  }
+}
+
+TEST_P(MatmulTest, GetRowEqualsDequantizedRow) {
+  const MatmulCase c = GetParam();
+  const int64_t cols = 2 * std::max<int64_t>(dtype_info(c.dtype).block_size, 32);
+  const Problem p = make_problem(c.dtype, 5, cols, 1, 17);
+  std::vector<float> row(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < 5; ++r) {
+    get_row(p.matrix(c.dtype), r, row.data());
+    for (int64_t i = 0; i < cols; ++i) ASSERT_EQ(row[i], p.w_f32[r * cols + i]);
+  }
+}
+
+// The fast activation quantizers inside matmul equal quantize_row bit for bit,
+// including ties: Q8_0 rounds half away from zero (roundf), Q8_K half to even.
+TEST(MatmulActivations, QuantizersMatchQuantizeRow) {
+  const int64_t cols = 1024;
+  auto x = test::random_floats(cols, 23, 2.f);
+  // Block 0: amax 127 makes the Q8_0 scale exactly 1, so these are exact ties.
+  x[0] = 127.f;
+  x[1] = 2.5f;
+  x[2] = -3.5f;
+  x[3] = 0.5f;
+  // Super-block 1: max -127 makes the Q8_K iscale exactly 1.
+  x[256] = -127.f;
+  x[257] = 2.5f;
+  x[258] = -3.5f;
+  x[259] = -0.5f;
+  for (int64_t i = 512; i < 544; ++i) x[i] = 0.f;  // an all-zero Q8_0 block
+
+  std::vector<BlockQ8_0> ref0(cols / 32);
+  quantize_row(DType::kQ8_0, x.data(), ref0.data(), cols);
+  std::vector<int8_t> qs(cols);
+  std::vector<float> d(cols / 32);
+  cpu::quantize_act_q8_0(x.data(), cols, qs.data(), d.data());
+  for (int64_t b = 0; b < cols / 32; ++b) {
+    ASSERT_EQ(d[b], fp16_to_f32(ref0[b].d)) << b;
+    for (int j = 0; j < 32; ++j) ASSERT_EQ(qs[b * 32 + j], ref0[b].qs[j]) << b << " " << j;
+  }
+  EXPECT_EQ(qs[1], 3);
+  EXPECT_EQ(qs[2], -4);
+  EXPECT_EQ(qs[3], 1);
+
+  std::vector<BlockQ8_K> refk(cols / 256);
+  quantize_row(DType::kQ8_K, x.data(), refk.data(), cols);
+  std::vector<cpu::ActBlockQ8K> actk(cols / 256);
+  cpu::quantize_act_q8_k(x.data(), cols, actk.data());
+  for (int64_t b = 0; b < cols / 256; ++b) {
+    ASSERT_EQ(actk[b].d, refk[b].d) << b;
+    for (int j = 0; j < 256; ++j) ASSERT_EQ(actk[b].qs[j], refk[b].qs[j]) << b << " " << j;
+    for (int g = 0; g < 16; ++g) ASSERT_EQ(actk[b].bsums[g], refk[b].bsums[g]);
+    for (int j = 0; j < 8; ++j) ASSERT_EQ(actk[b].bsum_pairs[j], refk[b].bsums[2 * j] + refk[b].bsums[2 * j + 1]);
+  }
+  EXPECT_EQ(actk[1].qs[1], 2);
+  EXPECT_EQ(actk[1].qs[2], -4);
+  EXPECT_EQ(actk[1].qs[3], 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllDtypes, MatmulTest,
+                         ::testing::Values(MatmulCase{DType::kF32, 1e-6}, MatmulCase{DType::kF16, 1e-6},
+                                           MatmulCase{DType::kBF16, 1e-6}, MatmulCase{DType::kQ8_0, 1e-6},
+                                           MatmulCase{DType::kQ4_0, 1e-6}, MatmulCase{DType::kQ4_K, 1e-6},
+                                           MatmulCase{DType::kQ6_K, 1e-6}),
+                         [](const auto& info) { return std::string(dtype_name(info.param.dtype)); });
+
+}  // namespace
+}  // namespace kvlm
