@@ -43,7 +43,7 @@ std::vector<int32_t> parse_ids(const std::string& text, int32_t vocab_size) {
 
 int cmd_logits(int argc, char** argv) {
   CLI::App app{"Print the logits after each of the given token ids (teacher forcing)", "kvlm logits"};
-  std::string model_path, tokens_arg, kv_type = "f32";
+  std::string model_path, tokens_arg, kv_type = "f16";  // llama.cpp's default, as the goldens use
   int threads = 0;
   bool batched = false;
   app.add_option("-m,--model", model_path, "GGUF model file")->required();

@@ -3,7 +3,7 @@
 
 namespace kvlm {
 
-void set_num_threads(int num_threads);  // <= 0: all hardware threads
+void set_num_threads(int num_threads);  // <= 0: $OMP_NUM_THREADS if set, else all cores
 int num_threads();
 
 }  // namespace kvlm

@@ -103,11 +103,19 @@ void paged_attention(const KvLayout& layout, const KvLayer& layer, const float* 
     int32_t kv_head;
   };
   std::vector<Item> items;
-  for (int32_t s = 0; s < static_cast<int32_t>(seqs.size()); ++s)
-    for (int32_t i = 0; i < seqs[s].num_tokens; ++i)
+  int64_t work = 0;  // multiply-adds, to decide whether threads pay off
+  for (int32_t s = 0; s < static_cast<int32_t>(seqs.size()); ++s) {
+    for (int32_t i = 0; i < seqs[s].num_tokens; ++i) {
       for (int32_t h = 0; h < num_kv; ++h) items.push_back({s, i, h});
+      work += 2 * static_cast<int64_t>(seqs[s].num_context - seqs[s].num_tokens + i + 1) * hd * params.num_heads;
+    }
+  }
+  // Waking a team costs microseconds; tiny steps (small models, short
+  // contexts) run faster on the calling thread alone.
+  constexpr int64_t kMinParallelWork = 1 << 16;
+  const int team = work < kMinParallelWork ? 1 : num_threads();
 
-#pragma omp parallel num_threads(num_threads())
+#pragma omp parallel num_threads(team) if (team > 1)
   {
     std::vector<float> scores;  // [group][visible]
     std::vector<float> row(hd);

@@ -1,0 +1,84 @@
+// kvlm perplexity: llama.cpp's method, so numbers compare side by side —
+// the text is tokenized once (BOS first), cut into non-overlapping chunks of
+// n_ctx tokens, each chunk starts with BOS, and the second half of each chunk
+// is scored (row j predicts token j + 1 for j in [n_ctx/2, n_ctx - 1)).
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "apps/commands.h"
+#include "backend/threads.h"
+#include "common/error.h"
+#include "common/mapped_file.h"
+#include "model/model.h"
+#include "runner/sequence_evaluator.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvlm::apps {
+
+int cmd_perplexity(int argc, char** argv) {
+  CLI::App app{"Perplexity of a model over a text file (llama.cpp's method)", "kvlm perplexity"};
+  std::string model_path, text_path, kv_type = "f16";
+  int n_ctx = 512, threads = 0, max_chunks = 0;
+  app.add_option("-m,--model", model_path, "GGUF model file")->required();
+  app.add_option("-f,--file", text_path, "text file")->required();
+  app.add_option("-c,--ctx-size", n_ctx, "tokens per chunk")->capture_default_str();
+  app.add_option("-t,--threads", threads, "compute threads (default: all cores)");
+  app.add_option("--kv-type", kv_type, "KV cache type: f16, f32, q8_0")->capture_default_str();
+  app.add_option("--chunks", max_chunks, "score at most this many chunks (0 = all)");
+  CLI11_PARSE(app, argc, argv);
+
+  set_num_threads(threads);
+  auto kv_dtype = dtype_from_name(kv_type);
+  if (!kv_dtype) throw_error(ErrorCode::kInvalidArgument, "--kv-type: unknown type '{}'", kv_type);
+  if (n_ctx < 4) throw_error(ErrorCode::kInvalidArgument, "--ctx-size {} is too small", n_ctx);
+  auto model = Model::load(model_path);
+  auto tokenizer = Tokenizer::from_metadata(model->gguf().metadata());
+  const std::string text = read_file_bytes(text_path);
+  const std::vector<int32_t> tokens = tokenizer->encode(text, /*add_special=*/true, /*parse_special=*/false);
+  int num_chunks = static_cast<int>(tokens.size() / n_ctx);
+  if (max_chunks > 0) num_chunks = std::min(num_chunks, max_chunks);
+  if (num_chunks == 0)
+    throw_error(ErrorCode::kInvalidArgument, "the text has {} tokens, fewer than one chunk of {}", tokens.size(), n_ctx);
+  fmt::print(stderr, "perplexity: {} tokens, {} chunks of {}\n", tokens.size(), num_chunks, n_ctx);
+
+  const int32_t vocab = model->config().vocab_size;
+  SequenceEvaluator eval(*model, n_ctx, *kv_dtype);
+  const int first = n_ctx / 2;
+  double nll = 0, nll2 = 0;
+  int64_t count = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  for (int c = 0; c < num_chunks; ++c) {
+    std::vector<int32_t> chunk(tokens.begin() + static_cast<size_t>(c) * n_ctx,
+                               tokens.begin() + static_cast<size_t>(c + 1) * n_ctx);
+    if (auto bos = tokenizer->bos_id(); bos && tokenizer->add_bos()) chunk[0] = *bos;
+    eval.reset();
+    const std::vector<float>& logits = eval.eval(chunk, /*all_logits=*/true);
+    for (int j = first; j < n_ctx - 1; ++j) {
+      const float* row = &logits[static_cast<size_t>(j) * vocab];
+      double max_logit = row[0];
+      for (int32_t i = 1; i < vocab; ++i) max_logit = std::max<double>(max_logit, row[i]);
+      double sum = 0;
+      for (int32_t i = 0; i < vocab; ++i) sum += std::exp(row[i] - max_logit);
+      double v = -(row[chunk[j + 1]] - max_logit - std::log(sum));
+      nll += v;
+      nll2 += v * v;
+      ++count;
+    }
+    fmt::print(stderr, "[{}]{:.4f} ", c + 1, std::exp(nll / count));
+  }
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double mean = nll / count;
+  double var = nll2 / count - mean * mean;
+  double err = count > 1 && var > 0 ? std::sqrt(var / (count - 1)) : 0;
+  double ppl = std::exp(mean);
+  fmt::print(stderr, "\n{} tokens scored, {:.1f} tokens/s evaluated\n", count,
+             static_cast<double>(num_chunks) * n_ctx / secs);
+  fmt::print("PPL = {:.4f} +/- {:.4f}\n", ppl, ppl * err);
+  return 0;
+}
+
+}  // namespace kvlm::apps

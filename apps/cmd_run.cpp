@@ -1,0 +1,73 @@
+// kvlm run: one request through the engine, the continuation streamed to
+// stdout as it is generated, speeds on stderr.
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "apps/commands.h"
+#include "apps/engine_options.h"
+#include "common/error.h"
+#include "common/mapped_file.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvlm::apps {
+
+int cmd_run(int argc, char** argv) {
+  CLI::App app{"Generate a continuation of a prompt, streamed to stdout", "kvlm run"};
+  EngineOptions eo;
+  add_engine_options(app, eo);
+  std::string prompt, prompt_file;
+  GenerateRequest g;
+  g.max_tokens = 256;
+  int64_t seed = -1;
+  bool show_ids = false;
+  app.add_option("-p,--prompt", prompt, "prompt text");
+  app.add_option("-f,--file", prompt_file, "read the prompt from a file");
+  app.add_option("-n,--n-predict", g.max_tokens, "tokens to generate at most")->capture_default_str();
+  app.add_option("--temp", g.sampling.temperature, "temperature (0 = greedy)")->capture_default_str();
+  app.add_option("--top-k", g.sampling.top_k, "top-k (0 = off)")->capture_default_str();
+  app.add_option("--top-p", g.sampling.top_p, "top-p (1 = off)")->capture_default_str();
+  app.add_option("--min-p", g.sampling.min_p, "min-p (0 = off)")->capture_default_str();
+  app.add_option("--repeat-penalty", g.sampling.repetition_penalty, "repetition penalty (1 = off)")->capture_default_str();
+  app.add_option("--repeat-last-n", g.sampling.repeat_last_n, "tokens the penalty looks back")->capture_default_str();
+  app.add_option("--seed", seed, "random seed (default: random)");
+  app.add_option("--stop", g.stop, "stop string (repeatable)");
+  app.add_flag("--ignore-eos", g.ignore_eos, "keep generating after an end-of-generation token");
+  app.add_flag("--show-ids", show_ids, "print the generated token ids on stderr");
+  CLI11_PARSE(app, argc, argv);
+
+  if (prompt.empty() == prompt_file.empty())
+    throw_error(ErrorCode::kInvalidArgument, "give exactly one of -p PROMPT or -f FILE");
+  if (!prompt_file.empty()) prompt = read_file_bytes(prompt_file);
+  g.sampling.seed = seed >= 0 ? static_cast<uint64_t>(seed) : std::random_device{}();
+
+  auto engine = start_engine(eo);
+  g.prompt_tokens = engine->tokenizer().encode(prompt, /*add_special=*/true, /*parse_special=*/true);
+  auto stream = engine->submit(g);
+  std::vector<int32_t> ids;
+  std::optional<Error> error;
+  while (auto ev = stream->next()) {
+    if (!ev->text.empty()) {
+      std::fwrite(ev->text.data(), 1, ev->text.size(), stdout);
+      std::fflush(stdout);
+    }
+    ids.insert(ids.end(), ev->tokens.begin(), ev->tokens.end());
+    if (ev->error) error = ev->error;
+  }
+  if (error) throw *error;
+  std::fputc('\n', stdout);
+  RequestStats st = stream->stats();
+  double gen_s = st.e2e_s - st.ttft_s;
+  fmt::print(stderr, "\nprompt: {} tokens in {:.1f} ms ({:.1f} tok/s) | generation: {} tokens in {:.1f} ms ({:.1f} tok/s) | seed {}\n",
+             st.num_prompt_tokens, st.ttft_s * 1e3, st.num_prompt_tokens / std::max(st.ttft_s, 1e-9),
+             st.num_generated_tokens, gen_s * 1e3,
+             st.num_generated_tokens > 1 ? (st.num_generated_tokens - 1) / std::max(gen_s, 1e-9) : 0.0,
+             g.sampling.seed);
+  if (show_ids) fmt::print(stderr, "ids: {}\n", fmt::join(ids, " "));
+  return 0;
+}
+
+}  // namespace kvlm::apps

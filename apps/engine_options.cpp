@@ -1,0 +1,50 @@
+#include "apps/engine_options.h"
+
+#include "common/error.h"
+#include "common/log.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvlm::apps {
+
+void add_engine_options(CLI::App& app, EngineOptions& o) {
+  app.add_option("-m,--model", o.model_path, "GGUF model file")->required();
+  app.add_option("-t,--threads", o.threads, "compute threads (default: all cores)");
+  app.add_option("--kv-type", o.kv_type, "KV cache type: f16, f32, q8_0")->capture_default_str();
+  app.add_option("--block-size", o.block_size, "tokens per KV block")->capture_default_str();
+  app.add_option("--kv-mem", o.kv_mem, "KV pool size in bytes (default: from --ctx)");
+  app.add_option("--ctx", o.ctx, "KV pool size in tokens (default: 4 x the context length)");
+  app.add_option("--max-model-len", o.max_model_len, "context per request (default: the model's)");
+  app.add_option("--max-batched-tokens", o.max_batched_tokens, "token budget of one engine step")->capture_default_str();
+  app.add_option("--max-seqs", o.max_seqs, "running sequences at most")->capture_default_str();
+  app.add_flag("--no-prefix-cache", o.no_prefix_cache, "disable prefix caching");
+  app.add_flag("-v,--verbose", o.verbose, "log engine details to stderr");
+}
+
+EngineConfig make_engine_config(const EngineOptions& o) {
+  EngineConfig c;
+  c.num_threads = o.threads;
+  auto kv = dtype_from_name(o.kv_type);
+  if (!kv) throw_error(ErrorCode::kInvalidArgument, "--kv-type: unknown type '{}' (f16, f32, q8_0)", o.kv_type);
+  c.kv_dtype = *kv;
+  c.block_size = o.block_size;
+  if (o.kv_mem < 0) throw_error(ErrorCode::kInvalidArgument, "--kv-mem must be positive");
+  if (o.ctx < 0) throw_error(ErrorCode::kInvalidArgument, "--ctx must be positive");
+  c.kv_mem_bytes = o.kv_mem;
+  c.kv_tokens = o.ctx;
+  c.max_model_len = o.max_model_len;
+  c.max_batched_tokens = o.max_batched_tokens;
+  c.max_seqs = o.max_seqs;
+  c.prefix_caching = !o.no_prefix_cache;
+  return c;
+}
+
+std::unique_ptr<Engine> start_engine(const EngineOptions& o) {
+  if (o.verbose) set_log_level(LogLevel::kInfo);
+  EngineConfig config = make_engine_config(o);
+  auto model = Model::load(o.model_path);
+  auto tokenizer = Tokenizer::from_metadata(model->gguf().metadata());
+  return std::make_unique<Engine>(std::move(model), std::move(tokenizer), config);
+}
+
+}  // namespace kvlm::apps

@@ -1,0 +1,33 @@
+// Flags shared by the commands that start an engine (run, serve, bench), and
+// the loading of model + tokenizer + engine from them.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "engine/engine.h"
+
+namespace kvlm::apps {
+
+struct EngineOptions {
+  std::string model_path;
+  int threads = 0;
+  std::string kv_type = "f16";
+  int block_size = 16;
+  int64_t kv_mem = 0;
+  int ctx = 0;
+  int max_model_len = 0;
+  int max_batched_tokens = 2048;
+  int max_seqs = 64;
+  bool no_prefix_cache = false;
+  bool verbose = false;
+};
+
+void add_engine_options(CLI::App& app, EngineOptions& o);
+EngineConfig make_engine_config(const EngineOptions& o);
+// Loads the model and its tokenizer and starts an engine. Throws kvlm::Error.
+std::unique_ptr<Engine> start_engine(const EngineOptions& o);
+
+}  // namespace kvlm::apps

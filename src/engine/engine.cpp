@@ -1,0 +1,297 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+
+#include "backend/threads.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "engine/stop_matcher.h"
+#include "model/model.h"
+#include "runner/kv_storage.h"
+#include "runner/model_runner.h"
+#include "sched/scheduler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvlm {
+
+struct Engine::Live {
+  Live(std::shared_ptr<RequestStream> s, const Tokenizer& tok, const GenerateRequest& g, double now)
+      : stream(std::move(s)), sampler(g.sampling), detok(tok), stop(g.stop), arrival_s(now) {}
+  std::shared_ptr<RequestStream> stream;
+  Sampler sampler;
+  StreamingDetokenizer detok;
+  StopMatcher stop;
+  double arrival_s;
+  double first_scheduled_s = -1;
+  double last_token_s = -1;
+  RequestStats stats;
+};
+
+Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> tokenizer, EngineConfig config,
+               const Clock& clock)
+    : model_(std::move(model)), tokenizer_(std::move(tokenizer)), config_(config), clock_(clock) {
+  set_num_threads(config_.num_threads);
+  const ModelConfig& mc = model_->config();
+  KvStorage::check_dtype(*model_, config_.kv_dtype);
+  if (config_.block_size < 1 || config_.block_size > 1024)
+    throw_error(ErrorCode::kInvalidArgument, "block size {} must be in [1, 1024]", config_.block_size);
+  if (config_.max_batched_tokens < 1)
+    throw_error(ErrorCode::kInvalidArgument, "max batched tokens must be positive");
+  if (config_.max_seqs < 1) throw_error(ErrorCode::kInvalidArgument, "max seqs must be positive");
+
+  int32_t model_len = config_.max_model_len > 0 ? config_.max_model_len : mc.context_length;
+  if (auto max_pos = model_->max_positions(); max_pos && model_len > *max_pos) {
+    // Learned position tables (GPT-2) end at the trained context.
+    if (config_.max_model_len > 0)
+      throw_error(ErrorCode::kInvalidArgument, "max model length {} exceeds the {} positions {} was trained with",
+                  config_.max_model_len, *max_pos, mc.arch_name);
+    model_len = *max_pos;
+  }
+  const auto groups = model_->kv_groups();
+  const size_t block_bytes = KvStorage::bytes_per_block(*model_, config_.kv_dtype, config_.block_size);
+  int64_t num_blocks = 0;
+  if (config_.kv_mem_bytes > 0) {
+    num_blocks = config_.kv_mem_bytes / static_cast<int64_t>(block_bytes);
+  } else {
+    int64_t tokens = config_.kv_tokens > 0 ? config_.kv_tokens : 4 * static_cast<int64_t>(model_len);
+    // Every group keeps its own blocks; a full group needs ceil(tokens / bs).
+    num_blocks = static_cast<int64_t>(groups.size()) * ((tokens + config_.block_size - 1) / config_.block_size);
+  }
+  if (num_blocks < 1)
+    throw_error(ErrorCode::kInvalidArgument,
+                "the KV pool holds no block: one block of {} tokens takes {} bytes", config_.block_size, block_bytes);
+  if (num_blocks > (1 << 30)) throw_error(ErrorCode::kInvalidArgument, "KV pool of {} blocks is too large", num_blocks);
+  num_kv_blocks_ = static_cast<int32_t>(num_blocks);
+  // A request must fit in the pool alone, or it could never finish.
+  int64_t pool_tokens = num_blocks / static_cast<int64_t>(groups.size()) * config_.block_size;
+  if (pool_tokens < model_len) {
+    log_info("context limited to {} tokens by the KV pool (model: {})", pool_tokens, model_len);
+    model_len = static_cast<int32_t>(pool_tokens);
+  }
+  max_model_len_ = model_len;
+
+  SchedulerConfig sc;
+  sc.max_num_batched_tokens = config_.max_batched_tokens;
+  sc.max_num_seqs = config_.max_seqs;
+  sc.max_model_len = max_model_len_;
+  KvCacheConfig kc;
+  kc.num_blocks = num_kv_blocks_;
+  kc.block_size = config_.block_size;
+  kc.enable_prefix_caching = config_.prefix_caching;
+  kc.group_windows.clear();
+  for (const auto& g : groups) kc.group_windows.push_back(g.window);
+  scheduler_ = std::make_unique<Scheduler>(sc, kc);
+  runner_ = std::make_unique<ModelRunner>(*model_, config_.kv_dtype, config_.block_size, num_kv_blocks_);
+  metrics_.num_kv_blocks = num_kv_blocks_;
+  metrics_.block_size = config_.block_size;
+  thread_ = std::thread([this] { loop(); });
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::shared_ptr<RequestStream> Engine::submit(GenerateRequest g) {
+  const int32_t num_prompt = static_cast<int32_t>(g.prompt_tokens.size());
+  if (num_prompt == 0) throw_error(ErrorCode::kInvalidArgument, "the prompt is empty");
+  if (num_prompt >= max_model_len_)
+    throw_error(ErrorCode::kOutOfRange,
+                "the prompt has {} tokens; the context holds {} (prompt and at least one generated token)",
+                num_prompt, max_model_len_);
+  if (g.max_tokens < 1) throw_error(ErrorCode::kInvalidArgument, "max_tokens {} must be at least 1", g.max_tokens);
+  g.sampling.validate();
+  const int32_t vocab = model_->config().vocab_size;
+  for (int32_t t : g.prompt_tokens)
+    if (t < 0 || t >= vocab) throw_error(ErrorCode::kInvalidArgument, "token id {} is outside the vocabulary [0, {})", t, vocab);
+
+  auto request = std::make_unique<Request>();
+  request->tokens = g.prompt_tokens;
+  request->num_prompt_tokens = num_prompt;
+  request->max_tokens = g.max_tokens;
+  request->cache_salt = g.cache_salt;
+  request->arrival_s = clock_.now_s();
+  if (!g.ignore_eos)
+    for (int32_t id = 0; id < vocab; ++id)
+      if (tokenizer_->is_end_of_generation(id)) request->stop_token_ids.push_back(id);
+
+  std::shared_ptr<RequestStream> stream;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) throw_error(ErrorCode::kUnavailable, "the engine is shutting down");
+    request->id = RequestId(next_request_id_++);
+    stream = std::make_shared<RequestStream>(request->id);
+    auto live = std::make_unique<Live>(stream, *tokenizer_, g, request->arrival_s);
+    live->stats.num_prompt_tokens = num_prompt;
+    metrics_.num_prompt_tokens += num_prompt;
+    inbox_.emplace_back(std::move(request), std::move(live));
+  }
+  cv_.notify_all();
+  return stream;
+}
+
+void Engine::cancel(RequestId id) {
+  {
+    std::lock_guard lock(mu_);
+    cancels_.push_back(id);
+  }
+  cv_.notify_all();
+}
+
+EngineMetrics Engine::metrics() const {
+  std::lock_guard lock(mu_);
+  return metrics_;
+}
+
+void Engine::loop() {
+  while (true) {
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || !inbox_.empty() || !cancels_.empty() || scheduler_->has_unfinished(); });
+      if (stopping_) break;
+    }
+    try {
+      step();
+    } catch (const std::exception& e) {
+      // A failing step must not leave callers waiting forever: fail every
+      // request in flight, release its blocks, and keep serving new ones.
+      log_error("engine step failed: {}", e.what());
+      for (auto& [id, live] : live_) {
+        live->stream->fail(Error(ErrorCode::kInternal, std::string("engine step failed: ") + e.what()));
+        scheduler_->finish(id, FinishReason::kAborted);
+      }
+      live_.clear();
+    }
+    publish_metrics();
+  }
+  // Shutdown: every unfinished request ends as aborted.
+  admit_inbox();
+  for (auto& [id, live] : live_) {
+    auto r = scheduler_->finish(id, FinishReason::kAborted);
+    live->stream->finish(FinishReason::kAborted, live->stats);
+  }
+  live_.clear();
+}
+
+void Engine::admit_inbox() {
+  std::deque<std::pair<std::unique_ptr<Request>, std::unique_ptr<Live>>> inbox;
+  std::vector<RequestId> cancels;
+  {
+    std::lock_guard lock(mu_);
+    inbox.swap(inbox_);
+    cancels.swap(cancels_);
+  }
+  for (auto& [request, live] : inbox) {
+    RequestId id = request->id;
+    try {
+      scheduler_->add_request(std::move(request));
+      live_.emplace(id, std::move(live));
+    } catch (const Error& e) {
+      live->stream->fail(e);
+    }
+  }
+  for (RequestId id : cancels) {
+    if (!live_.count(id)) continue;
+    auto r = scheduler_->finish(id, FinishReason::kAborted);
+    finish_live(id, FinishReason::kAborted, r.get());
+  }
+}
+
+void Engine::step() {
+  admit_inbox();
+  SchedulerOutput out = scheduler_->schedule();
+  if (out.empty()) return;
+  peak_kv_blocks_used_ = std::max(peak_kv_blocks_used_, scheduler_->kv().pool().num_used_blocks());
+  const double now = clock_.now_s();
+  for (const auto& s : out.seqs) {
+    Live& live = *live_.at(s.id);
+    if (live.first_scheduled_s < 0) live.first_scheduled_s = now;
+  }
+  std::span<const float> logits = runner_->execute(out);
+
+  std::vector<int32_t> sampled;
+  const size_t vocab = static_cast<size_t>(model_->config().vocab_size);
+  size_t row = 0;
+  for (const auto& s : out.seqs) {
+    if (!s.sample) continue;
+    const Request* r = scheduler_->find(s.id);
+    sampled.push_back(live_.at(s.id)->sampler.sample(logits.subspan(row * vocab, vocab), r->tokens));
+    ++row;
+  }
+  auto finished = scheduler_->update(out, sampled);
+  postprocess(out, sampled, std::move(finished));
+}
+
+void Engine::postprocess(const SchedulerOutput& out, const std::vector<int32_t>& sampled,
+                         std::vector<std::unique_ptr<Request>> finished) {
+  const double now = clock_.now_s();
+  std::unordered_map<RequestId, Request*> finished_by_id;
+  for (auto& r : finished) finished_by_id[r->id] = r.get();
+  size_t k = 0;
+  for (const auto& s : out.seqs) {
+    if (!s.sample) continue;
+    const int32_t token = sampled[k++];
+    Live& live = *live_.at(s.id);
+    live.stats.num_generated_tokens++;
+    if (live.last_token_s < 0) {
+      live.stats.ttft_s = now - live.arrival_s;
+    } else {
+      live.stats.itl_s.push_back(now - live.last_token_s);
+    }
+    live.last_token_s = now;
+    auto fin = finished_by_id.find(s.id);
+    const bool stopped_by_token = fin != finished_by_id.end() &&
+                                  fin->second->finish_reason == FinishReason::kStop;
+    // An end-of-generation token ends the text; it is not part of it.
+    std::string text = stopped_by_token ? "" : live.stop.push(live.detok.push(token));
+    live.stream->push({token}, std::move(text));
+    if (fin != finished_by_id.end()) {
+      finish_live(s.id, *fin->second->finish_reason, fin->second);
+    } else if (live.stop.stopped()) {
+      auto r = scheduler_->finish(s.id, FinishReason::kStop);
+      finish_live(s.id, FinishReason::kStop, r.get());
+    }
+  }
+  {
+    std::lock_guard lock(mu_);
+    metrics_.num_generated_tokens += static_cast<int64_t>(sampled.size());
+    metrics_.num_steps++;
+  }
+}
+
+void Engine::finish_live(RequestId id, FinishReason reason, const Request* request) {
+  auto it = live_.find(id);
+  if (it == live_.end()) return;
+  Live& live = *it->second;
+  if (request) {
+    live.stats.num_cached_tokens = request->num_cached_tokens;
+    live.stats.num_preemptions = request->num_preemptions;
+  }
+  const double now = clock_.now_s();
+  live.stats.queue_s = (live.first_scheduled_s < 0 ? now : live.first_scheduled_s) - live.arrival_s;
+  live.stats.e2e_s = now - live.arrival_s;
+  std::string tail;
+  if (reason != FinishReason::kAborted && !live.stop.stopped()) tail = live.stop.push(live.detok.flush()) + live.stop.flush();
+  live.stream->finish(reason, live.stats, std::move(tail));
+  live_.erase(it);
+  std::lock_guard lock(mu_);
+  metrics_.num_requests_finished++;
+}
+
+void Engine::publish_metrics() {
+  std::lock_guard lock(mu_);
+  const auto& kv = scheduler_->kv();
+  metrics_.num_running = scheduler_->num_running();
+  metrics_.num_waiting = scheduler_->num_waiting() + static_cast<int32_t>(inbox_.size());
+  metrics_.num_kv_blocks_used = kv.pool().num_used_blocks();
+  metrics_.peak_kv_blocks_used = peak_kv_blocks_used_;
+  metrics_.num_prefix_query_tokens = kv.num_prefix_query_tokens();
+  metrics_.num_prefix_hit_tokens = kv.num_prefix_hit_tokens();
+  metrics_.num_preemptions = scheduler_->num_preemptions();
+}
+
+}  // namespace kvlm

@@ -1,0 +1,129 @@
+// The engine: owns the model, tokenizer, scheduler and runner, and runs the
+// step loop on its own thread (DESIGN.md "Threads"). Each step reads in three
+// lines — schedule, run, postprocess — as in nano-vllm.
+//
+// Thread safety: submit(), cancel(), metrics() may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/dtype.h"
+#include "common/clock.h"
+#include "engine/request_stream.h"
+#include "runner/sampler.h"
+
+namespace kvlm {
+
+class Model;
+class Tokenizer;
+class Scheduler;
+class ModelRunner;
+struct SchedulerOutput;
+struct Request;
+
+struct EngineConfig {
+  int32_t num_threads = 0;               // compute threads; <= 0: all cores
+  DType kv_dtype = DType::kF16;          // F16, F32 or Q8_0
+  int32_t block_size = 16;               // token slots per KV block
+  int64_t kv_mem_bytes = 0;              // KV pool budget; 0: derived from kv_tokens
+  int32_t kv_tokens = 0;                 // KV pool size in tokens; 0: 4 x max_model_len
+  int32_t max_model_len = 0;             // per-request context; 0: the model's trained context
+  int32_t max_batched_tokens = 2048;     // token budget per step
+  int32_t max_seqs = 64;                 // running sequences at most
+  bool prefix_caching = true;
+};
+
+struct GenerateRequest {
+  std::vector<int32_t> prompt_tokens;
+  SamplingParams sampling;
+  int32_t max_tokens = 256;
+  std::vector<std::string> stop;         // stop strings (not included in the output)
+  bool ignore_eos = false;
+  uint64_t cache_salt = 0;
+};
+
+// Engine-wide counters, as a metrics endpoint exports them.
+struct EngineMetrics {
+  int32_t num_running = 0;
+  int32_t num_waiting = 0;
+  int32_t num_kv_blocks = 0;
+  int32_t num_kv_blocks_used = 0;
+  int32_t peak_kv_blocks_used = 0;
+  int32_t block_size = 0;
+  int64_t num_prefix_query_tokens = 0;
+  int64_t num_prefix_hit_tokens = 0;
+  int64_t num_preemptions = 0;
+  int64_t num_requests_finished = 0;
+  int64_t num_prompt_tokens = 0;         // prompt tokens of submitted requests
+  int64_t num_generated_tokens = 0;
+  int64_t num_steps = 0;
+};
+
+class Engine {
+ public:
+  // Loads nothing itself: takes a loaded model and its tokenizer. Throws
+  // Error(kInvalidArgument) for a configuration that cannot work (a pool
+  // smaller than one block, a KV type the model's head size does not allow).
+  Engine(std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> tokenizer, EngineConfig config,
+         const Clock& clock = steady_clock());
+  ~Engine();  // stops the step thread; unfinished requests end as aborted
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request and returns its stream. Throws Error(kOutOfRange) for a
+  // prompt that can never run (longer than the context or the KV pool) and
+  // Error(kInvalidArgument) for bad parameters, before anything is queued.
+  // The stream is shared: the engine writes it until the request ends, the
+  // caller reads it for as long as it likes.
+  std::shared_ptr<RequestStream> submit(GenerateRequest request);
+  // Ends a request at the next step; its blocks are released. No-op if done.
+  void cancel(RequestId id);
+
+  EngineMetrics metrics() const;
+  const Model& model() const { return *model_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const EngineConfig& config() const { return config_; }
+  int32_t max_model_len() const { return max_model_len_; }
+
+ private:
+  struct Live;  // per-request engine-thread state (sampler, detokenizer, stats)
+  void loop();
+  void step();
+  void admit_inbox();
+  void postprocess(const SchedulerOutput& out, const std::vector<int32_t>& sampled,
+                   std::vector<std::unique_ptr<Request>> finished);
+  void finish_live(RequestId id, FinishReason reason, const Request* request);
+  void publish_metrics();
+
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  EngineConfig config_;
+  const Clock& clock_;
+  int32_t max_model_len_ = 0;
+  int32_t num_kv_blocks_ = 0;
+  int32_t peak_kv_blocks_used_ = 0;  // engine thread; measured right after allocation
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<ModelRunner> runner_;
+  std::unordered_map<RequestId, std::unique_ptr<Live>> live_;  // engine thread only
+
+  // Inbox from other threads.
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<std::unique_ptr<Request>, std::unique_ptr<Live>>> inbox_;
+  std::vector<RequestId> cancels_;
+  bool stopping_ = false;
+  int64_t next_request_id_ = 1;
+  EngineMetrics metrics_;  // guarded by mu_, published after each step
+  std::thread thread_;
+};
+
+}  // namespace kvlm

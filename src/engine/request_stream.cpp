@@ -1,0 +1,72 @@
+#include "engine/request_stream.h"
+
+namespace kvlm {
+
+std::optional<StreamEvent> RequestStream::pop_locked() {
+  if (events_.empty()) return std::nullopt;
+  StreamEvent ev = std::move(events_.front());
+  events_.pop_front();
+  if (ev.finished) final_taken_ = true;
+  return ev;
+}
+
+std::optional<StreamEvent> RequestStream::next() {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return !events_.empty() || final_taken_; });
+  return pop_locked();
+}
+
+std::optional<StreamEvent> RequestStream::next_for(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, timeout, [&] { return !events_.empty() || final_taken_; });
+  return pop_locked();
+}
+
+bool RequestStream::done() const {
+  std::lock_guard lock(mu_);
+  return final_taken_;
+}
+
+RequestStats RequestStream::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+void RequestStream::push(std::vector<int32_t> tokens, std::string text) {
+  {
+    std::lock_guard lock(mu_);
+    if (final_produced_) return;
+    // Coalesce with a pending event so a slow reader gets fewer, larger events.
+    if (!events_.empty() && !events_.back().finished) {
+      auto& back = events_.back();
+      back.tokens.insert(back.tokens.end(), tokens.begin(), tokens.end());
+      back.text += text;
+    } else {
+      events_.push_back(StreamEvent{std::move(tokens), std::move(text), false, std::nullopt, std::nullopt});
+    }
+  }
+  cv_.notify_all();
+}
+
+void RequestStream::finish(FinishReason reason, RequestStats stats, std::string final_text) {
+  {
+    std::lock_guard lock(mu_);
+    if (final_produced_) return;
+    final_produced_ = true;
+    stats_ = std::move(stats);
+    events_.push_back(StreamEvent{{}, std::move(final_text), true, reason, std::nullopt});
+  }
+  cv_.notify_all();
+}
+
+void RequestStream::fail(Error error) {
+  {
+    std::lock_guard lock(mu_);
+    if (final_produced_) return;
+    final_produced_ = true;
+    events_.push_back(StreamEvent{{}, {}, true, std::nullopt, std::move(error)});
+  }
+  cv_.notify_all();
+}
+
+}  // namespace kvlm

@@ -1,0 +1,70 @@
+// The per-request channel between the engine thread (producer) and the
+// caller (consumer): token ids and text deltas as they are sampled, then one
+// final event with the finish reason and the request's statistics.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "common/strong_id.h"
+#include "sched/request.h"
+
+namespace kvlm {
+
+struct RequestStats {
+  int32_t num_prompt_tokens = 0;
+  int32_t num_cached_tokens = 0;     // prompt tokens served by the prefix cache
+  int32_t num_generated_tokens = 0;
+  int32_t num_preemptions = 0;
+  double queue_s = 0;                // arrival -> first scheduled
+  double ttft_s = 0;                 // arrival -> first generated token
+  double e2e_s = 0;                  // arrival -> finished
+  std::vector<double> itl_s;         // gaps between consecutive generated tokens
+};
+
+struct StreamEvent {
+  std::vector<int32_t> tokens;       // newly generated token ids
+  std::string text;                  // newly complete text (stop strings held back)
+  bool finished = false;
+  std::optional<FinishReason> finish_reason;  // set with finished
+  std::optional<Error> error;        // set if the request failed (finished too)
+};
+
+class RequestStream {
+ public:
+  explicit RequestStream(RequestId id) : id_(id) {}
+  RequestId id() const { return id_; }
+
+  // Consumer side. Blocks until an event is available; returns nullopt once
+  // the final event has been taken.
+  std::optional<StreamEvent> next();
+  // Like next() but gives up after `timeout` (returns nullopt; check done()).
+  std::optional<StreamEvent> next_for(std::chrono::milliseconds timeout);
+  bool done() const;
+  // Final statistics; complete once the final event has been produced.
+  RequestStats stats() const;
+
+  // Producer side (engine thread).
+  void push(std::vector<int32_t> tokens, std::string text);
+  void finish(FinishReason reason, RequestStats stats, std::string final_text = {});
+  void fail(Error error);
+
+ private:
+  std::optional<StreamEvent> pop_locked();
+  const RequestId id_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<StreamEvent> events_;
+  bool final_produced_ = false;
+  bool final_taken_ = false;
+  RequestStats stats_;
+};
+
+}  // namespace kvlm

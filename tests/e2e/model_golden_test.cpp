@@ -1,0 +1,147 @@
+// The model forward pass against llama.cpp's goldens, through the real
+// `kvlm logits`, `kvlm run` and `kvlm perplexity` commands.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "support/test_support.h"
+
+namespace kvlm {
+namespace {
+
+using nlohmann::json;
+
+json load_json(const std::string& path) {
+  std::ifstream f(path);
+  return json::parse(f);
+}
+
+// Sum of squared differences over the sum of squares of the reference.
+double nmse(const json& got, const json& ref) {
+  double num = 0, den = 0;
+  EXPECT_EQ(got.size(), ref.size());
+  for (size_t r = 0; r < std::min(got.size(), ref.size()); ++r) {
+    EXPECT_EQ(got[r].size(), ref[r].size());
+    for (size_t i = 0; i < std::min(got[r].size(), ref[r].size()); ++i) {
+      double a = got[r][i].get<double>(), b = ref[r][i].get<double>();
+      num += (a - b) * (a - b);
+      den += b * b;
+    }
+  }
+  return num / den;
+}
+
+std::string join_ids(const json& tokens) {
+  std::string s;
+  for (const auto& t : tokens) s += (s.empty() ? "" : ",") + std::to_string(t.get<int>());
+  return s;
+}
+
+json run_logits(const std::string& model, const json& tokens, const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args = {"logits", "-m", model, "--tokens", join_ids(tokens)};
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto r = test::run_kvlm(args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  json out = json::parse(r.out);
+  EXPECT_EQ(out["tokens"], tokens);
+  return out["logits"];
+}
+
+struct QuantCase {
+  const char* type;
+};
+
+class SynthTinyLogits : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(SynthTinyLogits, MatchesGolden) {
+  const std::string type = GetParam();
+  json golden = load_json(test::shared_path("golden/synth-tiny-" + type + ".logits.json"));
+  json golden_f32 = load_json(test::shared_path("golden/synth-tiny-F32.logits.json"));
+  json got = run_logits(test::shared_path("models/synth-tiny-" + type + ".gguf"), golden["tokens"]);
+  double to_own = nmse(got, golden["logits"]);
+  double to_f32 = nmse(got, golden_f32["logits"]);
+  RecordProperty("nmse_to_golden", std::to_string(to_own));
+  if (type == "F32" || type == "F16") {
+    EXPECT_LT(to_own, 1e-6);
+  } else {
+    // The golden's own distance from F32 is the quantization error itself;
+    // a correct decoder lands far closer to its type's golden than that.
+    double golden_error = nmse(golden["logits"], golden_f32["logits"]);
+    EXPECT_LT(to_own, golden_error) << "type " << type;
+    EXPECT_LT(to_f32, 1.5 * golden_error) << "type " << type;
+  }
+  std::printf("synth-tiny-%s: NMSE to its golden %.3g, to the F32 golden %.3g\n", type.c_str(), to_own, to_f32);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, SynthTinyLogits,
+                         ::testing::Values("F32", "F16", "Q8_0", "Q6_K", "Q4_K", "Q4_0"));
+
+TEST(ModelGolden, Qwen2Logits) {
+  json golden = load_json(test::shared_path("golden/synth-qwen2-F32.logits.json"));
+  json got = run_logits(test::shared_path("models/synth-qwen2-F32.gguf"), golden["tokens"]);
+  EXPECT_LT(nmse(got, golden["logits"]), 1e-6);
+}
+
+TEST(ModelGolden, BatchedLogitsEqualOneAtATime) {
+  json golden = load_json(test::shared_path("golden/synth-tiny-F32.logits.json"));
+  std::string model = test::shared_path("models/synth-tiny-F32.gguf");
+  json single = run_logits(model, golden["tokens"]);
+  json batched = run_logits(model, golden["tokens"], {"--batched"});
+  EXPECT_LT(nmse(batched, single), 1e-10);
+}
+
+TEST(ModelGolden, StoriesGreedyMatchesEveryToken) {
+  std::ifstream f(test::shared_path("golden/stories260K-greedy.jsonl"));
+  std::string line;
+  int num_prompts = 0;
+  while (std::getline(f, line)) {
+    json g = json::parse(line);
+    std::string prompt = g["prompt"];
+    SCOPED_TRACE(prompt);
+    auto r = test::run_kvlm({"run", "-m", test::shared_path("models/stories260K.gguf"), "-p", prompt,
+                             "-n", std::to_string(g["steps"].size()), "--temp", "0", "--show-ids"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.err, m, std::regex("ids: ([0-9 ]+)"))) << r.err;
+    std::istringstream ids(m[1].str());
+    std::vector<int> got;
+    for (int id; ids >> id;) got.push_back(id);
+    std::vector<int> want;
+    for (const auto& s : g["steps"]) want.push_back(s["token"].get<int>());
+    EXPECT_EQ(got, want);
+    EXPECT_EQ(r.out, g["text"].get<std::string>() + "\n");
+    ++num_prompts;
+  }
+  EXPECT_EQ(num_prompts, 5);
+}
+
+TEST(ModelGolden, StoriesPerplexity) {
+  auto r = test::run_kvlm({"perplexity", "-m", test::shared_path("models/stories260K.gguf"), "-f",
+                           test::shared_path("text/tinystories_sample.txt"), "-c", "256"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex("PPL = ([0-9.]+) \\+/- ([0-9.]+)\\n$"))) << r.out;
+  double ppl = std::stod(m[1].str());
+  EXPECT_NEAR(ppl, 4.1202, 4.1202 * 0.005) << r.out;
+}
+
+TEST(Cli, ErrorsAreOneLineAndNonZero) {
+  auto r = test::run_kvlm({"logits", "-m", "/nonexistent/model.gguf", "--tokens", "1"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("/nonexistent/model.gguf"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  r = test::run_kvlm({"run", "--no-such-flag"});
+  EXPECT_NE(r.exit_code, 0);
+  r = test::run_kvlm({"frobnicate"});
+  EXPECT_NE(r.exit_code, 0);
+  r = test::run_kvlm({"logits", "-m", test::shared_path("models/stories260K.gguf"), "--tokens", "1,99999"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("outside the vocabulary"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace kvlm
