@@ -10,7 +10,6 @@
 // Run: ./build-backend/bench/bench_matmul [--benchmark_filter=...]
 //      OMP_NUM_THREADS=1 KVLM_BENCH_CPU_TIME=1 ./build-backend/bench/bench_matmul  (per core)
 #include <benchmark/benchmark.h>
-#include <omp.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -21,6 +20,7 @@
 
 #include "backend/cpu/matmul.h"
 #include "backend/quant.h"
+#include "backend/thread_pool.h"
 #include "backend/threads.h"
 
 #if defined(__AVX2__)
@@ -54,8 +54,7 @@ struct ColdWeights {
     num_copies = static_cast<int>((kColdBytes + matrix_bytes - 1) / matrix_bytes);
     data = std::make_unique<uint8_t[]>(matrix_bytes * num_copies);
     const auto w = random_floats(static_cast<size_t>(kRows * kCols), 1, 0.02f);
-#pragma omp parallel for
-    for (int64_t r = 0; r < kRows; ++r) quantize_row(t, w.data() + r * kCols, data.get() + r * rb, kCols);
+    parallel_for(kRows, [&](int64_t r, int) { quantize_row(t, w.data() + r * kCols, data.get() + r * rb, kCols); });
     for (int c = 1; c < num_copies; ++c) std::memcpy(data.get() + c * matrix_bytes, data.get(), matrix_bytes);
   }
 };
@@ -97,27 +96,32 @@ void BM_MemoryRead(benchmark::State& state) {
   static std::unique_ptr<float[]> buf;
   if (!buf) {
     buf = std::make_unique<float[]>(n);
-#pragma omp parallel for
-    for (int64_t i = 0; i < static_cast<int64_t>(n); ++i) buf[i] = static_cast<float>(i & 7);
+    for (size_t i = 0; i < n; ++i) buf[i] = static_cast<float>(i & 7);
   }
+  // One task per thread, each summing a contiguous share.
+  const int64_t num_blocks = static_cast<int64_t>(n / 64);
+  const int64_t num_tasks = num_threads();
   for (auto _ : state) {
-    float total = 0.f;
-#pragma omp parallel for reduction(+ : total) num_threads(num_threads())
-    for (int64_t blk = 0; blk < static_cast<int64_t>(n / 64); ++blk) {
-      const float* p = buf.get() + blk * 64;
+    std::vector<float> partial(static_cast<size_t>(num_tasks), 0.f);
+    parallel_for(num_tasks, [&](int64_t task, int) {
+      float total = 0.f;
+      for (int64_t blk = task * num_blocks / num_tasks; blk < (task + 1) * num_blocks / num_tasks; ++blk) {
+        const float* p = buf.get() + blk * 64;
 #if defined(__AVX2__)
-      __m256 a = _mm256_loadu_ps(p);
-      for (int k = 8; k < 64; k += 8) a = _mm256_add_ps(a, _mm256_loadu_ps(p + k));
-      alignas(32) float lanes[8];
-      _mm256_store_ps(lanes, a);
-      total += lanes[0] + lanes[7];
+        __m256 a = _mm256_loadu_ps(p);
+        for (int k = 8; k < 64; k += 8) a = _mm256_add_ps(a, _mm256_loadu_ps(p + k));
+        alignas(32) float lanes[8];
+        _mm256_store_ps(lanes, a);
+        total += lanes[0] + lanes[7];
 #else
-      float s = 0.f;
-      for (int k = 0; k < 64; ++k) s += p[k];
-      total += s;
+        float s = 0.f;
+        for (int k = 0; k < 64; ++k) s += p[k];
+        total += s;
 #endif
-    }
-    benchmark::DoNotOptimize(total);
+      }
+      partial[task] = total;
+    });
+    benchmark::DoNotOptimize(partial.data());
   }
   state.counters["read_GB/s"] = benchmark::Counter(
       static_cast<double>(state.iterations()) * static_cast<double>(n * sizeof(float)) * 1e-9,

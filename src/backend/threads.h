@@ -1,4 +1,4 @@
-// Compute threads for kernels (OpenMP underneath). Set once at start-up from -t.
+// Compute threads for kernels (backend/thread_pool.h). Set once at start-up from -t.
 #pragma once
 
 namespace kvlm {

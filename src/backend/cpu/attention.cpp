@@ -1,6 +1,5 @@
 #include "backend/cpu/attention.h"
 
-#include <omp.h>
 
 #if defined(__AVX2__)
 #include <immintrin.h>
@@ -14,6 +13,7 @@
 #include "backend/cpu/ops.h"
 #include "backend/fp16.h"
 #include "backend/quant.h"
+#include "backend/thread_pool.h"
 #include "backend/threads.h"
 #include "common/assert.h"
 
@@ -194,13 +194,17 @@ void paged_attention(const KvLayout& layout, const KvLayer& layer, const float* 
   constexpr int64_t kMinParallelWork = 1 << 16;
   const int team = work < kMinParallelWork ? 1 : num_threads();
 
-#pragma omp parallel num_threads(team) if (team > 1)
-  {
+  struct Scratch {
     std::vector<float> keys, values;  // [visible, head_dim] f32 copies
     std::vector<float> keys_t;        // [head_dim, visible] keys transposed
     std::vector<float> scores;        // [visible]
-#pragma omp for schedule(dynamic, 1)
-    for (size_t it = 0; it < items.size(); ++it) {
+  };
+  std::vector<Scratch> scratch(static_cast<size_t>(team));
+  auto run_item = [&](int64_t it, int worker) {
+      std::vector<float>& keys = scratch[worker].keys;
+      std::vector<float>& values = scratch[worker].values;
+      std::vector<float>& keys_t = scratch[worker].keys_t;
+      std::vector<float>& scores = scratch[worker].scores;
       const Item item = items[it];
       const AttentionSeq& seq = seqs[item.seq];
       int64_t lo_first, hi_first, lo_last, hi_last;
@@ -230,7 +234,11 @@ void paged_attention(const KvLayout& layout, const KvLayer& layer, const float* 
           weighted_sum(scores.data(), &values[(lo - base) * hd], n, hd, out + head * hd);
         }
       }
-    }
+  };
+  if (team > 1) {
+    parallel_for(static_cast<int64_t>(items.size()), run_item);
+  } else {
+    for (size_t it = 0; it < items.size(); ++it) run_item(static_cast<int64_t>(it), 0);
   }
 }
 

@@ -12,6 +12,7 @@
 #include "backend/cpu/simd.h"
 #include "backend/quant.h"
 #include "backend/quant_impl.h"
+#include "backend/thread_pool.h"
 #include "backend/threads.h"
 #include "common/assert.h"
 
@@ -163,9 +164,9 @@ constexpr int64_t kRowChunkBytes = 96 * 1024;
 
 void matmul(const WeightMatrix& w, const float* x, int64_t num_tokens, float* y) {
   using namespace cpu;
+  if (num_tokens <= 0 || w.rows <= 0) return;  // e.g. a step where no row needs logits
   KVLM_ASSERT(w.data != nullptr && x != nullptr && y != nullptr, "matmul: null buffer");
   KVLM_ASSERT(w.cols % dtype_info(w.dtype).block_size == 0, "matmul: cols not a multiple of the block size");
-  if (num_tokens <= 0 || w.rows <= 0) return;
   const KernelInfo kernel = kernel_for(w.dtype);
   const int64_t cols = w.cols;
 
@@ -221,25 +222,23 @@ void matmul(const WeightMatrix& w, const float* x, int64_t num_tokens, float* y)
     for (int64_t t = 0; t < num_tokens; ++t) quantize_token(t);
   }
 
-#pragma omp parallel num_threads(num_threads_used) if (num_threads_used > 1)
-  {
-    if (quantize_in_parallel) {
-#pragma omp for schedule(static)
-      for (int64_t t = 0; t < num_tokens; ++t) quantize_token(t);
+  if (quantize_in_parallel) {
+    parallel_for(num_tokens, [&](int64_t t, int) { quantize_token(t); });
+  }
+  // Every activation row is ready here. Rows go out in small chunks on
+  // demand, so a thread that the OS preempts (other work shares these cores)
+  // delays the step by one chunk, not by its whole share.
+  auto run_chunk = [&](int64_t rc, int) {
+    const int64_t row_begin = rc * rows_per_chunk;
+    const int64_t row_end = std::min(w.rows, row_begin + rows_per_chunk);
+    for (int64_t t0 = 0; t0 < num_tokens; t0 += chunk) {
+      kernel.fn(w, acts, row_begin, row_end, t0, std::min(num_tokens, t0 + chunk), y);
     }
-    // Every activation row is ready here (quantized before the fork, or by
-    // the omp for above, whose implicit barrier all threads have passed).
-    // Rows go out in small chunks on demand, so a thread that the OS preempts
-    // (other work shares these cores) delays the step by one chunk, not by
-    // its whole share.
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t rc = 0; rc < num_row_chunks; ++rc) {
-      const int64_t row_begin = rc * rows_per_chunk;
-      const int64_t row_end = std::min(w.rows, row_begin + rows_per_chunk);
-      for (int64_t t0 = 0; t0 < num_tokens; t0 += chunk) {
-        kernel.fn(w, acts, row_begin, row_end, t0, std::min(num_tokens, t0 + chunk), y);
-      }
-    }
+  };
+  if (num_threads_used > 1) {
+    parallel_for(num_row_chunks, run_chunk);
+  } else {
+    for (int64_t rc = 0; rc < num_row_chunks; ++rc) run_chunk(rc, 0);
   }
 }
 
