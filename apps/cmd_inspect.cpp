@@ -5,7 +5,10 @@
 #include <fmt/format.h>
 
 #include "apps/commands.h"
+#include "common/error.h"
+#include "model/config.h"
 #include "model/gguf.h"
+#include "tokenizer/tokenizer.h"
 
 namespace kvlm::apps {
 
@@ -33,7 +36,39 @@ int cmd_inspect(int argc, char** argv) {
     total_bytes += t.num_bytes;
   }
   fmt::print("\ntotal tensor bytes: {} ({:.2f} MiB)\n", total_bytes, total_bytes / 1048576.0);
-  return 0;
+
+  // What the loaders make of it.
+  const Metadata& m = gguf->metadata();
+  int status = 0;
+  if (m.has("general.architecture")) {
+    try {
+      fmt::print("\nmodel:\n{}", ModelConfig::from_metadata(m).describe());
+    } catch (const Error& e) {
+      fmt::print("\nmodel: {}\n", e.what());
+      status = 1;
+    }
+  }
+  if (m.has("tokenizer.ggml.model")) {
+    try {
+      auto tok = Tokenizer::from_metadata(m);
+      const Vocab& v = tok->vocab();
+      auto id = [&](std::optional<int32_t> t) { return t ? fmt::format("{} {}", *t, tok->piece(*t)) : std::string("none"); };
+      const bool bpe = v.model_name() == "gpt2";
+      fmt::print("\ntokenizer: {} ({}), {} tokens{}\n", v.model_name(), bpe ? "byte-level BPE" : "SentencePiece",
+                 tok->vocab_size(), bpe ? fmt::format(", pre-tokenizer {}", v.pre_type().name) : "");
+      fmt::print("bos: {} | eos: {} | add bos: {} | add eos: {}\n", id(tok->bos_id()), id(tok->eos_id()),
+                 tok->add_bos(), tok->add_eos());
+      std::string eog;
+      for (int32_t t = 0; t < tok->vocab_size(); ++t)
+        if (tok->is_end_of_generation(t)) eog += fmt::format("{}{} {}", eog.empty() ? "" : ", ", t, tok->piece(t));
+      fmt::print("end of generation: {}\n", eog.empty() ? "none" : eog);
+      fmt::print("chat template: {}\n", m.has("tokenizer.chat_template") ? "yes" : "no");
+    } catch (const Error& e) {
+      fmt::print("\ntokenizer: {}\n", e.what());
+      status = 1;
+    }
+  }
+  return status;
 }
 
 }  // namespace kvlm::apps

@@ -145,3 +145,22 @@ TEST(Cli, ErrorsAreOneLineAndNonZero) {
 
 }  // namespace
 }  // namespace kvlm
+
+namespace kvlm {
+namespace {
+
+TEST(ModelGolden, Gpt2Logits) {
+  json golden = load_json(test::shared_path("golden/synth-gpt2-F16.logits.json"));
+  json got = run_logits(test::shared_path("models/synth-gpt2-F16.gguf"), golden["tokens"]);
+  EXPECT_LT(nmse(got, golden["logits"]), 1e-6);
+}
+
+TEST(ModelGolden, Gemma2Logits) {
+  // 48 positions with a window of 8: the window matters.
+  json golden = load_json(test::shared_path("golden/synth-gemma2-F32.logits.json"));
+  json got = run_logits(test::shared_path("models/synth-gemma2-F32.gguf"), golden["tokens"]);
+  EXPECT_LT(nmse(got, golden["logits"]), 1e-6);
+}
+
+}  // namespace
+}  // namespace kvlm

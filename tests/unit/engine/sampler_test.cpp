@@ -1,0 +1,121 @@
+// Sampler: each filter on logits with known answers, and reproducible seeds.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "common/error.h"
+#include "runner/sampler.h"
+
+namespace kvlm {
+namespace {
+
+SamplingParams params(float temp, int top_k = 0, float top_p = 1.f, float min_p = 0.f) {
+  SamplingParams p;
+  p.temperature = temp;
+  p.top_k = top_k;
+  p.top_p = top_p;
+  p.min_p = min_p;
+  p.repetition_penalty = 1.f;
+  p.seed = 42;
+  return p;
+}
+
+// Logits whose softmax is {0.5, 0.25, 0.125, 0.0625, 0.0625}.
+const std::vector<float> kLogits = {std::log(8.f), std::log(4.f), std::log(2.f), 0.f, 0.f};
+
+std::map<int32_t, int> histogram(Sampler& s, const std::vector<float>& logits, int n) {
+  std::map<int32_t, int> h;
+  for (int i = 0; i < n; ++i) h[s.sample(logits, {})]++;
+  return h;
+}
+
+TEST(Sampler, GreedyIsArgmax) {
+  Sampler s(params(0.f));
+  EXPECT_EQ(s.sample(std::vector<float>{0.1f, 3.f, -1.f, 2.9f}, {}), 1);
+  EXPECT_EQ(argmax(std::vector<float>{1.f, 5.f, 5.f}), 1);  // first on ties
+}
+
+TEST(Sampler, TopKOneIsGreedy) {
+  Sampler s(params(1.5f, 1));
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(s.sample(kLogits, {}), 0);
+}
+
+TEST(Sampler, TopKLimitsTheCandidates) {
+  Sampler s(params(1.f, 2));
+  auto h = histogram(s, kLogits, 3000);
+  EXPECT_EQ(h.size(), 2u);
+  EXPECT_NEAR(h[0] / 3000.0, 2.0 / 3.0, 0.04);  // 0.5 / (0.5 + 0.25)
+}
+
+TEST(Sampler, TopPKeepsTheSmallestNucleus) {
+  Sampler s(params(1.f, 0, 0.7f));  // 0.5 + 0.25 >= 0.7: tokens 0 and 1
+  auto h = histogram(s, kLogits, 2000);
+  EXPECT_EQ(h.size(), 2u);
+  EXPECT_TRUE(h.count(0) && h.count(1));
+}
+
+TEST(Sampler, MinPDropsUnlikelyTokens) {
+  Sampler s(params(1.f, 0, 1.f, 0.3f));  // keep p >= 0.15: tokens 0 and 1
+  auto h = histogram(s, kLogits, 2000);
+  EXPECT_EQ(h.size(), 2u);
+}
+
+TEST(Sampler, TemperatureFollowsTheDistribution) {
+  Sampler s(params(1.f));
+  auto h = histogram(s, kLogits, 20000);
+  EXPECT_NEAR(h[0] / 20000.0, 0.5, 0.02);
+  EXPECT_NEAR(h[2] / 20000.0, 0.125, 0.015);
+  // A high temperature flattens it.
+  Sampler hot(params(100.f));
+  auto hh = histogram(hot, kLogits, 20000);
+  EXPECT_NEAR(hh[0] / 20000.0, 0.2, 0.02);
+}
+
+TEST(Sampler, RepetitionPenaltyDemotesSeenTokens) {
+  SamplingParams p = params(0.f);
+  p.repetition_penalty = 2.f;
+  Sampler s(p);
+  std::vector<float> logits = {3.f, 2.f, -1.f};
+  std::vector<int32_t> history = {0};
+  EXPECT_EQ(s.sample(logits, history), 1);  // 3 / 2 = 1.5 < 2
+  p.repeat_last_n = 1;
+  Sampler s2(p);
+  std::vector<int32_t> older = {0, 2};  // only the last token (2) is penalised
+  EXPECT_EQ(s2.sample(logits, older), 0);
+}
+
+TEST(Sampler, SeedIsReproducible) {
+  std::vector<float> logits(64);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>(std::sin(i * 1.7));
+  auto draw = [&](uint64_t seed) {
+    SamplingParams p = params(1.f);
+    p.seed = seed;
+    Sampler s(p);
+    std::vector<int32_t> out;
+    for (int i = 0; i < 32; ++i) out.push_back(s.sample(logits, {}));
+    return out;
+  };
+  EXPECT_EQ(draw(7), draw(7));
+  EXPECT_NE(draw(7), draw(8));
+}
+
+TEST(Sampler, BadParametersAreRefused) {
+  SamplingParams p;
+  p.temperature = -1.f;
+  EXPECT_THROW(p.validate(), Error);
+  p = SamplingParams{};
+  p.top_p = 0.f;
+  EXPECT_THROW(p.validate(), Error);
+  p = SamplingParams{};
+  p.min_p = 1.5f;
+  EXPECT_THROW(p.validate(), Error);
+  p = SamplingParams{};
+  p.repetition_penalty = 0.f;
+  EXPECT_THROW(p.validate(), Error);
+  EXPECT_NO_THROW(SamplingParams{}.validate());
+}
+
+}  // namespace
+}  // namespace kvlm
