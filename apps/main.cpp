@@ -17,7 +17,13 @@ struct Command {
 };
 
 constexpr Command kCommands[] = {
+    {"run", kvlm::apps::cmd_run, "generate a continuation of a prompt, streamed to stdout"},
+    {"bench", kvlm::apps::cmd_bench, "benchmarks through the engine (batch)"},
+    {"perplexity", kvlm::apps::cmd_perplexity, "perplexity of a model over a text file"},
+    {"logits", kvlm::apps::cmd_logits, "print the logits after each of the given token ids (JSON)"},
+    {"tokenize", kvlm::apps::cmd_tokenize, "tokenize text with a model's vocabulary"},
     {"inspect", kvlm::apps::cmd_inspect, "print a GGUF file's metadata and tensors"},
+    {"template", kvlm::apps::cmd_template, "render a chat template over a messages file"},
 };
 
 void usage(FILE* out) {

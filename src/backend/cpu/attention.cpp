@@ -1,14 +1,13 @@
 #include "backend/cpu/attention.h"
 
-
-#if defined(__AVX2__)
-#include <immintrin.h>
-#endif
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #include "backend/cpu/ops.h"
 #include "backend/fp16.h"
@@ -17,57 +16,23 @@
 #include "backend/threads.h"
 #include "common/assert.h"
 
+// Bit-for-bit rule: a query's output depends only on its own visible slots,
+// each score summed over the head dimension in order with fused multiply-adds
+// and each output element summed over the slots in order. Whether a query
+// runs in a decode step, a prefill chunk or beside other sequences, and
+// whether a key sits in a vector lane or a scalar tail, the bits are the
+// same; so batching, chunked prefill, prefix hits and preemption never change
+// a generated token.
+
 namespace kvlm {
 namespace {
 
-uint8_t* slot_row(const KvLayout& layout, uint8_t* base, int64_t slot, int32_t kv_head) {
-  int64_t block = slot / layout.block_size;
-  int64_t offset = slot % layout.block_size;
-  return base + static_cast<size_t>(block) * layout.block_bytes() +
-         static_cast<size_t>(kv_head) * layout.head_stride() +
-         static_cast<size_t>(offset) * layout.row_bytes();
-}
+#if defined(__AVX2__) && defined(__FMA__)
+#define KVLM_ATTN_AVX2 1
+#else
+#define KVLM_ATTN_AVX2 0
+#endif
 
-// Physical slot of logical slot s of a sequence.
-int64_t physical_slot(const KvLayout& layout, const AttentionSeq& seq, int64_t s) {
-  return static_cast<int64_t>(seq.block_table[static_cast<size_t>(s / layout.block_size)]) *
-             layout.block_size + s % layout.block_size;
-}
-
-void load_row(const KvLayout& layout, const uint8_t* src, float* dst) {
-  switch (layout.dtype) {
-    case DType::kF32: std::memcpy(dst, src, sizeof(float) * layout.head_dim); break;
-    case DType::kF16: fp16_to_f32_row(reinterpret_cast<const uint16_t*>(src), dst, layout.head_dim); break;
-    default: dequantize_row(layout.dtype, src, dst, layout.head_dim); break;
-  }
-}
-
-// Converts the rows of logical slots [lo, hi) of one KV head to f32, one run
-// of contiguous slots per block. dst: [hi - lo, head_dim].
-void gather_rows(const KvLayout& layout, uint8_t* base, const AttentionSeq& seq, int32_t kv_head, int64_t lo,
-                 int64_t hi, float* dst) {
-  const int64_t hd = layout.head_dim;
-  for (int64_t s = lo; s < hi;) {
-    const int64_t offset = s % layout.block_size;
-    const int64_t count = std::min<int64_t>(hi - s, layout.block_size - offset);
-    const uint8_t* src = slot_row(layout, base, physical_slot(layout, seq, s), kv_head);
-    switch (layout.dtype) {
-      case DType::kF32: std::memcpy(dst, src, sizeof(float) * hd * count); break;
-      case DType::kF16: fp16_to_f32_row(reinterpret_cast<const uint16_t*>(src), dst, hd * count); break;
-      default: dequantize_row(layout.dtype, src, dst, hd * count); break;
-    }
-    dst += hd * count;
-    s += count;
-  }
-}
-
-void transpose(const float* src, int64_t rows, int64_t cols, float* dst) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
-}
-
-// Fused multiply-add in vector and scalar code alike, so a score does not
-// depend on whether its key fell in a vector lane or in the tail.
 inline float madd(float a, float b, float c) {
 #if defined(__FMA__)
   return std::fma(a, b, c);
@@ -76,46 +41,17 @@ inline float madd(float a, float b, float c) {
 #endif
 }
 
-// scores[j] = scale * sum_c q[c] * kt[c * stride + j] for j < n: eight keys
-// per vector, the head dimension summed in order for every key.
-void score_keys(const float* q, const float* kt, int64_t stride, int64_t hd, int64_t n, float scale,
-                float* scores) {
-  int64_t j = 0;
-#if defined(__AVX2__) && defined(__FMA__)
-  for (; j + 8 <= n; j += 8) {
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t c = 0; c < hd; ++c)
-      acc = _mm256_fmadd_ps(_mm256_set1_ps(q[c]), _mm256_loadu_ps(kt + c * stride + j), acc);
-    _mm256_storeu_ps(scores + j, _mm256_mul_ps(acc, _mm256_set1_ps(scale)));
-  }
-#endif
-  for (; j < n; ++j) {
-    float acc = 0.f;
-    for (int64_t c = 0; c < hd; ++c) acc = madd(q[c], kt[c * stride + j], acc);
-    scores[j] = acc * scale;
-  }
+// Start of one block's data for one KV head.
+inline uint8_t* block_head(const KvLayout& layout, uint8_t* base, int64_t block, int32_t kv_head) {
+  return base + static_cast<size_t>(block) * layout.block_bytes() + static_cast<size_t>(kv_head) * layout.head_stride();
 }
 
-// out[c] = sum_j p[j] * v[j * hd + c], keys in order for every element.
-void weighted_sum(const float* p, const float* v, int64_t n, int64_t hd, float* out) {
-  int64_t c = 0;
-#if defined(__AVX2__) && defined(__FMA__)
-  for (; c + 8 <= hd; c += 8) {
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t j = 0; j < n; ++j) acc = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), _mm256_loadu_ps(v + j * hd + c), acc);
-    _mm256_storeu_ps(out + c, acc);
-  }
-#endif
-  for (; c < hd; ++c) {
-    float acc = 0.f;
-    for (int64_t j = 0; j < n; ++j) acc = madd(p[j], v[j * hd + c], acc);
-    out[c] = acc;
-  }
+inline int64_t block_of(const KvLayout& layout, const AttentionSeq& seq, int64_t s) {
+  return seq.block_table[static_cast<size_t>(s / layout.block_size)];
 }
 
 void check_layout(const KvLayout& layout, const AttentionParams* params) {
-  KVLM_ASSERT(layout.dtype == DType::kF32 || layout.dtype == DType::kF16 ||
-                  layout.dtype == DType::kQ8_0,
+  KVLM_ASSERT(layout.dtype == DType::kF32 || layout.dtype == DType::kF16 || layout.dtype == DType::kQ8_0,
               "KV dtype must be F32, F16 or Q8_0");
   KVLM_ASSERT(layout.head_dim % dtype_info(layout.dtype).block_size == 0,
               "head_dim must be a multiple of the KV dtype block size");
@@ -128,29 +64,168 @@ void visible_range(const AttentionSeq& seq, int32_t i, int32_t window, int64_t* 
   *lo = window > 0 ? std::max<int64_t>(0, *hi - window) : 0;
 }
 
+// Element (dim c, slot offset o) of a transposed K block of one head.
+inline float key_at(const KvLayout& layout, const uint8_t* kb, int64_t c, int64_t o) {
+  const int64_t idx = c * layout.block_size + o;
+  return layout.dtype == DType::kF32 ? reinterpret_cast<const float*>(kb)[idx]
+                                     : fp16_to_f32(reinterpret_cast<const uint16_t*>(kb)[idx]);
+}
+
+#if KVLM_ATTN_AVX2
+inline __m256 load8(const KvLayout& layout, const uint8_t* p, int64_t idx) {
+  if (layout.dtype == DType::kF32) return _mm256_loadu_ps(reinterpret_cast<const float*>(p) + idx);
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(p) + idx)));
+}
+#endif
+
+// Scores of up to 4 query heads against the keys at offsets [o0, o1) of one
+// transposed K block: scores[g][j] for j = o0 - o_base ... (scaled).
+void score_block(const KvLayout& layout, const uint8_t* kb, const float* const* qs, int num_q, int64_t o0,
+                 int64_t o1, float scale, float* const* out) {
+  const int64_t hd = layout.head_dim;
+  int64_t o = o0;
+#if KVLM_ATTN_AVX2
+  // Vectors of 8 slots from o0; the last may reach past o1 inside the block
+  // (valid memory, lanes discarded).
+  for (; o + 8 <= layout.block_size && o < o1; o += 8) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t c = 0; c < hd; ++c) {
+      const __m256 k = load8(layout, kb, c * layout.block_size + o);
+      for (int g = 0; g < num_q; ++g) acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(qs[g][c]), k, acc[g]);
+    }
+    alignas(32) float lanes[8];
+    const int64_t n = std::min<int64_t>(8, o1 - o);
+    for (int g = 0; g < num_q; ++g) {
+      _mm256_store_ps(lanes, _mm256_mul_ps(acc[g], _mm256_set1_ps(scale)));
+      std::memcpy(out[g] + (o - o0), lanes, sizeof(float) * n);
+    }
+  }
+#endif
+  for (; o < o1; ++o) {
+    for (int g = 0; g < num_q; ++g) {
+      float acc = 0.f;
+      for (int64_t c = 0; c < hd; ++c) acc = madd(qs[g][c], key_at(layout, kb, c, o), acc);
+      out[g][o - o0] = acc * scale;
+    }
+  }
+}
+
+// out[c] += p[j] * v[j][c] for the value rows of one block (row-major).
+void accumulate_block(const KvLayout& layout, const uint8_t* vb, int64_t o0, int64_t o1, const float* p,
+                      float* out) {
+  const int64_t hd = layout.head_dim;
+  int64_t c = 0;
+#if KVLM_ATTN_AVX2
+  for (; c + 8 <= hd; c += 8) {
+    __m256 acc = _mm256_loadu_ps(out + c);
+    for (int64_t o = o0; o < o1; ++o) acc = _mm256_fmadd_ps(_mm256_set1_ps(p[o - o0]), load8(layout, vb, o * hd + c), acc);
+    _mm256_storeu_ps(out + c, acc);
+  }
+#endif
+  for (; c < hd; ++c) {
+    float acc = out[c];
+    for (int64_t o = o0; o < o1; ++o) {
+      const int64_t idx = o * hd + c;
+      const float v = layout.dtype == DType::kF32 ? reinterpret_cast<const float*>(vb)[idx]
+                                                  : fp16_to_f32(reinterpret_cast<const uint16_t*>(vb)[idx]);
+      acc = madd(p[o - o0], v, acc);
+    }
+    out[c] = acc;
+  }
+}
+
+// One query row, up to 4 heads of one GQA group, F32/F16 storage read in place.
+void attend_direct(const KvLayout& layout, const KvLayer& layer, const AttentionSeq& seq, int32_t kv_head,
+                   int64_t lo, int64_t hi, const float* const* qs, int num_q, const AttentionParams& params,
+                   std::vector<float>& scores, float* const* outs) {
+  const int64_t n = hi - lo;
+  const int32_t bs = layout.block_size;
+  scores.resize(static_cast<size_t>(num_q * n));
+  float* rows[4];
+  for (int g = 0; g < num_q; ++g) rows[g] = scores.data() + g * n;
+  for (int64_t s = lo; s < hi;) {
+    const int64_t o0 = s % bs, o1 = std::min<int64_t>(bs, o0 + (hi - s));
+    const uint8_t* kb = block_head(layout, layer.k, block_of(layout, seq, s), kv_head);
+    float* dst[4];
+    for (int g = 0; g < num_q; ++g) dst[g] = rows[g] + (s - lo);
+    score_block(layout, kb, qs, num_q, o0, o1, params.scale, dst);
+    s += o1 - o0;
+  }
+  for (int g = 0; g < num_q; ++g) {
+    if (params.softcap > 0.f) soft_cap(rows[g], n, params.softcap);
+    softmax(rows[g], 1, n);
+    std::memset(outs[g], 0, sizeof(float) * layout.head_dim);
+  }
+  for (int64_t s = lo; s < hi;) {
+    const int64_t o0 = s % bs, o1 = std::min<int64_t>(bs, o0 + (hi - s));
+    const uint8_t* vb = block_head(layout, layer.v, block_of(layout, seq, s), kv_head);
+    for (int g = 0; g < num_q; ++g) accumulate_block(layout, vb, o0, o1, rows[g] + (s - lo), outs[g]);
+    s += o1 - o0;
+  }
+}
+
+// Quantized storage: rows of slots [lo, hi) of one head dequantized to f32.
+void gather_rows(const KvLayout& layout, uint8_t* base, const AttentionSeq& seq, int32_t kv_head, int64_t lo,
+                 int64_t hi, float* dst) {
+  const int64_t hd = layout.head_dim;
+  for (int64_t s = lo; s < hi;) {
+    const int64_t o = s % layout.block_size;
+    const int64_t count = std::min<int64_t>(hi - s, layout.block_size - o);
+    const uint8_t* src = block_head(layout, base, block_of(layout, seq, s), kv_head) + o * layout.row_bytes();
+    dequantize_row(layout.dtype, src, dst, hd * count);
+    dst += hd * count;
+    s += count;
+  }
+}
+
+// Same sums as attend_direct, over dequantized rows (Q8_0 storage).
+void attend_gathered(const KvLayout& layout, const float* keys, const float* values, int64_t n,
+                     const float* const* qs, int num_q, const AttentionParams& params, std::vector<float>& scores,
+                     float* const* outs) {
+  const int64_t hd = layout.head_dim;
+  scores.resize(static_cast<size_t>(n));
+  for (int g = 0; g < num_q; ++g) {
+    for (int64_t j = 0; j < n; ++j) {
+      float acc = 0.f;
+      for (int64_t c = 0; c < hd; ++c) acc = madd(qs[g][c], keys[j * hd + c], acc);
+      scores[j] = acc * params.scale;
+    }
+    if (params.softcap > 0.f) soft_cap(scores.data(), n, params.softcap);
+    softmax(scores.data(), 1, n);
+    float* out = outs[g];
+    for (int64_t c = 0; c < hd; ++c) {
+      float acc = 0.f;
+      for (int64_t j = 0; j < n; ++j) acc = madd(scores[j], values[j * hd + c], acc);
+      out[c] = acc;
+    }
+  }
+}
+
 }  // namespace
 
-void kv_write(const KvLayout& layout, const KvLayer& layer, const float* k, const float* v,
-              const int64_t* slots, int64_t num_tokens) {
+void kv_write(const KvLayout& layout, const KvLayer& layer, const float* k, const float* v, const int64_t* slots,
+              int64_t num_tokens) {
   check_layout(layout, nullptr);
   const int64_t hd = layout.head_dim;
+  const int32_t bs = layout.block_size;
   for (int64_t t = 0; t < num_tokens; ++t) {
+    const int64_t block = slots[t] / bs, o = slots[t] % bs;
     for (int32_t h = 0; h < layout.num_kv_heads; ++h) {
       const float* ks = k + (t * layout.num_kv_heads + h) * hd;
       const float* vs = v + (t * layout.num_kv_heads + h) * hd;
-      uint8_t* kd = slot_row(layout, layer.k, slots[t], h);
-      uint8_t* vd = slot_row(layout, layer.v, slots[t], h);
+      uint8_t* kb = block_head(layout, layer.k, block, h);
+      uint8_t* vd = block_head(layout, layer.v, block, h) + o * layout.row_bytes();
       switch (layout.dtype) {
         case DType::kF32:
-          std::memcpy(kd, ks, sizeof(float) * hd);
+          for (int64_t c = 0; c < hd; ++c) reinterpret_cast<float*>(kb)[c * bs + o] = ks[c];
           std::memcpy(vd, vs, sizeof(float) * hd);
           break;
         case DType::kF16:
-          f32_to_fp16_row(ks, reinterpret_cast<uint16_t*>(kd), hd);
+          for (int64_t c = 0; c < hd; ++c) reinterpret_cast<uint16_t*>(kb)[c * bs + o] = f32_to_fp16(ks[c]);
           f32_to_fp16_row(vs, reinterpret_cast<uint16_t*>(vd), hd);
           break;
         default:
-          quantize_row(layout.dtype, ks, kd, hd);
+          quantize_row(layout.dtype, ks, kb + o * layout.row_bytes(), hd);
           quantize_row(layout.dtype, vs, vd, hd);
           break;
       }
@@ -158,9 +233,20 @@ void kv_write(const KvLayout& layout, const KvLayer& layer, const float* k, cons
   }
 }
 
-void kv_read_row(const KvLayout& layout, const uint8_t* base, int64_t slot, int32_t kv_head,
-                 float* out) {
-  load_row(layout, slot_row(layout, const_cast<uint8_t*>(base), slot, kv_head), out);
+void kv_read_key(const KvLayout& layout, const KvLayer& layer, int64_t slot, int32_t kv_head, float* out) {
+  const int64_t o = slot % layout.block_size;
+  const uint8_t* kb = block_head(layout, layer.k, slot / layout.block_size, kv_head);
+  if (layout.keys_transposed()) {
+    for (int64_t c = 0; c < layout.head_dim; ++c) out[c] = key_at(layout, kb, c, o);
+  } else {
+    dequantize_row(layout.dtype, kb + o * layout.row_bytes(), out, layout.head_dim);
+  }
+}
+
+void kv_read_value(const KvLayout& layout, const KvLayer& layer, int64_t slot, int32_t kv_head, float* out) {
+  const uint8_t* vb = block_head(layout, layer.v, slot / layout.block_size, kv_head) +
+                      (slot % layout.block_size) * layout.row_bytes();
+  dequantize_row(layout.dtype, vb, out, layout.head_dim);
 }
 
 void paged_attention(const KvLayout& layout, const KvLayer& layer, const float* q,
@@ -170,12 +256,8 @@ void paged_attention(const KvLayout& layout, const KvLayer& layer, const float* 
   const int32_t num_kv = layout.num_kv_heads;
   const int32_t group = params.num_heads / num_kv;  // query heads per KV head
 
-  // Work items: (sequence, KV head, chunk of query rows). An item converts the
-  // K and V rows its queries can see to f32 once, then serves every query row
-  // of the chunk and every query head of the GQA group. Each query's result
-  // depends only on its own visible slots, summed in slot order, so chunking
-  // (prefill, prefix hits, batching) never changes a bit of the output.
-  constexpr int32_t kRowsPerItem = 32;
+  // Work items: (sequence, KV head, chunk of query rows).
+  constexpr int32_t kRowsPerItem = 16;
   struct Item {
     int32_t seq;
     int32_t kv_head;
@@ -189,53 +271,54 @@ void paged_attention(const KvLayout& layout, const KvLayer& layer, const float* 
       for (int32_t h = 0; h < num_kv; ++h) items.push_back({s, h, r, std::min(seq.num_tokens, r + kRowsPerItem)});
     work += 2 * static_cast<int64_t>(seq.num_tokens) * seq.num_context * hd * params.num_heads;
   }
-  // Waking a team costs microseconds; tiny steps (small models, short
-  // contexts) run faster on the calling thread alone.
+  // Waking threads costs microseconds; tiny steps run faster on one thread.
   constexpr int64_t kMinParallelWork = 1 << 16;
-  const int team = work < kMinParallelWork ? 1 : num_threads();
+  const bool parallel = work >= kMinParallelWork && num_threads() > 1;
 
   struct Scratch {
-    std::vector<float> keys, values;  // [visible, head_dim] f32 copies
-    std::vector<float> keys_t;        // [head_dim, visible] keys transposed
-    std::vector<float> scores;        // [visible]
+    std::vector<float> keys, values;  // [visible, head_dim] dequantized rows (Q8_0)
+    std::vector<float> scores;
   };
-  std::vector<Scratch> scratch(static_cast<size_t>(team));
+  std::vector<Scratch> scratch(static_cast<size_t>(parallel ? num_threads() : 1));
   auto run_item = [&](int64_t it, int worker) {
-      std::vector<float>& keys = scratch[worker].keys;
-      std::vector<float>& values = scratch[worker].values;
-      std::vector<float>& keys_t = scratch[worker].keys_t;
-      std::vector<float>& scores = scratch[worker].scores;
-      const Item item = items[it];
-      const AttentionSeq& seq = seqs[item.seq];
+    const Item item = items[it];
+    const AttentionSeq& seq = seqs[item.seq];
+    Scratch& sc = scratch[worker];
+    int64_t base = 0, end = 0;
+    if (!layout.keys_transposed()) {
       int64_t lo_first, hi_first, lo_last, hi_last;
       visible_range(seq, item.row_begin, params.window, &lo_first, &hi_first);
       visible_range(seq, item.row_end - 1, params.window, &lo_last, &hi_last);
-      const int64_t base = lo_first;  // first slot any row of the chunk sees
-      const int64_t span = hi_last - base;
-      keys.resize(static_cast<size_t>(span * hd));
-      keys_t.resize(static_cast<size_t>(span * hd));
-      values.resize(static_cast<size_t>(span * hd));
-      gather_rows(layout, layer.k, seq, item.kv_head, base, hi_last, keys.data());
-      gather_rows(layout, layer.v, seq, item.kv_head, base, hi_last, values.data());
-
-      transpose(keys.data(), span, hd, keys_t.data());
-
-      for (int32_t i = item.row_begin; i < item.row_end; ++i) {
-        int64_t lo, hi;
-        visible_range(seq, i, params.window, &lo, &hi);
-        const int64_t n = hi - lo;
-        const int64_t token = seq.token_begin + i;
-        scores.resize(static_cast<size_t>(n));
-        for (int32_t g = 0; g < group; ++g) {
-          const int64_t head = token * params.num_heads + item.kv_head * group + g;
-          score_keys(q + head * hd, keys_t.data() + (lo - base), span, hd, n, params.scale, scores.data());
-          if (params.softcap > 0.f) soft_cap(scores.data(), n, params.softcap);
-          softmax(scores.data(), 1, n);
-          weighted_sum(scores.data(), &values[(lo - base) * hd], n, hd, out + head * hd);
+      base = lo_first;
+      end = hi_last;
+      sc.keys.resize(static_cast<size_t>((end - base) * hd));
+      sc.values.resize(static_cast<size_t>((end - base) * hd));
+      gather_rows(layout, layer.k, seq, item.kv_head, base, end, sc.keys.data());
+      gather_rows(layout, layer.v, seq, item.kv_head, base, end, sc.values.data());
+    }
+    for (int32_t i = item.row_begin; i < item.row_end; ++i) {
+      int64_t lo, hi;
+      visible_range(seq, i, params.window, &lo, &hi);
+      const int64_t token = seq.token_begin + i;
+      for (int32_t g0 = 0; g0 < group; g0 += 4) {
+        const int num_q = std::min(4, group - g0);
+        const float* qs[4];
+        float* outs[4];
+        for (int g = 0; g < num_q; ++g) {
+          const int64_t head = token * params.num_heads + item.kv_head * group + g0 + g;
+          qs[g] = q + head * hd;
+          outs[g] = out + head * hd;
+        }
+        if (layout.keys_transposed()) {
+          attend_direct(layout, layer, seq, item.kv_head, lo, hi, qs, num_q, params, sc.scores, outs);
+        } else {
+          attend_gathered(layout, &sc.keys[(lo - base) * hd], &sc.values[(lo - base) * hd], hi - lo, qs, num_q,
+                          params, sc.scores, outs);
         }
       }
+    }
   };
-  if (team > 1) {
+  if (parallel) {
     parallel_for(static_cast<int64_t>(items.size()), run_item);
   } else {
     for (size_t it = 0; it < items.size(); ++it) run_item(static_cast<int64_t>(it), 0);
@@ -243,8 +326,7 @@ void paged_attention(const KvLayout& layout, const KvLayer& layer, const float* 
 }
 
 void paged_attention_reference(const KvLayout& layout, const KvLayer& layer, const float* q,
-                               std::span<const AttentionSeq> seqs, const AttentionParams& params,
-                               float* out) {
+                               std::span<const AttentionSeq> seqs, const AttentionParams& params, float* out) {
   check_layout(layout, &params);
   const int32_t hd = layout.head_dim;
   const int32_t group = params.num_heads / layout.num_kv_heads;
@@ -260,7 +342,8 @@ void paged_attention_reference(const KvLayout& layout, const KvLayer& layer, con
         std::vector<double> w;
         double max_score = -INFINITY;
         for (int64_t s = lo; s < hi; ++s) {
-          load_row(layout, slot_row(layout, layer.k, physical_slot(layout, seq, s), kvh), krow.data());
+          const int64_t slot = block_of(layout, seq, s) * layout.block_size + s % layout.block_size;
+          kv_read_key(layout, layer, slot, kvh, krow.data());
           double d = 0;
           for (int32_t c = 0; c < hd; ++c) d += static_cast<double>(qh[c]) * krow[c];
           d *= params.scale;
@@ -272,7 +355,8 @@ void paged_attention_reference(const KvLayout& layout, const KvLayer& layer, con
         for (double& x : w) sum += (x = std::exp(x - max_score));
         std::vector<double> acc(hd, 0.0);
         for (int64_t s = lo; s < hi; ++s) {
-          load_row(layout, slot_row(layout, layer.v, physical_slot(layout, seq, s), kvh), vrow.data());
+          const int64_t slot = block_of(layout, seq, s) * layout.block_size + s % layout.block_size;
+          kv_read_value(layout, layer, slot, kvh, vrow.data());
           for (int32_t c = 0; c < hd; ++c) acc[c] += w[s - lo] / sum * vrow[c];
         }
         float* oh = out + (token * params.num_heads + h) * hd;

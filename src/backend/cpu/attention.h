@@ -12,9 +12,14 @@
 
 namespace kvlm {
 
-// Shape of the KV storage of one layer. Layout: [num_blocks][num_kv_heads]
-// [block_size][head_dim] for K and the same for V, so attention streams the
-// slots of one block and one KV head through contiguous memory.
+// Shape of the KV storage of one layer: [num_blocks][num_kv_heads] and then,
+// per block and head,
+//   V: [block_size][head_dim]   slot rows, so a weighted sum streams rows;
+//   K: [head_dim][block_size]   transposed (F32/F16), so eight consecutive
+//      slots of one dimension are one vector load and a query's scores come
+//      out eight keys at a time, each summed over the head in order;
+//      [block_size][head_dim] for Q8_0, whose blocks run along the head.
+// Either way one block of one KV head is contiguous.
 struct KvLayout {
   DType dtype = DType::kF16;   // F32, F16 or Q8_0 (Q8_0 needs head_dim % 32 == 0)
   int32_t block_size = 16;     // token slots per block
@@ -24,6 +29,7 @@ struct KvLayout {
   size_t row_bytes() const { return kvlm::row_bytes(dtype, head_dim); }  // one slot, one head
   size_t head_stride() const { return row_bytes() * static_cast<size_t>(block_size); }
   size_t block_bytes() const { return head_stride() * static_cast<size_t>(num_kv_heads); }  // one layer, K or V
+  bool keys_transposed() const { return dtype == DType::kF32 || dtype == DType::kF16; }
 };
 
 // Base pointers of one layer's K and V storage (each num_blocks * block_bytes()).
@@ -68,8 +74,9 @@ void paged_attention_reference(const KvLayout& layout, const KvLayer& layer, con
                                std::span<const AttentionSeq> seqs, const AttentionParams& params,
                                float* out);
 
-// Reads one stored K or V row back as f32 (tests, KV re-rotation).
-void kv_read_row(const KvLayout& layout, const uint8_t* base, int64_t slot, int32_t kv_head,
-                 float* out);
+// Reads one stored key or value back as f32 (tests, KV re-rotation).
+// slot: physical slot. out: [head_dim].
+void kv_read_key(const KvLayout& layout, const KvLayer& layer, int64_t slot, int32_t kv_head, float* out);
+void kv_read_value(const KvLayout& layout, const KvLayer& layer, int64_t slot, int32_t kv_head, float* out);
 
 }  // namespace kvlm

@@ -1,0 +1,132 @@
+// `kvlm template` through the real binary: a shared case rendered from a
+// template file byte for byte (nothing added to stdout), the Gemma-2
+// system-role refusal on stderr with a non-zero exit, BOS/EOS taken from a
+// model's vocabulary, and clear errors for bad inputs.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "support/test_support.h"
+
+namespace kvlm {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string write_temp(const std::string& name, const std::string& content) {
+  std::string path = test::temp_dir() + "/" + name;
+  std::ofstream(path, std::ios::binary) << content;
+  return path;
+}
+
+const Json& cases_file() {
+  static const Json doc = Json::parse(slurp(test::shared_path("templates/cases.json")));
+  return doc;
+}
+
+// The first case of cases.json for `tmpl` / `conversation` / `gen`.
+const Json& find_case(const std::string& tmpl, const std::string& conversation, bool gen) {
+  for (const Json& c : cases_file()["cases"]) {
+    if (c["template"] == tmpl && c["conversation"] == conversation && c["add_generation_prompt"] == gen) return c;
+  }
+  throw std::runtime_error("no such case in cases.json: " + tmpl + "/" + conversation);
+}
+
+std::string messages_file(const std::string& conversation) {
+  return write_temp("messages-" + conversation + ".json", cases_file()["conversations"][conversation].dump());
+}
+
+TEST(TemplateCli, RendersATemplateFileExactly) {
+  const Json& c = find_case("Qwen-Qwen2.5-7B-Instruct", "system_user", true);
+  auto r = test::run_kvlm({"template", "--template-file", test::shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"),
+                           "--messages", messages_file("system_user"), "--add-generation-prompt",
+                           "--eos-token", c["eos_token"].get<std::string>()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, c["expected"].get<std::string>());
+  EXPECT_EQ(r.err, "");
+}
+
+TEST(TemplateCli, PassesBosAndEosTokens) {
+  const Json& c = find_case("meta-llama-Llama-3.1-8B-Instruct", "multi_turn", false);
+  auto r = test::run_kvlm({"template", "--template-file",
+                           test::shared_path("templates/meta-llama-Llama-3.1-8B-Instruct.jinja"), "--messages",
+                           messages_file("multi_turn"), "--bos-token", c["bos_token"].get<std::string>(),
+                           "--eos-token", c["eos_token"].get<std::string>()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, c["expected"].get<std::string>());
+}
+
+TEST(TemplateCli, GemmaRefusesASystemRoleWithTheTemplatesMessage) {
+  const Json& c = find_case("google-gemma-2-2b-it", "system_user", true);
+  auto r = test::run_kvlm({"template", "--template-file", test::shared_path("templates/google-gemma-2-2b-it.jinja"),
+                           "--messages", messages_file("system_user"), "--add-generation-prompt"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, "kvlm template: error: " + c["error"].get<std::string>() + "\n");
+}
+
+TEST(TemplateCli, TakesBosAndEosFromTheModel) {
+  // stories260K's vocabulary has <s> and </s> as its BOS / EOS tokens.
+  std::string tmpl = write_temp("bos-eos.jinja", "{{ bos_token }}|{{ eos_token }}|{{ messages|length }}");
+  auto r = test::run_kvlm({"template", "-m", test::shared_path("models/stories260K.gguf"), "--template-file", tmpl,
+                           "--messages", messages_file("multi_turn")});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "<s>|</s>|3");
+  auto overridden = test::run_kvlm({"template", "-m", test::shared_path("models/stories260K.gguf"), "--template-file",
+                                    tmpl, "--messages", messages_file("multi_turn"), "--bos-token", "[B]"});
+  EXPECT_EQ(overridden.out, "[B]|</s>|3");
+}
+
+TEST(TemplateCli, ModelWithoutATemplateIsAClearError) {
+  auto r = test::run_kvlm({"template", "-m", test::shared_path("models/stories260K.gguf"), "--messages",
+                           messages_file("user_only")});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("no tokenizer.chat_template"), std::string::npos) << r.err;
+}
+
+TEST(TemplateCli, RequestObjectPassesToolsToTheTemplate) {
+  // {"messages": [...], "tools": [...]}: keys besides messages become template variables.
+  std::string request = write_temp("request.json", R"J({"messages": [{"role": "user", "content": "hi"}],
+      "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]})J");
+  auto r = test::run_kvlm({"template", "--template-file", test::shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"),
+                           "--messages", request});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": \"object\"}}}\n</tools>"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(TemplateCli, BadInputsAreClearErrors) {
+  std::string tmpl = write_temp("ok.jinja", "{{ messages[0].content }}");
+  auto bad_json = test::run_kvlm({"template", "--template-file", tmpl, "--messages", write_temp("bad.json", "[{")});
+  EXPECT_NE(bad_json.exit_code, 0);
+  EXPECT_NE(bad_json.err.find("not valid JSON"), std::string::npos) << bad_json.err;
+
+  auto not_array = test::run_kvlm({"template", "--template-file", tmpl, "--messages", write_temp("obj.json", "{\"a\": 1}")});
+  EXPECT_NE(not_array.exit_code, 0);
+  EXPECT_NE(not_array.err.find("must hold a JSON array"), std::string::npos) << not_array.err;
+
+  auto syntax = test::run_kvlm({"template", "--template-file", write_temp("bad.jinja", "ok\n{% if %}"), "--messages",
+                                messages_file("user_only")});
+  EXPECT_NE(syntax.exit_code, 0);
+  EXPECT_EQ(syntax.err,
+            "kvlm template: error: template syntax error at line 2, column 7: expected an expression, got end of "
+            "statement block\n");
+
+  auto neither = test::run_kvlm({"template", "--messages", messages_file("user_only")});
+  EXPECT_NE(neither.exit_code, 0);
+}
+
+}  // namespace
+}  // namespace kvlm
