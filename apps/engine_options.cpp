@@ -13,7 +13,7 @@ void add_engine_options(CLI::App& app, EngineOptions& o) {
   app.add_option("--kv-type", o.kv_type, "KV cache type: f16, f32, q8_0")->capture_default_str();
   app.add_option("--block-size", o.block_size, "tokens per KV block")->capture_default_str();
   app.add_option("--kv-mem", o.kv_mem, "KV pool size in bytes (default: from --ctx)");
-  app.add_option("--ctx", o.ctx, "KV pool size in tokens (default: 4 x the context length)");
+  app.add_option("--ctx", o.ctx, "KV pool size in tokens (default: --max-seqs full contexts, at most min(RAM/4, 4 GiB))");
   app.add_option("--max-model-len", o.max_model_len, "context per request (default: the model's)");
   app.add_option("--max-batched-tokens", o.max_batched_tokens, "token budget of one engine step")->capture_default_str();
   app.add_option("--max-seqs", o.max_seqs, "running sequences at most")->capture_default_str();
@@ -21,12 +21,17 @@ void add_engine_options(CLI::App& app, EngineOptions& o) {
   app.add_flag("-v,--verbose", o.verbose, "log engine details to stderr");
 }
 
+DType parse_kv_type(const std::string& name) {
+  auto kv = dtype_from_name(name);
+  if (!kv || (*kv != DType::kF16 && *kv != DType::kF32 && *kv != DType::kQ8_0))
+    throw_error(ErrorCode::kInvalidArgument, "--kv-type: unknown type '{}' (f16, f32, q8_0)", name);
+  return *kv;
+}
+
 EngineConfig make_engine_config(const EngineOptions& o) {
   EngineConfig c;
   c.num_threads = o.threads;
-  auto kv = dtype_from_name(o.kv_type);
-  if (!kv) throw_error(ErrorCode::kInvalidArgument, "--kv-type: unknown type '{}' (f16, f32, q8_0)", o.kv_type);
-  c.kv_dtype = *kv;
+  c.kv_dtype = parse_kv_type(o.kv_type);
   c.block_size = o.block_size;
   if (o.kv_mem < 0) throw_error(ErrorCode::kInvalidArgument, "--kv-mem must be positive");
   if (o.ctx < 0) throw_error(ErrorCode::kInvalidArgument, "--ctx must be positive");

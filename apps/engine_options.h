@@ -26,6 +26,8 @@ struct EngineOptions {
 };
 
 void add_engine_options(CLI::App& app, EngineOptions& o);
+// "f16" / "f32" / "q8_0" -> DType; Error(kInvalidArgument) naming --kv-type otherwise.
+DType parse_kv_type(const std::string& name);
 EngineConfig make_engine_config(const EngineOptions& o);
 // Loads the model and its tokenizer and starts an engine. Throws kvlm::Error.
 std::unique_ptr<Engine> start_engine(const EngineOptions& o);

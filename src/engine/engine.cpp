@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <unistd.h>
+
 #include "backend/threads.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -13,6 +15,16 @@
 #include "tokenizer/tokenizer.h"
 
 namespace kvlm {
+namespace {
+
+// Default KV pool budget: a quarter of physical memory, at most 4 GiB.
+int64_t default_kv_budget_bytes() {
+  const int64_t pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  const int64_t quarter = pages > 0 && page > 0 ? pages * page / 4 : (int64_t{1} << 30);
+  return std::min<int64_t>(quarter, int64_t{4} << 30);
+}
+
+}  // namespace
 
 struct Engine::Live {
   Live(std::shared_ptr<RequestStream> s, const Tokenizer& tok, const GenerateRequest& g, double now)
@@ -50,12 +62,20 @@ Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> tokenize
   const auto groups = model_->kv_groups();
   const size_t block_bytes = KvStorage::bytes_per_block(*model_, config_.kv_dtype, config_.block_size);
   int64_t num_blocks = 0;
+  const int64_t blocks_per_seq =
+      static_cast<int64_t>(groups.size()) * ((model_len + config_.block_size - 1) / config_.block_size);
   if (config_.kv_mem_bytes > 0) {
     num_blocks = config_.kv_mem_bytes / static_cast<int64_t>(block_bytes);
-  } else {
-    int64_t tokens = config_.kv_tokens > 0 ? config_.kv_tokens : 4 * static_cast<int64_t>(model_len);
+  } else if (config_.kv_tokens > 0) {
     // Every group keeps its own blocks; a full group needs ceil(tokens / bs).
-    num_blocks = static_cast<int64_t>(groups.size()) * ((tokens + config_.block_size - 1) / config_.block_size);
+    num_blocks = static_cast<int64_t>(groups.size()) * ((config_.kv_tokens + config_.block_size - 1) / config_.block_size);
+  } else {
+    // Room for max_seqs full-length sequences, within a memory budget. The
+    // pool is mapped lazily, so unused capacity costs address space only.
+    num_blocks = blocks_per_seq * config_.max_seqs;
+    const int64_t budget = default_kv_budget_bytes();
+    if (num_blocks * static_cast<int64_t>(block_bytes) > budget)
+      num_blocks = std::max<int64_t>(blocks_per_seq, budget / static_cast<int64_t>(block_bytes));
   }
   if (num_blocks < 1)
     throw_error(ErrorCode::kInvalidArgument,
@@ -69,6 +89,9 @@ Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> tokenize
     model_len = static_cast<int32_t>(pool_tokens);
   }
   max_model_len_ = model_len;
+  log_info("KV pool: {} blocks of {} tokens ({:.1f} MiB, {}), context {} tokens per request", num_kv_blocks_,
+           config_.block_size, static_cast<double>(num_blocks) * block_bytes / 1048576.0,
+           dtype_name(config_.kv_dtype), max_model_len_);
 
   SchedulerConfig sc;
   sc.max_num_batched_tokens = config_.max_batched_tokens;

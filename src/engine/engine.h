@@ -34,8 +34,10 @@ struct EngineConfig {
   int32_t num_threads = 0;               // compute threads; <= 0: all cores
   DType kv_dtype = DType::kF16;          // F16, F32 or Q8_0
   int32_t block_size = 16;               // token slots per KV block
-  int64_t kv_mem_bytes = 0;              // KV pool budget; 0: derived from kv_tokens
-  int32_t kv_tokens = 0;                 // KV pool size in tokens; 0: 4 x max_model_len
+  int64_t kv_mem_bytes = 0;              // KV pool size in bytes (wins over kv_tokens)
+  int32_t kv_tokens = 0;                 // KV pool size in tokens
+                                         // neither: max_seqs x max_model_len, capped at
+                                         // min(RAM / 4, 4 GiB)
   int32_t max_model_len = 0;             // per-request context; 0: the model's trained context
   int32_t max_batched_tokens = 2048;     // token budget per step
   int32_t max_seqs = 64;                 // running sequences at most

@@ -1,6 +1,10 @@
 #include "runner/kv_storage.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <sys/mman.h>
 
 #include "common/error.h"
 
@@ -44,7 +48,12 @@ KvStorage::KvStorage(const Model& model, DType dtype, int32_t block_size, int32_
   check_dtype(model, dtype);
   const size_t layer_bytes = layout_.block_bytes() * static_cast<size_t>(num_blocks);
   const size_t num_rows = max_group_layers(model);
-  bytes_.resize(2 * layer_bytes * num_rows);
+  num_bytes_ = 2 * layer_bytes * num_rows;
+  void* p = ::mmap(nullptr, num_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    throw_error(ErrorCode::kInvalidArgument, "cannot reserve {} bytes for the KV cache: {}", num_bytes_,
+                std::strerror(errno));
+  bytes_ = static_cast<uint8_t*>(p);
   view_.layout = layout_;
   view_.layers.resize(model.config().num_layers);
   view_.layer_group.resize(model.config().num_layers);
@@ -52,11 +61,15 @@ KvStorage::KvStorage(const Model& model, DType dtype, int32_t block_size, int32_
   for (size_t g = 0; g < groups.size(); ++g) {
     for (size_t i = 0; i < groups[g].layers.size(); ++i) {
       int32_t l = groups[g].layers[i];
-      uint8_t* base = bytes_.data() + 2 * layer_bytes * i;
+      uint8_t* base = bytes_ + 2 * layer_bytes * i;
       view_.layers[l] = KvLayer{base, base + layer_bytes};
       view_.layer_group[l] = static_cast<int32_t>(g);
     }
   }
+}
+
+KvStorage::~KvStorage() {
+  if (bytes_ != nullptr) ::munmap(bytes_, num_bytes_);
 }
 
 }  // namespace kvlm

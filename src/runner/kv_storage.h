@@ -25,15 +25,22 @@ class KvStorage {
   // Throws Error(kInvalidArgument) if the model's head size does not suit dtype.
   static void check_dtype(const Model& model, DType dtype);
 
+  ~KvStorage();
+  KvStorage(const KvStorage&) = delete;
+  KvStorage& operator=(const KvStorage&) = delete;
+
   int32_t num_blocks() const { return num_blocks_; }
   int32_t block_size() const { return layout_.block_size; }
-  size_t num_bytes() const { return bytes_.size(); }
+  size_t num_bytes() const { return num_bytes_; }
   const KvCacheView& view() const { return view_; }
 
  private:
   KvLayout layout_;
   int32_t num_blocks_;
-  std::vector<uint8_t> bytes_;
+  // Anonymous mapping: the kernel hands out zeroed pages on first touch, so a
+  // large pool costs address space up front and memory only as it fills.
+  uint8_t* bytes_ = nullptr;
+  size_t num_bytes_ = 0;
   KvCacheView view_;
 };
 
