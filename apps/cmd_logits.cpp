@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "apps/commands.h"
+#include "apps/engine_options.h"
 #include "backend/threads.h"
 #include "common/error.h"
 #include "model/model.h"
@@ -55,12 +56,11 @@ int cmd_logits(int argc, char** argv) {
 
   set_num_threads(threads);
   auto model = Model::load(model_path);
-  auto kv_dtype = dtype_from_name(kv_type);
-  if (!kv_dtype) throw_error(ErrorCode::kInvalidArgument, "--kv-type: unknown type '{}'", kv_type);
+  const DType kv_dtype = parse_kv_type(kv_type);
   const int32_t vocab = model->config().vocab_size;
   std::vector<int32_t> ids = parse_ids(tokens_arg, vocab);
 
-  SequenceEvaluator eval(*model, static_cast<int32_t>(ids.size()), *kv_dtype);
+  SequenceEvaluator eval(*model, static_cast<int32_t>(ids.size()), kv_dtype);
   std::vector<float> all;
   if (batched) {
     all = eval.eval(ids, /*all_logits=*/true);

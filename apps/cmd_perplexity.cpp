@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "apps/commands.h"
+#include "apps/engine_options.h"
 #include "backend/threads.h"
 #include "common/error.h"
 #include "common/mapped_file.h"
@@ -32,8 +33,7 @@ int cmd_perplexity(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   set_num_threads(threads);
-  auto kv_dtype = dtype_from_name(kv_type);
-  if (!kv_dtype) throw_error(ErrorCode::kInvalidArgument, "--kv-type: unknown type '{}'", kv_type);
+  const DType kv_dtype = parse_kv_type(kv_type);
   if (n_ctx < 4) throw_error(ErrorCode::kInvalidArgument, "--ctx-size {} is too small", n_ctx);
   auto model = Model::load(model_path);
   auto tokenizer = Tokenizer::from_metadata(model->gguf().metadata());
@@ -46,7 +46,7 @@ int cmd_perplexity(int argc, char** argv) {
   fmt::print(stderr, "perplexity: {} tokens, {} chunks of {}\n", tokens.size(), num_chunks, n_ctx);
 
   const int32_t vocab = model->config().vocab_size;
-  SequenceEvaluator eval(*model, n_ctx, *kv_dtype);
+  SequenceEvaluator eval(*model, n_ctx, kv_dtype);
   const int first = n_ctx / 2;
   double nll = 0, nll2 = 0;
   int64_t count = 0;

@@ -32,12 +32,7 @@ class Gemma2Model final : public Model {
     ModelConfig& c = config_;
     if (c.sliding_window <= 0)
       throw_error(ErrorCode::kCorrupt, "gemma2: sliding_window {} must be positive", c.sliding_window);
-    const GgufTensor& emb = gguf_->require_tensor("token_embd.weight");
-    if (emb.dims.size() != 2 || emb.dims[0] != c.dim)
-      throw_error(ErrorCode::kCorrupt, "{}: token_embd.weight has shape {}, expected [{}, vocab]", gguf_->path(),
-                  emb.shape_string(), c.dim);
-    c.vocab_size = static_cast<int32_t>(emb.dims[1]);
-    token_embd_ = w.matrix("token_embd.weight", c.vocab_size, c.dim);
+    token_embd_ = w.token_embedding(c);
     output_norm_ = w.vector("output_norm.weight", c.dim);
     output_ = w.optional_matrix("output.weight", c.vocab_size, c.dim).value_or(token_embd_);
     for (int32_t l = 0; l < c.num_layers; ++l) {
@@ -120,8 +115,7 @@ class Gemma2Model final : public Model {
     }
 
     const int64_t R = static_cast<int64_t>(batch.logit_rows.size());
-    s.out_rows.resize(R * D);  // [R, dim]
-    for (int64_t r = 0; r < R; ++r) std::copy_n(&s.x[batch.logit_rows[r] * D], D, &s.out_rows[r * D]);
+    gather_rows(s.x, batch.logit_rows, D, s.out_rows);  // [R, dim]
     rms_norm(s.out_rows.data(), output_norm_.data(), s.out_rows.data(), R, D, c.norm_eps);
     matmul(output_, s.out_rows.data(), R, logits);  // [R, vocab]
     if (c.final_softcap > 0.f) soft_cap(logits, R * c.vocab_size, c.final_softcap);

@@ -34,12 +34,7 @@ class Gpt2Model final : public Model {
     ModelConfig& c = config_;
     if (c.num_kv_heads != c.num_heads)
       throw_error(ErrorCode::kCorrupt, "gpt2: head_count_kv {} != head_count {}", c.num_kv_heads, c.num_heads);
-    const GgufTensor& emb = gguf_->require_tensor("token_embd.weight");
-    if (emb.dims.size() != 2 || emb.dims[0] != c.dim)
-      throw_error(ErrorCode::kCorrupt, "{}: token_embd.weight has shape {}, expected [{}, vocab]", gguf_->path(),
-                  emb.shape_string(), c.dim);
-    c.vocab_size = static_cast<int32_t>(emb.dims[1]);
-    token_embd_ = w.matrix("token_embd.weight", c.vocab_size, c.dim);
+    token_embd_ = w.token_embedding(c);
     position_embd_ = w.matrix("position_embd.weight", c.context_length, c.dim);
     output_norm_ = w.vector("output_norm.weight", c.dim);
     output_norm_b_ = w.vector("output_norm.bias", c.dim);
@@ -120,8 +115,7 @@ class Gpt2Model final : public Model {
     }
 
     const int64_t R = static_cast<int64_t>(batch.logit_rows.size());
-    s.out_rows.resize(R * D);  // [R, dim]
-    for (int64_t r = 0; r < R; ++r) std::copy_n(&s.x[batch.logit_rows[r] * D], D, &s.out_rows[r * D]);
+    gather_rows(s.x, batch.logit_rows, D, s.out_rows);  // [R, dim]
     layer_norm(s.out_rows.data(), output_norm_.data(), output_norm_b_.data(), s.out_rows.data(), R, D, c.norm_eps);
     matmul(output_, s.out_rows.data(), R, logits);  // [R, vocab]
   }

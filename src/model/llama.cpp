@@ -8,7 +8,6 @@
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/ops.h"
 #include "common/assert.h"
-#include "common/error.h"
 #include "model/model.h"
 #include "model/weights.h"
 
@@ -29,12 +28,7 @@ class LlamaModel final : public Model {
       : Model(std::move(gguf), std::move(config)) {
     WeightLoader w(*gguf_);
     ModelConfig& c = config_;
-    const GgufTensor& emb = gguf_->require_tensor("token_embd.weight");
-    if (emb.dims.size() != 2 || emb.dims[0] != c.dim)
-      throw_error(ErrorCode::kCorrupt, "{}: token_embd.weight has shape {}, expected [{}, vocab]",
-                  gguf_->path(), emb.shape_string(), c.dim);
-    c.vocab_size = static_cast<int32_t>(emb.dims[1]);
-    token_embd_ = w.matrix("token_embd.weight", c.vocab_size, c.dim);
+    token_embd_ = w.token_embedding(c);
     output_norm_ = w.vector("output_norm.weight", c.dim);
     // Tied embeddings: no output.weight, the embedding matrix is the head.
     output_ = w.optional_matrix("output.weight", c.vocab_size, c.dim).value_or(token_embd_);
@@ -104,9 +98,7 @@ class LlamaModel final : public Model {
 
     // Head: only the rows that are sampled or scored.
     const int64_t R = static_cast<int64_t>(batch.logit_rows.size());
-    s.out_rows.resize(R * c.dim);  // [R, dim]
-    for (int64_t r = 0; r < R; ++r)
-      std::copy_n(&s.x[batch.logit_rows[r] * c.dim], c.dim, &s.out_rows[r * c.dim]);
+    gather_rows(s.x, batch.logit_rows, c.dim, s.out_rows);  // [R, dim]
     rms_norm(s.out_rows.data(), output_norm_.data(), s.out_rows.data(), R, c.dim, c.norm_eps);
     matmul(output_, s.out_rows.data(), R, logits);  // [R, vocab]
   }

@@ -1,5 +1,7 @@
 #include "model/model.h"
 
+#include <algorithm>
+
 #include "common/error.h"
 
 namespace kvlm {
@@ -22,6 +24,12 @@ std::unique_ptr<Model> Model::load(std::unique_ptr<GgufFile> gguf) {
       return load_gemma2(std::move(gguf), std::move(config));
   }
   throw_error(ErrorCode::kInternal, "unhandled architecture '{}'", config.arch_name);
+}
+
+void gather_rows(const std::vector<float>& x, std::span<const int32_t> rows, int64_t dim, std::vector<float>& out) {
+  out.resize(rows.size() * static_cast<size_t>(dim));
+  for (size_t r = 0; r < rows.size(); ++r)
+    std::copy_n(&x[static_cast<size_t>(rows[r]) * dim], dim, &out[r * dim]);
 }
 
 std::unique_ptr<Model> Model::load(const std::string& path) { return load(GgufFile::open(path)); }

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "model/config.h"
@@ -46,6 +47,10 @@ class Model {
   std::unique_ptr<GgufFile> gguf_;  // owns the mapping the weights point into
   ModelConfig config_;
 };
+
+// out = the rows of x ([T, dim]) listed in `rows`, in order: [rows.size(), dim].
+// The model head runs only on the rows whose logits are wanted.
+void gather_rows(const std::vector<float>& x, std::span<const int32_t> rows, int64_t dim, std::vector<float>& out);
 
 // Family constructors (one file each).
 std::unique_ptr<Model> load_llama(std::unique_ptr<GgufFile> gguf, ModelConfig config);   // llama.cpp

@@ -40,4 +40,13 @@ std::vector<float> WeightLoader::vector(const std::string& name, int64_t n) cons
   return v;
 }
 
+WeightMatrix WeightLoader::token_embedding(ModelConfig& config) const {
+  const GgufTensor& emb = gguf_.require_tensor("token_embd.weight");
+  if (emb.dims.size() != 2 || emb.dims[0] != config.dim)
+    throw_error(ErrorCode::kCorrupt, "{}: token_embd.weight has shape {}, expected [{}, vocab]", gguf_.path(),
+                emb.shape_string(), config.dim);
+  config.vocab_size = static_cast<int32_t>(emb.dims[1]);
+  return matrix("token_embd.weight", config.vocab_size, config.dim);
+}
+
 }  // namespace kvlm

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend/cpu/matmul.h"
+#include "model/config.h"
 #include "model/gguf.h"
 
 namespace kvlm {
@@ -21,6 +22,9 @@ class WeightLoader {
   // A vector of n values converted to f32 (norm weights, biases).
   std::vector<float> vector(const std::string& name, int64_t n) const;
   std::vector<float> optional_vector(const std::string& name, int64_t n) const;  // empty if absent
+  // token_embd.weight as a [vocab, dim] matrix; sets config.vocab_size from
+  // its shape (the authority over the vocabulary's length).
+  WeightMatrix token_embedding(ModelConfig& config) const;
 
  private:
   const GgufFile& gguf_;

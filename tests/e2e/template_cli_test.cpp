@@ -17,21 +17,8 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string write_temp(const std::string& name, const std::string& content) {
-  std::string path = test::temp_dir() + "/" + name;
-  std::ofstream(path, std::ios::binary) << content;
-  return path;
-}
-
 const Json& cases_file() {
-  static const Json doc = Json::parse(slurp(test::shared_path("templates/cases.json")));
+  static const Json doc = Json::parse(test::read_file(test::shared_path("templates/cases.json")));
   return doc;
 }
 
@@ -44,7 +31,7 @@ const Json& find_case(const std::string& tmpl, const std::string& conversation, 
 }
 
 std::string messages_file(const std::string& conversation) {
-  return write_temp("messages-" + conversation + ".json", cases_file()["conversations"][conversation].dump());
+  return test::write_temp_file("messages-" + conversation + ".json", cases_file()["conversations"][conversation].dump());
 }
 
 TEST(TemplateCli, RendersATemplateFileExactly) {
@@ -78,7 +65,7 @@ TEST(TemplateCli, GemmaRefusesASystemRoleWithTheTemplatesMessage) {
 
 TEST(TemplateCli, TakesBosAndEosFromTheModel) {
   // stories260K's vocabulary has <s> and </s> as its BOS / EOS tokens.
-  std::string tmpl = write_temp("bos-eos.jinja", "{{ bos_token }}|{{ eos_token }}|{{ messages|length }}");
+  std::string tmpl = test::write_temp_file("bos-eos.jinja", "{{ bos_token }}|{{ eos_token }}|{{ messages|length }}");
   auto r = test::run_kvlm({"template", "-m", test::shared_path("models/stories260K.gguf"), "--template-file", tmpl,
                            "--messages", messages_file("multi_turn")});
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -97,7 +84,7 @@ TEST(TemplateCli, ModelWithoutATemplateIsAClearError) {
 
 TEST(TemplateCli, RequestObjectPassesToolsToTheTemplate) {
   // {"messages": [...], "tools": [...]}: keys besides messages become template variables.
-  std::string request = write_temp("request.json", R"J({"messages": [{"role": "user", "content": "hi"}],
+  std::string request = test::write_temp_file("request.json", R"J({"messages": [{"role": "user", "content": "hi"}],
       "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]})J");
   auto r = test::run_kvlm({"template", "--template-file", test::shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"),
                            "--messages", request});
@@ -108,16 +95,16 @@ TEST(TemplateCli, RequestObjectPassesToolsToTheTemplate) {
 }
 
 TEST(TemplateCli, BadInputsAreClearErrors) {
-  std::string tmpl = write_temp("ok.jinja", "{{ messages[0].content }}");
-  auto bad_json = test::run_kvlm({"template", "--template-file", tmpl, "--messages", write_temp("bad.json", "[{")});
+  std::string tmpl = test::write_temp_file("ok.jinja", "{{ messages[0].content }}");
+  auto bad_json = test::run_kvlm({"template", "--template-file", tmpl, "--messages", test::write_temp_file("bad.json", "[{")});
   EXPECT_NE(bad_json.exit_code, 0);
   EXPECT_NE(bad_json.err.find("not valid JSON"), std::string::npos) << bad_json.err;
 
-  auto not_array = test::run_kvlm({"template", "--template-file", tmpl, "--messages", write_temp("obj.json", "{\"a\": 1}")});
+  auto not_array = test::run_kvlm({"template", "--template-file", tmpl, "--messages", test::write_temp_file("obj.json", "{\"a\": 1}")});
   EXPECT_NE(not_array.exit_code, 0);
   EXPECT_NE(not_array.err.find("must hold a JSON array"), std::string::npos) << not_array.err;
 
-  auto syntax = test::run_kvlm({"template", "--template-file", write_temp("bad.jinja", "ok\n{% if %}"), "--messages",
+  auto syntax = test::run_kvlm({"template", "--template-file", test::write_temp_file("bad.jinja", "ok\n{% if %}"), "--messages",
                                 messages_file("user_only")});
   EXPECT_NE(syntax.exit_code, 0);
   EXPECT_EQ(syntax.err,

@@ -14,65 +14,27 @@
 namespace kvlm {
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-struct Case {
-  std::string text;
-  std::string expected_ids;  // space-separated, as the .out line without surrounding spaces
-};
-
-// The .inp/.out format of llama.cpp's tests/test-tokenizer-0.
-std::vector<Case> read_cases(const std::string& gguf) {
-  const std::string raw = slurp(test::shared_path(gguf + ".inp"));
-  const std::string sep = "\n__ggml_vocab_test__\n";
-  std::vector<std::string> inputs;
-  for (size_t pos = 0; pos < raw.size();) {
-    const size_t next = raw.find(sep, pos);
-    if (next == std::string::npos) {
-      inputs.push_back(raw.substr(pos));
-      break;
-    }
-    inputs.push_back(raw.substr(pos, next - pos));
-    pos = next + sep.size();
-  }
-  std::istringstream out(slurp(test::shared_path(gguf + ".out")));
-  std::vector<Case> cases;
+// The ids as `kvlm tokenize --ids` prints them: one line, single spaces.
+std::string ids_line(const std::vector<int32_t>& ids) {
   std::string line;
-  for (size_t i = 0; std::getline(out, line) && i < inputs.size(); ++i) {
-    std::istringstream ids(line);
-    std::string joined;
-    for (std::string id; ids >> id;) joined += (joined.empty() ? "" : " ") + id;
-    cases.push_back({inputs[i], joined});
-  }
-  EXPECT_EQ(cases.size(), inputs.size()) << gguf;
-  return cases;
-}
-
-std::string write_temp(const std::string& name, const std::string& bytes) {
-  const std::string path = test::temp_dir() + "/" + name;
-  std::ofstream(path, std::ios::binary) << bytes;
-  return path;
+  for (int32_t id : ids) line += (line.empty() ? "" : " ") + std::to_string(id);
+  return line + "\n";
 }
 
 void expect_vectors(const std::string& vocab) {
   const std::string gguf = "vocab/ggml-vocab-" + vocab + ".gguf";
   const std::string model = test::shared_path(gguf);
   size_t index = 0, num_passed = 0;
-  const std::vector<Case> cases = read_cases(gguf);
-  for (const Case& c : cases) {
-    const std::string file = write_temp("tokenize-" + vocab + "-" + std::to_string(index++) + ".txt", c.text);
+  const std::vector<test::VocabCase> cases = test::read_vocab_cases(gguf);
+  for (const test::VocabCase& c : cases) {
+    const std::string file = test::write_temp_file("tokenize-" + vocab + "-" + std::to_string(index++) + ".txt", c.text);
     const test::CommandResult r = test::run_kvlm({"tokenize", "-m", model, "-f", file, "--ids", "--no-bos"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.err.find("tokens/s"), std::string::npos) << r.err;
-    if (r.out == c.expected_ids + "\n") {
+    if (r.out == ids_line(c.expected)) {
       ++num_passed;
     } else {
-      ADD_FAILURE() << vocab << ": '" << c.text << "'\n  expected: " << c.expected_ids << "\n  got:      " << r.out;
+      ADD_FAILURE() << vocab << ": '" << c.text << "'\n  expected: " << ids_line(c.expected) << "  got:      " << r.out;
     }
   }
   std::printf("[ cli      ] %-16s %zu/%zu passed\n", vocab.c_str(), num_passed, cases.size());

@@ -42,14 +42,47 @@ std::string temp_dir() {
   return dir;
 }
 
-namespace {
-std::string slurp(const std::string& path) {
+std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
+  if (!in) ADD_FAILURE() << "cannot read " << path;
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
 }
-}  // namespace
+
+std::string write_temp_file(const std::string& name, const std::string& bytes) {
+  const std::string path = temp_dir() + "/" + name;
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+std::vector<VocabCase> read_vocab_cases(const std::string& gguf_rel) {
+  const std::string raw = read_file(shared_path(gguf_rel + ".inp"));
+  const std::string sep = "\n__ggml_vocab_test__\n";
+  std::vector<std::string> inputs;
+  for (size_t pos = 0; pos < raw.size();) {
+    const size_t next = raw.find(sep, pos);
+    if (next == std::string::npos) {
+      inputs.push_back(raw.substr(pos));
+      break;
+    }
+    inputs.push_back(raw.substr(pos, next - pos));
+    pos = next + sep.size();
+  }
+  std::istringstream out(read_file(shared_path(gguf_rel + ".out")));
+  std::vector<VocabCase> cases;
+  std::string line;
+  for (size_t i = 0; std::getline(out, line); ++i) {
+    VocabCase c;
+    if (i < inputs.size()) c.text = inputs[i];
+    std::istringstream ids(line);
+    for (int32_t id; ids >> id;) c.expected.push_back(id);
+    cases.push_back(std::move(c));
+  }
+  EXPECT_EQ(cases.size(), inputs.size()) << gguf_rel << ": .inp and .out disagree on the number of cases";
+  if (cases.size() != inputs.size()) cases.clear();
+  return cases;
+}
 
 CommandResult run_kvlm(const std::vector<std::string>& args) {
   static int counter = 0;
@@ -74,8 +107,8 @@ CommandResult run_kvlm(const std::vector<std::string>& args) {
   ::waitpid(pid, &status, 0);
   CommandResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = slurp(out_path);
-  r.err = slurp(err_path);
+  r.out = read_file(out_path);
+  r.err = read_file(err_path);
   std::filesystem::remove(out_path);
   std::filesystem::remove(err_path);
   return r;

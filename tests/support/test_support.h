@@ -2,6 +2,7 @@
 // the test with its path, never skips), and running the kvlm binary.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -23,8 +24,24 @@ struct CommandResult {
 // Runs the kvlm binary with `args` (no shell; each arg passed verbatim).
 CommandResult run_kvlm(const std::vector<std::string>& args);
 
-// A fresh temporary directory removed at process exit is not needed: tests
-// create files under this path with unique names.
+// A per-process temporary directory, removed at exit; tests create files
+// under it with unique names.
 std::string temp_dir();
+
+// A file's bytes exactly; fails the calling test if it cannot be read.
+std::string read_file(const std::string& path);
+// Writes `bytes` to temp_dir()/name and returns the path.
+std::string write_temp_file(const std::string& name, const std::string& bytes);
+
+// llama.cpp's tests/test-tokenizer-0 vectors for a vocabulary such as
+// "vocab/ggml-vocab-gpt-2.gguf": <gguf>.inp holds the strings separated by
+// "\n__ggml_vocab_test__\n" (after the last one too), <gguf>.out one line of
+// space-separated ids per string. Fails the calling test if the two files
+// disagree on the number of cases.
+struct VocabCase {
+  std::string text;
+  std::vector<int32_t> expected;
+};
+std::vector<VocabCase> read_vocab_cases(const std::string& gguf_rel);
 
 }  // namespace kvlm::test

@@ -20,15 +20,8 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 const Json& cases_file() {
-  static const Json doc = Json::parse(read_text(test::shared_path("templates/cases.json")));
+  static const Json doc = Json::parse(test::read_file(test::shared_path("templates/cases.json")));
   return doc;
 }
 
@@ -55,7 +48,7 @@ class SharedCases : public ::testing::TestWithParam<Case> {};
 
 TEST_P(SharedCases, RendersLikeJinja2) {
   const Json& c = cases_file()["cases"][GetParam().index];
-  std::string source = read_text(test::shared_path("templates/" + c["template"].get<std::string>() + ".jinja"));
+  std::string source = test::read_file(test::shared_path("templates/" + c["template"].get<std::string>() + ".jinja"));
   ChatTemplateInputs in;
   in.messages = cases_file()["conversations"][c["conversation"].get<std::string>()];
   in.add_generation_prompt = c["add_generation_prompt"].get<bool>();
@@ -102,7 +95,7 @@ TEST(ChatTemplateTools, QwenToolCallingMatchesJinja2) {
   in.extra = Json{{"tools", request["tools"]}};
   in.add_generation_prompt = true;
   in.eos_token = "<|im_end|>";
-  std::string source = read_text(test::shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"));
+  std::string source = test::read_file(test::shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"));
   EXPECT_EQ(ChatTemplate::parse(source)->render(in),
             R"J(<|im_start|>system
 You are Qwen, created by Alibaba Cloud. You are a helpful assistant.

@@ -9,24 +9,14 @@
 
 #include "common/error.h"
 #include "tokenizer/chat_template.h"
+#include "unit/tokenizer/jinja_test_util.h"
 
 namespace kvlm {
 namespace {
 
-struct Case {
-  const char* name;
-  const char* source;
-  const char* context;  // JSON object of template variables
-  const char* expected;
-};
-
-std::string render(const char* source, const char* context) {
-  ChatTemplateInputs in;
-  in.extra = nlohmann::ordered_json::parse(context);
-  return ChatTemplate::parse(source)->render(in);
-}
-
-std::string case_name(const ::testing::TestParamInfo<Case>& info) { return info.param.name; }
+using jinja_test::Case;
+using jinja_test::error_of;
+using jinja_test::render;
 
 constexpr const char* kList = R"J({"l": [{"role": "user", "n": 3, "name": "b"}, {"role": "assistant", "n": 1, "name": "A"}, {"x": 1, "n": 2, "name": "c"}]})J";
 
@@ -106,40 +96,17 @@ const Case kGlobals[] = {
 };
 // clang-format on
 
-class JinjaTextFilters : public ::testing::TestWithParam<Case> {};
-TEST_P(JinjaTextFilters, Renders) { EXPECT_EQ(render(GetParam().source, GetParam().context), GetParam().expected); }
-INSTANTIATE_TEST_SUITE_P(Jinja, JinjaTextFilters, ::testing::ValuesIn(kTextFilters), case_name);
+KVLM_JINJA_RENDER_SUITE(JinjaTextFilters, kTextFilters);
 
-class JinjaSequenceFilters : public ::testing::TestWithParam<Case> {};
-TEST_P(JinjaSequenceFilters, Renders) { EXPECT_EQ(render(GetParam().source, GetParam().context), GetParam().expected); }
-INSTANTIATE_TEST_SUITE_P(Jinja, JinjaSequenceFilters, ::testing::ValuesIn(kSequenceFilters), case_name);
+KVLM_JINJA_RENDER_SUITE(JinjaSequenceFilters, kSequenceFilters);
 
-class JinjaToJson : public ::testing::TestWithParam<Case> {};
-TEST_P(JinjaToJson, Renders) { EXPECT_EQ(render(GetParam().source, GetParam().context), GetParam().expected); }
-INSTANTIATE_TEST_SUITE_P(Jinja, JinjaToJson, ::testing::ValuesIn(kToJson), case_name);
+KVLM_JINJA_RENDER_SUITE(JinjaToJson, kToJson);
 
-class JinjaTests : public ::testing::TestWithParam<Case> {};
-TEST_P(JinjaTests, Renders) { EXPECT_EQ(render(GetParam().source, GetParam().context), GetParam().expected); }
-INSTANTIATE_TEST_SUITE_P(Jinja, JinjaTests, ::testing::ValuesIn(kTests), case_name);
+KVLM_JINJA_RENDER_SUITE(JinjaTests, kTests);
 
-class JinjaMethods : public ::testing::TestWithParam<Case> {};
-TEST_P(JinjaMethods, Renders) { EXPECT_EQ(render(GetParam().source, GetParam().context), GetParam().expected); }
-INSTANTIATE_TEST_SUITE_P(Jinja, JinjaMethods, ::testing::ValuesIn(kMethods), case_name);
+KVLM_JINJA_RENDER_SUITE(JinjaMethods, kMethods);
 
-class JinjaGlobals : public ::testing::TestWithParam<Case> {};
-TEST_P(JinjaGlobals, Renders) { EXPECT_EQ(render(GetParam().source, GetParam().context), GetParam().expected); }
-INSTANTIATE_TEST_SUITE_P(Jinja, JinjaGlobals, ::testing::ValuesIn(kGlobals), case_name);
-
-std::string error_of(const char* source, const char* context = "{}") {
-  try {
-    std::string out = render(source, context);
-    ADD_FAILURE() << "rendered: " << out;
-    return "";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
-    return e.what();
-  }
-}
+KVLM_JINJA_RENDER_SUITE(JinjaGlobals, kGlobals);
 
 TEST(JinjaGlobals, RaiseExceptionMessageIsExactlyTheTemplates) {
   EXPECT_EQ(error_of("{{ raise_exception('Boom: ' ~ 42) }}"), "Boom: 42");

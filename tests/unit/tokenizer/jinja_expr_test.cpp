@@ -9,24 +9,14 @@
 
 #include "common/error.h"
 #include "tokenizer/chat_template.h"
+#include "unit/tokenizer/jinja_test_util.h"
 
 namespace kvlm {
 namespace {
 
-struct Case {
-  const char* name;
-  const char* source;
-  const char* context;  // JSON object of template variables
-  const char* expected;
-};
-
-std::string render(const char* source, const char* context) {
-  ChatTemplateInputs in;
-  in.extra = nlohmann::ordered_json::parse(context);
-  return ChatTemplate::parse(source)->render(in);
-}
-
-std::string case_name(const ::testing::TestParamInfo<Case>& info) { return info.param.name; }
+using jinja_test::Case;
+using jinja_test::error_of;
+using jinja_test::render;
 
 // clang-format off
 const Case kOperators[] = {
@@ -77,21 +67,13 @@ const Case kPrinting[] = {
 };
 // clang-format on
 
-class JinjaOperators : public ::testing::TestWithParam<Case> {};
-TEST_P(JinjaOperators, Renders) { EXPECT_EQ(render(GetParam().source, GetParam().context), GetParam().expected); }
-INSTANTIATE_TEST_SUITE_P(Jinja, JinjaOperators, ::testing::ValuesIn(kOperators), case_name);
+KVLM_JINJA_RENDER_SUITE(JinjaOperators, kOperators);
 
-class JinjaAccess : public ::testing::TestWithParam<Case> {};
-TEST_P(JinjaAccess, Renders) { EXPECT_EQ(render(GetParam().source, GetParam().context), GetParam().expected); }
-INSTANTIATE_TEST_SUITE_P(Jinja, JinjaAccess, ::testing::ValuesIn(kAccess), case_name);
+KVLM_JINJA_RENDER_SUITE(JinjaAccess, kAccess);
 
-class JinjaUndefined : public ::testing::TestWithParam<Case> {};
-TEST_P(JinjaUndefined, Renders) { EXPECT_EQ(render(GetParam().source, GetParam().context), GetParam().expected); }
-INSTANTIATE_TEST_SUITE_P(Jinja, JinjaUndefined, ::testing::ValuesIn(kUndefined), case_name);
+KVLM_JINJA_RENDER_SUITE(JinjaUndefined, kUndefined);
 
-class JinjaPrinting : public ::testing::TestWithParam<Case> {};
-TEST_P(JinjaPrinting, Renders) { EXPECT_EQ(render(GetParam().source, GetParam().context), GetParam().expected); }
-INSTANTIATE_TEST_SUITE_P(Jinja, JinjaPrinting, ::testing::ValuesIn(kPrinting), case_name);
+KVLM_JINJA_RENDER_SUITE(JinjaPrinting, kPrinting);
 
 // Runtime errors: Jinja2 fails on these too; we name the line and column.
 struct ErrorCase {
@@ -125,16 +107,10 @@ const ErrorCase kRuntimeErrors[] = {
 
 class JinjaRuntimeErrors : public ::testing::TestWithParam<ErrorCase> {};
 TEST_P(JinjaRuntimeErrors, FailWithPosition) {
-  try {
-    std::string out = render(GetParam().source, GetParam().context);
-    FAIL() << "rendered: " << out;
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
-    EXPECT_EQ(std::string(e.what()), GetParam().message);
-  }
+  EXPECT_EQ(error_of(GetParam().source, GetParam().context), GetParam().message);
 }
 INSTANTIATE_TEST_SUITE_P(Jinja, JinjaRuntimeErrors, ::testing::ValuesIn(kRuntimeErrors),
-                         [](const ::testing::TestParamInfo<ErrorCase>& info) { return info.param.name; });
+                         jinja_test::case_name<ErrorCase>);
 
 TEST(JinjaExpr, IntegerOverflowIsAnErrorNotWraparound) {
   // Python ints are unbounded; ours are 64-bit and say so instead of wrapping.

@@ -9,24 +9,14 @@
 
 #include "common/error.h"
 #include "tokenizer/chat_template.h"
+#include "unit/tokenizer/jinja_test_util.h"
 
 namespace kvlm {
 namespace {
 
-struct Case {
-  const char* name;
-  const char* source;
-  const char* context;  // JSON object of template variables
-  const char* expected;
-};
-
-std::string render(const char* source, const char* context) {
-  ChatTemplateInputs in;
-  in.extra = nlohmann::ordered_json::parse(context);
-  return ChatTemplate::parse(source)->render(in);
-}
-
-std::string case_name(const ::testing::TestParamInfo<Case>& info) { return info.param.name; }
+using jinja_test::Case;
+using jinja_test::error_of;
+using jinja_test::render;
 
 // clang-format off
 const Case kIf[] = {
@@ -89,56 +79,34 @@ const Case kOtherBlocks[] = {
 };
 // clang-format on
 
-class JinjaIf : public ::testing::TestWithParam<Case> {};
-TEST_P(JinjaIf, Renders) { EXPECT_EQ(render(GetParam().source, GetParam().context), GetParam().expected); }
-INSTANTIATE_TEST_SUITE_P(Jinja, JinjaIf, ::testing::ValuesIn(kIf), case_name);
+KVLM_JINJA_RENDER_SUITE(JinjaIf, kIf);
 
-class JinjaFor : public ::testing::TestWithParam<Case> {};
-TEST_P(JinjaFor, Renders) { EXPECT_EQ(render(GetParam().source, GetParam().context), GetParam().expected); }
-INSTANTIATE_TEST_SUITE_P(Jinja, JinjaFor, ::testing::ValuesIn(kFor), case_name);
+KVLM_JINJA_RENDER_SUITE(JinjaFor, kFor);
 
-class JinjaSet : public ::testing::TestWithParam<Case> {};
-TEST_P(JinjaSet, Renders) { EXPECT_EQ(render(GetParam().source, GetParam().context), GetParam().expected); }
-INSTANTIATE_TEST_SUITE_P(Jinja, JinjaSet, ::testing::ValuesIn(kSet), case_name);
+KVLM_JINJA_RENDER_SUITE(JinjaSet, kSet);
 
-class JinjaMacro : public ::testing::TestWithParam<Case> {};
-TEST_P(JinjaMacro, Renders) { EXPECT_EQ(render(GetParam().source, GetParam().context), GetParam().expected); }
-INSTANTIATE_TEST_SUITE_P(Jinja, JinjaMacro, ::testing::ValuesIn(kMacro), case_name);
+KVLM_JINJA_RENDER_SUITE(JinjaMacro, kMacro);
 
-class JinjaOtherBlocks : public ::testing::TestWithParam<Case> {};
-TEST_P(JinjaOtherBlocks, Renders) { EXPECT_EQ(render(GetParam().source, GetParam().context), GetParam().expected); }
-INSTANTIATE_TEST_SUITE_P(Jinja, JinjaOtherBlocks, ::testing::ValuesIn(kOtherBlocks), case_name);
+KVLM_JINJA_RENDER_SUITE(JinjaOtherBlocks, kOtherBlocks);
 
 // Hugging Face renders in Jinja2's ImmutableSandboxedEnvironment: methods
 // that would modify a list or dict read as undefined and fail when called.
 TEST(JinjaStatements, MutatingMethodsAreRefusedLikeTheSandbox) {
   EXPECT_EQ(render("{% set l = [1] %}[{{ l.append }}]{{ l.append is defined }}{{ l.copy() }}", "{}"), "[]False[1]");
   EXPECT_EQ(render("{{ d.update is defined }} {{ d['update'] }}", R"J({"d": {"update": 5}})J"), "False 5");
-  try {
-    render("{% set l = [] %}\n{{ l.append(1) }}", "{}");
-    FAIL() << "rendered";
-  } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "template error at line 2, column 12: access to attribute 'append' of 'list' object is unsafe.");
-  }
+  EXPECT_EQ(error_of("{% set l = [] %}\n{{ l.append(1) }}"),
+            "template error at line 2, column 12: access to attribute 'append' of 'list' object is unsafe.");
 }
 
 TEST(JinjaStatements, SetAttributeNeedsANamespace) {
-  try {
-    render("{% set d = {} %}{% set d.x = 1 %}", "{}");
-    FAIL() << "rendered";
-  } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "template error at line 1, column 17: cannot assign attribute 'x' on 'd': not a namespace() object");
-  }
+  EXPECT_EQ(error_of("{% set d = {} %}{% set d.x = 1 %}"),
+            "template error at line 1, column 17: cannot assign attribute 'x' on 'd': not a namespace() object");
 }
 
 TEST(JinjaStatements, RunawayMacroRecursionIsAnError) {
   // Jinja2 hits Python's recursion limit; we stop at a fixed depth instead of the stack.
-  try {
-    render("{% macro r(n) %}{{ r(n + 1) }}{% endmacro %}{{ r(0) }}", "{}");
-    FAIL() << "rendered";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("maximum recursion depth"), std::string::npos) << e.what();
-  }
+  const std::string err = error_of("{% macro r(n) %}{{ r(n + 1) }}{% endmacro %}{{ r(0) }}");
+  EXPECT_NE(err.find("maximum recursion depth"), std::string::npos) << err;
 }
 
 TEST(JinjaStatements, MacroArgumentGivenTwice) {

@@ -9,24 +9,14 @@
 
 #include "common/error.h"
 #include "tokenizer/chat_template.h"
+#include "unit/tokenizer/jinja_test_util.h"
 
 namespace kvlm {
 namespace {
 
-struct Case {
-  const char* name;
-  const char* source;
-  const char* context;  // JSON object of template variables
-  const char* expected;
-};
-
-std::string render(const char* source, const char* context) {
-  ChatTemplateInputs in;
-  in.extra = nlohmann::ordered_json::parse(context);
-  return ChatTemplate::parse(source)->render(in);
-}
-
-std::string case_name(const ::testing::TestParamInfo<Case>& info) { return info.param.name; }
+using jinja_test::Case;
+using jinja_test::error_of;
+using jinja_test::render;
 
 // clang-format off
 const Case kWhitespace[] = {
@@ -76,26 +66,15 @@ const Case kSoftUnknownNames[] = {
 };
 // clang-format on
 
-class JinjaSoftUnknownNames : public ::testing::TestWithParam<Case> {};
-TEST_P(JinjaSoftUnknownNames, Renders) { EXPECT_EQ(render(GetParam().source, GetParam().context), GetParam().expected); }
-INSTANTIATE_TEST_SUITE_P(Jinja, JinjaSoftUnknownNames, ::testing::ValuesIn(kSoftUnknownNames), case_name);
+KVLM_JINJA_RENDER_SUITE(JinjaSoftUnknownNames, kSoftUnknownNames);
 
 TEST(JinjaSyntax, UnknownFilterInATakenBranchFailsAtRuntime) {
-  try {
-    render("{% if true %}\n{{ x|nosuch }}{% endif %}", "{}");
-    FAIL() << "rendered";
-  } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "template error at line 2, column 6: no filter named 'nosuch'");
-  }
+  EXPECT_EQ(error_of("{% if true %}\n{{ x|nosuch }}{% endif %}"), "template error at line 2, column 6: no filter named 'nosuch'");
 }
 
-class JinjaWhitespace : public ::testing::TestWithParam<Case> {};
-TEST_P(JinjaWhitespace, Renders) { EXPECT_EQ(render(GetParam().source, GetParam().context), GetParam().expected); }
-INSTANTIATE_TEST_SUITE_P(Jinja, JinjaWhitespace, ::testing::ValuesIn(kWhitespace), case_name);
+KVLM_JINJA_RENDER_SUITE(JinjaWhitespace, kWhitespace);
 
-class JinjaLiterals : public ::testing::TestWithParam<Case> {};
-TEST_P(JinjaLiterals, Renders) { EXPECT_EQ(render(GetParam().source, GetParam().context), GetParam().expected); }
-INSTANTIATE_TEST_SUITE_P(Jinja, JinjaLiterals, ::testing::ValuesIn(kLiterals), case_name);
+KVLM_JINJA_RENDER_SUITE(JinjaLiterals, kLiterals);
 
 // Syntax errors: the full message, position included.
 struct SyntaxCase {
@@ -142,7 +121,7 @@ TEST_P(JinjaSyntaxErrors, AreRefusedWithPosition) {
   }
 }
 INSTANTIATE_TEST_SUITE_P(Jinja, JinjaSyntaxErrors, ::testing::ValuesIn(kSyntaxErrors),
-                         [](const ::testing::TestParamInfo<SyntaxCase>& info) { return info.param.name; });
+                         jinja_test::case_name<SyntaxCase>);
 
 // Hugging Face's AssistantTracker extension adds {% generation %} to mark
 // assistant text; rendering treats it as a plain block.

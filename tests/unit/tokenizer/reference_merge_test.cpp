@@ -17,8 +17,8 @@ namespace kvlm {
 namespace {
 
 std::string sample_text() {
-  std::string text = test::read_file_bytes(test::shared_path("text/tinystories_sample.txt")).substr(0, 3000);
-  text += test::read_file_bytes(test::shared_path("vocab/ggml-vocab-gpt-2.gguf.inp"));
+  std::string text = test::read_file(test::shared_path("text/tinystories_sample.txt")).substr(0, 3000);
+  text += test::read_file(test::shared_path("vocab/ggml-vocab-gpt-2.gguf.inp"));
   text += "  spaces   and\ttabs\u00a0nbsp ▁pre▁escaped ~~x 🦙🦙 \xff bad bytes";
   return text;
 }
