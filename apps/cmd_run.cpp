@@ -11,6 +11,8 @@
 #include "apps/engine_options.h"
 #include "common/error.h"
 #include "common/mapped_file.h"
+#include "model/model.h"
+#include "tokenizer/chat_prompt.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvlm::apps {
@@ -23,7 +25,9 @@ int cmd_run(int argc, char** argv) {
   GenerateRequest g;
   g.max_tokens = 256;
   int64_t seed = -1;
-  bool show_ids = false;
+  bool show_ids = false, chat = false;
+  std::string system;
+  std::optional<std::string> chat_template_file;
   app.add_option("-p,--prompt", prompt, "prompt text");
   app.add_option("-f,--file", prompt_file, "read the prompt from a file");
   app.add_option("-n,--n-predict", g.max_tokens, "tokens to generate at most")->capture_default_str();
@@ -37,6 +41,9 @@ int cmd_run(int argc, char** argv) {
   app.add_option("--stop", g.stop, "stop string (repeatable)");
   app.add_flag("--ignore-eos", g.ignore_eos, "keep generating after an end-of-generation token");
   app.add_flag("--show-ids", show_ids, "print the generated token ids on stderr");
+  app.add_flag("--chat", chat, "the prompt is a user message: apply the model's chat template");
+  app.add_option("--system", system, "system message (with --chat)");
+  app.add_option("--chat-template-file", chat_template_file, "Jinja chat template to use instead of the model's");
   CLI11_PARSE(app, argc, argv);
 
   if (prompt.empty() == prompt_file.empty())
@@ -45,7 +52,17 @@ int cmd_run(int argc, char** argv) {
   g.sampling.seed = seed >= 0 ? static_cast<uint64_t>(seed) : std::random_device{}();
 
   auto engine = start_engine(eo);
-  g.prompt_tokens = engine->tokenizer().encode(prompt, /*add_special=*/true, /*parse_special=*/true);
+  if (chat) {
+    auto tmpl = load_chat_template(engine->model().gguf().metadata(), chat_template_file);
+    nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+    if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
+    messages.push_back({{"role", "user"}, {"content", prompt}});
+    g.prompt_tokens = encode_chat(engine->tokenizer(), *tmpl, messages, /*add_generation_prompt=*/true);
+  } else {
+    if (!system.empty() || chat_template_file)
+      throw_error(ErrorCode::kInvalidArgument, "--system and --chat-template-file need --chat");
+    g.prompt_tokens = engine->tokenizer().encode(prompt, /*add_special=*/true, /*parse_special=*/true);
+  }
   auto stream = engine->submit(g);
   std::vector<int32_t> ids;
   std::optional<Error> error;
