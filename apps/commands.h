@@ -12,5 +12,6 @@ int cmd_tokenize(int argc, char** argv);    // cmd_tokenize.cpp
 int cmd_inspect(int argc, char** argv);     // cmd_inspect.cpp
 int cmd_template(int argc, char** argv);    // cmd_template.cpp
 int cmd_bench(int argc, char** argv);       // cmd_bench.cpp
+int cmd_serve(int argc, char** argv);       // cmd_serve.cpp
 
 }  // namespace kvlm::apps

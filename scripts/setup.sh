@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs kvlm's build dependencies (Debian 12 packages only) and builds it.
+# Installs kvlm's dependencies (Debian 12 packages; the openai npm client for
+# the server tests) and builds kvlm.
 # Usage: scripts/setup.sh [--no-install]   (BUILD_DIR=build by default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,17 +13,24 @@ PACKAGES=(
   curl
 )
 
+apt_install() {
+  echo "setup: installing $*" >&2
+  local sudo=""
+  if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "$@"
+}
+
 if [[ "${1:-}" != "--no-install" ]]; then
   missing=()
   for p in "${PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
-  if ((${#missing[@]})); then
-    echo "setup: installing ${missing[*]}" >&2
-    SUDO=""
-    if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
-    $SUDO apt-get update -q
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+  # Machines that ship Node.js with npm keep theirs; others get Debian's.
+  if ! command -v node >/dev/null || ! command -v npm >/dev/null; then missing+=(nodejs npm); fi
+  if ((${#missing[@]})); then apt_install "${missing[@]}"; fi
+  if [[ ! -d tests/npm/node_modules/openai || tests/npm/package-lock.json -nt tests/npm/node_modules ]]; then
+    npm ci --prefix tests/npm --no-audit --no-fund --loglevel=error
   fi
 fi
 

@@ -300,9 +300,18 @@ void Engine::finish_live(RequestId id, FinishReason reason, const Request* reque
   std::string tail;
   if (reason != FinishReason::kAborted && !live.stop.stopped()) tail = live.stop.push(live.detok.flush()) + live.stop.flush();
   live.stream->finish(reason, live.stats, std::move(tail));
-  live_.erase(it);
   std::lock_guard lock(mu_);
   metrics_.num_requests_finished++;
+  switch (reason) {
+    case FinishReason::kStop: metrics_.num_requests_stopped++; break;
+    case FinishReason::kLength: metrics_.num_requests_length++; break;
+    case FinishReason::kAborted: metrics_.num_requests_aborted++; break;
+  }
+  metrics_.e2e_s.observe(live.stats.e2e_s);
+  metrics_.queue_s.observe(live.stats.queue_s);
+  if (live.stats.num_generated_tokens > 0) metrics_.ttft_s.observe(live.stats.ttft_s);
+  for (double gap : live.stats.itl_s) metrics_.itl_s.observe(gap);
+  live_.erase(it);
 }
 
 void Engine::publish_metrics() {
@@ -315,6 +324,7 @@ void Engine::publish_metrics() {
   metrics_.num_prefix_query_tokens = kv.num_prefix_query_tokens();
   metrics_.num_prefix_hit_tokens = kv.num_prefix_hit_tokens();
   metrics_.num_preemptions = scheduler_->num_preemptions();
+  metrics_.num_prefix_evicted_blocks = kv.pool().num_evicted_cached_blocks();
 }
 
 }  // namespace kvlm

@@ -18,6 +18,7 @@
 
 #include "backend/dtype.h"
 #include "common/clock.h"
+#include "engine/histogram.h"
 #include "engine/request_stream.h"
 #include "runner/sampler.h"
 
@@ -55,6 +56,9 @@ struct GenerateRequest {
 
 // Engine-wide counters, as a metrics endpoint exports them.
 struct EngineMetrics {
+  EngineMetrics()
+      : ttft_s(latency_buckets_s()), itl_s(latency_buckets_s()), e2e_s(latency_buckets_s()),
+        queue_s(latency_buckets_s()) {}
   int32_t num_running = 0;
   int32_t num_waiting = 0;
   int32_t num_kv_blocks = 0;
@@ -68,6 +72,12 @@ struct EngineMetrics {
   int64_t num_prompt_tokens = 0;         // prompt tokens of submitted requests
   int64_t num_generated_tokens = 0;
   int64_t num_steps = 0;
+  int64_t num_requests_stopped = 0;      // finished by an end token or a stop string
+  int64_t num_requests_length = 0;       // finished by max_tokens or the context
+  int64_t num_requests_aborted = 0;      // cancelled, disconnected or failed
+  int64_t num_prefix_evicted_blocks = 0; // cached blocks reused for other content
+  // Latency distributions of finished requests, in seconds.
+  Histogram ttft_s, itl_s, e2e_s, queue_s;
 };
 
 class Engine {

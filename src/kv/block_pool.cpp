@@ -102,6 +102,7 @@ std::vector<BlockId> BlockPool::allocate(int32_t n) {
     if (m.hash) {
       prefix_cache_.erase(*m.hash, id);
       m.hash.reset();
+      ++num_evicted_cached_blocks_;
     }
     m.ref_count = 1;
     out.push_back(id);

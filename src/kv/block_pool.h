@@ -94,12 +94,15 @@ class BlockPool {
   const BlockMeta& meta(BlockId id) const { return meta_[id.value()]; }
   std::vector<BlockId> free_queue_order() const { return free_queue_.to_vector(); }
   size_t num_cached_blocks() const { return prefix_cache_.size(); }
+  // Cached blocks whose content was dropped because allocation reused them.
+  int64_t num_evicted_cached_blocks() const { return num_evicted_cached_blocks_; }
 
  private:
   bool enable_prefix_caching_;
   std::vector<BlockMeta> meta_;
   FreeBlockQueue free_queue_;
   PrefixCache prefix_cache_;
+  int64_t num_evicted_cached_blocks_ = 0;
 };
 
 }  // namespace kvlm

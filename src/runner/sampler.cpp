@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <unordered_set>
+#include <unordered_map>
 
 #include "common/error.h"
 
@@ -19,6 +19,13 @@ void SamplingParams::validate() const {
     throw_error(ErrorCode::kInvalidArgument, "repetition penalty {} must be in (0, 10]", repetition_penalty);
   if (repeat_last_n < 0)
     throw_error(ErrorCode::kInvalidArgument, "repeat_last_n {} must be >= 0", repeat_last_n);
+  if (!(frequency_penalty >= -2.f && frequency_penalty <= 2.f))
+    throw_error(ErrorCode::kInvalidArgument, "frequency_penalty {} must be in [-2, 2]", frequency_penalty);
+  if (!(presence_penalty >= -2.f && presence_penalty <= 2.f))
+    throw_error(ErrorCode::kInvalidArgument, "presence_penalty {} must be in [-2, 2]", presence_penalty);
+  for (const auto& [id, bias] : logit_bias)
+    if (!std::isfinite(bias) || bias < -100.f || bias > 100.f)
+      throw_error(ErrorCode::kInvalidArgument, "logit_bias {} for token {} must be in [-100, 100]", bias, id);
 }
 
 int32_t argmax(std::span<const float> values) {
@@ -35,16 +42,24 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   candidates_.resize(n);
   for (int32_t i = 0; i < n; ++i) candidates_[i] = {i, logits[i], 0.f};
 
-  // Repetition penalty (CTRL-style, as llama.cpp): divide positive logits,
-  // multiply negative ones, once per distinct recent token.
-  if (params_.repetition_penalty != 1.f && params_.repeat_last_n > 0) {
+  for (const auto& [id, bias] : params_.logit_bias)
+    if (id >= 0 && id < n) candidates_[id].logit += bias;
+
+  // Penalties over the recent window (as llama.cpp): repetition (CTRL-style:
+  // divide positive logits, multiply negative ones), then OpenAI's frequency
+  // (per occurrence) and presence (once) penalties.
+  const bool penalize = params_.repetition_penalty != 1.f || params_.frequency_penalty != 0.f ||
+                        params_.presence_penalty != 0.f;
+  if (penalize && params_.repeat_last_n > 0) {
     size_t from = history.size() > static_cast<size_t>(params_.repeat_last_n)
                       ? history.size() - params_.repeat_last_n : 0;
-    std::unordered_set<int32_t> seen(history.begin() + from, history.end());
-    for (int32_t id : seen) {
+    std::unordered_map<int32_t, int32_t> counts;
+    for (size_t i = from; i < history.size(); ++i) counts[history[i]]++;
+    for (const auto& [id, count] : counts) {
       if (id < 0 || id >= n) continue;
       float& l = candidates_[id].logit;
       l = l > 0 ? l / params_.repetition_penalty : l * params_.repetition_penalty;
+      l -= static_cast<float>(count) * params_.frequency_penalty + params_.presence_penalty;
     }
   }
 

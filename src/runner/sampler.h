@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace kvlm {
@@ -15,7 +16,10 @@ struct SamplingParams {
   float top_p = 0.95f;             // >= 1: off
   float min_p = 0.05f;             // <= 0: off
   float repetition_penalty = 1.0f; // 1: off; applied to the last repeat_last_n tokens
-  int32_t repeat_last_n = 64;
+  float frequency_penalty = 0.0f;  // OpenAI: minus this times the count of each recent token
+  float presence_penalty = 0.0f;   // OpenAI: minus this once for each recent token
+  int32_t repeat_last_n = 64;      // window of the three penalties (as llama.cpp)
+  std::vector<std::pair<int32_t, float>> logit_bias;  // added to the logits of these ids
   uint64_t seed = 0;
 
   // Throws Error(kInvalidArgument) naming the field that is out of range.
@@ -27,8 +31,8 @@ class Sampler {
   explicit Sampler(const SamplingParams& params);
 
   // Picks a token from logits[0..n). `history` is the sequence so far (prompt
-  // and output), used by the repetition penalty. Order as llama.cpp's default
-  // chain: penalty, top-k, top-p, min-p, temperature, draw.
+  // and output), used by the penalties. Order as llama.cpp's default chain:
+  // logit bias, penalties, top-k, top-p, min-p, temperature, draw.
   int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
 
   const SamplingParams& params() const { return params_; }

@@ -2,13 +2,17 @@
 
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdlib>
+#include <atomic>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include <fcntl.h>
 #include <sys/wait.h>
@@ -84,34 +88,105 @@ std::vector<VocabCase> read_vocab_cases(const std::string& gguf_rel) {
   return cases;
 }
 
-CommandResult run_kvlm(const std::vector<std::string>& args) {
-  static int counter = 0;
-  std::string base = temp_dir() + "/cmd" + std::to_string(counter++);
-  std::string out_path = base + ".out", err_path = base + ".err";
+namespace {
+
+// fork + execvp with stdout and stderr to files; returns the child's pid.
+int spawn(const std::vector<std::string>& argv, const std::string& out_path, const std::string& err_path) {
   pid_t pid = ::fork();
   if (pid == 0) {
     int out_fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     int err_fd = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(out_fd, 1);
     ::dup2(err_fd, 2);
-    std::vector<char*> argv;
-    std::string bin = kvlm_binary();
-    argv.push_back(bin.data());
-    std::vector<std::string> copy = args;
-    for (auto& a : copy) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(bin.c_str(), argv.data());
+    std::vector<std::string> copy = argv;
+    std::vector<char*> args;
+    for (auto& a : copy) args.push_back(a.data());
+    args.push_back(nullptr);
+    ::execvp(args[0], args.data());
     std::_Exit(127);
   }
+  return pid;
+}
+
+int wait_exit_code(int pid) {
   int status = 0;
   ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// What the child has written so far ("" before it has created the file).
+std::string read_so_far(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string next_base() {
+  static std::atomic<int> counter{0};
+  return temp_dir() + "/cmd" + std::to_string(counter++);
+}
+
+}  // namespace
+
+CommandResult run_program(const std::vector<std::string>& argv) {
+  const std::string base = next_base();
+  const std::string out_path = base + ".out", err_path = base + ".err";
   CommandResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.exit_code = wait_exit_code(spawn(argv, out_path, err_path));
   r.out = read_file(out_path);
   r.err = read_file(err_path);
   std::filesystem::remove(out_path);
   std::filesystem::remove(err_path);
   return r;
 }
+
+CommandResult run_kvlm(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {kvlm_binary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_program(argv);
+}
+
+bool have_program(const std::string& name) {
+  return run_program({"sh", "-c", "command -v " + name}).exit_code == 0;
+}
+
+ServerProcess::ServerProcess(const std::vector<std::string>& args) {
+  const std::string base = next_base();
+  err_path_ = base + ".err";
+  std::vector<std::string> argv = {kvlm_binary(), "serve", "--port", "0"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  pid_ = spawn(argv, base + ".out", err_path_);
+  const std::regex listening("listening on http://127\\.0\\.0\\.1:([0-9]+)");
+  for (int i = 0; i < 3000; ++i) {  // up to 30 s (model loading under a loaded CI box)
+    std::smatch m;
+    const std::string err = read_so_far(err_path_);
+    if (std::regex_search(err, m, listening)) {
+      port_ = std::stoi(m[1].str());
+      return;
+    }
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      ADD_FAILURE() << "kvlm serve exited before listening:\n" << err;
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ADD_FAILURE() << "kvlm serve did not start listening:\n" << read_so_far(err_path_);
+}
+
+CommandResult ServerProcess::stop() {
+  CommandResult r;
+  if (pid_ > 0) {
+    ::kill(pid_, SIGTERM);
+    r.exit_code = wait_exit_code(pid_);
+    pid_ = -1;
+  }
+  r.err = read_so_far(err_path_);
+  return r;
+}
+
+ServerProcess::~ServerProcess() { stop(); }
 
 }  // namespace kvlm::test

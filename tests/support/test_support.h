@@ -23,6 +23,30 @@ struct CommandResult {
 
 // Runs the kvlm binary with `args` (no shell; each arg passed verbatim).
 CommandResult run_kvlm(const std::vector<std::string>& args);
+// Runs any program found on PATH (argv[0]) with its arguments.
+CommandResult run_program(const std::vector<std::string>& argv);
+// Whether a program is on PATH.
+bool have_program(const std::string& name);
+
+// `kvlm serve` in a child process on a free port of 127.0.0.1, stopped with
+// SIGTERM when destroyed. The constructor waits until the server listens and
+// fails the test (and leaves port() at 0) if it exits first.
+class ServerProcess {
+ public:
+  explicit ServerProcess(const std::vector<std::string>& args);
+  ~ServerProcess();
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
+  int port() const { return port_; }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  // Stops the server (SIGTERM) and returns its exit code and stderr.
+  CommandResult stop();
+
+ private:
+  int pid_ = -1;
+  int port_ = 0;
+  std::string err_path_;
+};
 
 // A per-process temporary directory, removed at exit; tests create files
 // under it with unique names.

@@ -119,3 +119,32 @@ TEST(Sampler, BadParametersAreRefused) {
 
 }  // namespace
 }  // namespace kvlm
+
+namespace kvlm {
+namespace {
+
+TEST(Sampler, LogitBiasAndOpenAiPenalties) {
+  SamplingParams p;
+  p.temperature = 0.f;
+  p.logit_bias = {{2, 5.f}};
+  Sampler biased(p);
+  EXPECT_EQ(biased.sample(std::vector<float>{3.f, 2.f, -1.f}, {}), 2);  // -1 + 5 = 4
+
+  SamplingParams q;
+  q.temperature = 0.f;
+  q.frequency_penalty = 1.f;
+  Sampler freq(q);
+  std::vector<float> logits = {3.f, 2.5f, 0.f};
+  std::vector<int32_t> once = {0};
+  EXPECT_EQ(freq.sample(logits, once), 1);  // 3 - 1 < 2.5
+  q.frequency_penalty = 0.f;
+  q.presence_penalty = 0.4f;
+  Sampler presence(q);
+  std::vector<int32_t> twice = {0, 0};
+  EXPECT_EQ(presence.sample(logits, twice), 0);  // 3 - 0.4 > 2.5: presence counts once
+  q.presence_penalty = 3.f;
+  EXPECT_THROW(q.validate(), Error);
+}
+
+}  // namespace
+}  // namespace kvlm

@@ -1,0 +1,309 @@
+#include "server/openai/protocol.h"
+
+#include <cmath>
+#include <random>
+
+#include <fmt/format.h>
+
+
+namespace kvlm::openai {
+namespace {
+
+// Validation failures travel as this exception inside the parser only; the
+// public functions turn it into a RequestError value.
+struct Invalid {
+  RequestError error;
+};
+
+[[noreturn]] void invalid(const std::string& param, const std::string& message) {
+  throw Invalid{RequestError{400, message, param}};
+}
+
+const Json* field(const Json& body, const char* key) {
+  auto it = body.find(key);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::optional<double> number(const Json& body, const char* key, double lo, double hi) {
+  const Json* v = field(body, key);
+  if (!v) return std::nullopt;
+  if (!v->is_number()) invalid(key, fmt::format("'{}' must be a number", key));
+  const double x = v->get<double>();
+  if (!std::isfinite(x) || x < lo || x > hi) invalid(key, fmt::format("'{}' must be between {} and {}, got {}", key, lo, hi, x));
+  return x;
+}
+
+std::optional<int64_t> integer(const Json& body, const char* key, int64_t lo, int64_t hi) {
+  const Json* v = field(body, key);
+  if (!v) return std::nullopt;
+  if (!v->is_number_integer()) invalid(key, fmt::format("'{}' must be an integer", key));
+  const int64_t x = v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)
+                        ? INT64_MAX : v->get<int64_t>();
+  if (x < lo || x > hi) invalid(key, fmt::format("'{}' must be between {} and {}, got {}", key, lo, hi, x));
+  return x;
+}
+
+std::optional<bool> boolean(const Json& body, const char* key) {
+  const Json* v = field(body, key);
+  if (!v) return std::nullopt;
+  if (!v->is_boolean()) invalid(key, fmt::format("'{}' must be true or false", key));
+  return v->get<bool>();
+}
+
+std::optional<std::string> string(const Json& body, const char* key) {
+  const Json* v = field(body, key);
+  if (!v) return std::nullopt;
+  if (!v->is_string()) invalid(key, fmt::format("'{}' must be a string", key));
+  return v->get<std::string>();
+}
+
+void refuse_if_set(const Json& body, const char* key, const char* why) {
+  const Json* v = field(body, key);
+  if (v && !(v->is_boolean() && !v->get<bool>()) && !(v->is_number() && v->get<double>() == 0))
+    invalid(key, fmt::format("'{}' is not supported: {}", key, why));
+}
+
+GenerationOptions parse_options(const Json& body, bool chat) {
+  if (!body.is_object()) invalid("body", "the request body must be a JSON object");
+  GenerationOptions o;
+  o.model = string(body, "model").value_or("");
+  SamplingParams& s = o.sampling;
+  // OpenAI's defaults: plain sampling at temperature 1.
+  s.temperature = static_cast<float>(number(body, "temperature", 0, 2).value_or(1.0));
+  s.top_p = static_cast<float>(number(body, "top_p", 0, 1).value_or(1.0));
+  if (s.top_p <= 0.f) invalid("top_p", "'top_p' must be greater than 0");
+  s.top_k = static_cast<int32_t>(integer(body, "top_k", -1, 1 << 20).value_or(0));
+  s.min_p = static_cast<float>(number(body, "min_p", 0, 1).value_or(0.0));
+  s.repetition_penalty = static_cast<float>(number(body, "repetition_penalty", 0.01, 10).value_or(1.0));
+  s.frequency_penalty = static_cast<float>(number(body, "frequency_penalty", -2, 2).value_or(0.0));
+  s.presence_penalty = static_cast<float>(number(body, "presence_penalty", -2, 2).value_or(0.0));
+  if (auto seed = integer(body, "seed", INT64_MIN, INT64_MAX)) {
+    s.seed = static_cast<uint64_t>(*seed);
+  } else {
+    s.seed = std::random_device{}();
+  }
+  if (const Json* bias = field(body, "logit_bias")) {
+    if (!bias->is_object()) invalid("logit_bias", "'logit_bias' must map token ids to numbers");
+    for (const auto& [key, value] : bias->items()) {
+      size_t used = 0;
+      long id = -1;
+      try {
+        id = std::stol(key, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != key.size() || id < 0 || !value.is_number())
+        invalid("logit_bias", fmt::format("'logit_bias' key '{}' must be a token id with a number", key));
+      s.logit_bias.emplace_back(static_cast<int32_t>(id), value.get<float>());
+    }
+  }
+  const char* max_key = chat && field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  if (auto n = integer(body, max_key, 1, 1 << 30)) o.max_tokens = static_cast<int32_t>(*n);
+  if (const Json* stop = field(body, "stop")) {
+    if (stop->is_string()) {
+      o.stop.push_back(stop->get<std::string>());
+    } else if (stop->is_array()) {
+      for (const Json& x : *stop) {
+        if (!x.is_string()) invalid("stop", "'stop' must be a string or an array of strings");
+        o.stop.push_back(x.get<std::string>());
+      }
+    } else {
+      invalid("stop", "'stop' must be a string or an array of strings");
+    }
+  }
+  o.stream = boolean(body, "stream").value_or(false);
+  if (const Json* so = field(body, "stream_options")) {
+    if (!so->is_object()) invalid("stream_options", "'stream_options' must be an object");
+    if (!o.stream) invalid("stream_options", "'stream_options' is only allowed with stream: true");
+    o.include_usage = boolean(*so, "include_usage").value_or(false);
+  }
+  if (auto n = integer(body, "n", 1, 128); n && *n != 1) invalid("n", "only n = 1 is supported");
+  if (auto n = integer(body, "best_of", 1, 128); n && *n != 1) invalid("best_of", "only best_of = 1 is supported");
+  refuse_if_set(body, "logprobs", "kvlm does not return log-probabilities yet");
+  refuse_if_set(body, "top_logprobs", "kvlm does not return log-probabilities yet");
+  o.ignore_eos = boolean(body, "ignore_eos").value_or(false);
+  o.cache_salt = string(body, "cache_salt");
+  return o;
+}
+
+// Message content may be a string or an array of parts; text parts are joined
+// with newlines (as vLLM does), other part types are refused.
+Json normalize_messages(const Json& messages) {
+  if (!messages.is_array() || messages.empty())
+    invalid("messages", "'messages' must be a non-empty array");
+  Json out = Json::array();
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const Json& m = messages[i];
+    const std::string where = fmt::format("messages[{}]", i);
+    if (!m.is_object()) invalid(where, fmt::format("'{}' must be an object", where));
+    const Json* role = field(m, "role");
+    if (!role || !role->is_string()) invalid(where + ".role", fmt::format("'{}.role' must be a string", where));
+    Json copy = m;
+    if (const Json* content = field(m, "content"); content && content->is_array()) {
+      std::string text;
+      for (const Json& part : *content) {
+        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+          invalid(where + ".content", "only text content parts are supported");
+        if (!text.empty()) text += "\n";
+        text += part["text"].get<std::string>();
+      }
+      copy["content"] = text;
+    } else if (content && !content->is_string()) {
+      invalid(where + ".content", fmt::format("'{}.content' must be a string or an array of parts", where));
+    }
+    out.push_back(std::move(copy));
+  }
+  return out;
+}
+
+std::vector<int32_t> token_ids(const Json& a) {
+  std::vector<int32_t> ids;
+  for (const Json& x : a) {
+    if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX)
+      invalid("prompt", "token ids in 'prompt' must be non-negative integers");
+    ids.push_back(static_cast<int32_t>(x.get<int64_t>()));
+  }
+  return ids;
+}
+
+template <typename T, typename F>
+std::variant<T, RequestError> guarded(F&& f) {
+  try {
+    return f();
+  } catch (const Invalid& e) {
+    return e.error;
+  }
+}
+
+}  // namespace
+
+std::variant<CompletionRequest, RequestError> parse_completion_request(const Json& body) {
+  return guarded<CompletionRequest>([&] {
+    CompletionRequest r;
+    r.options = parse_options(body, /*chat=*/false);
+    refuse_if_set(body, "echo", "echoing the prompt is not supported");
+    if (field(body, "suffix")) invalid("suffix", "'suffix' is not supported");
+    const Json* prompt = field(body, "prompt");
+    if (!prompt) invalid("prompt", "'prompt' is required");
+    if (prompt->is_string()) {
+      r.prompt = prompt->get<std::string>();
+    } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number()) {
+      r.prompt = token_ids(*prompt);
+    } else if (prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string()) {
+      r.prompt = (*prompt)[0].get<std::string>();
+    } else if (prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_array()) {
+      r.prompt = token_ids((*prompt)[0]);
+    } else if (prompt->is_array() && prompt->size() > 1) {
+      invalid("prompt", "one prompt per request: send a list of prompts as separate requests");
+    } else {
+      invalid("prompt", "'prompt' must be a string, an array of token ids, or a one-element array of either");
+    }
+    if (std::holds_alternative<std::string>(r.prompt) && std::get<std::string>(r.prompt).empty())
+      invalid("prompt", "'prompt' is empty");
+    if (!r.options.max_tokens) r.options.max_tokens = 16;  // OpenAI's default for completions
+    return r;
+  });
+}
+
+std::variant<ChatRequest, RequestError> parse_chat_request(const Json& body) {
+  return guarded<ChatRequest>([&] {
+    ChatRequest r;
+    r.options = parse_options(body, /*chat=*/true);
+    const Json* messages = field(body, "messages");
+    if (!messages) invalid("messages", "'messages' is required");
+    r.messages = normalize_messages(*messages);
+    if (const Json* rf = field(body, "response_format")) {
+      if (!rf->is_object() || rf->value("type", "") != "text")
+        invalid("response_format", "only response_format {\"type\": \"text\"} is supported");
+    }
+    r.template_extra = Json::object();
+    for (const char* key : {"tools", "tool_choice", "documents"})
+      if (const Json* v = field(body, key)) r.template_extra[key] = *v;
+    if (const Json* kw = field(body, "chat_template_kwargs")) {
+      if (!kw->is_object()) invalid("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+      for (const auto& [k, v] : kw->items()) r.template_extra[k] = v;
+    }
+    return r;
+  });
+}
+
+Json usage_json(const Usage& u) {
+  return Json{{"prompt_tokens", u.prompt_tokens},
+              {"completion_tokens", u.completion_tokens},
+              {"total_tokens", u.prompt_tokens + u.completion_tokens},
+              {"prompt_tokens_details", Json{{"cached_tokens", u.cached_tokens}}}};
+}
+
+namespace {
+Json reason_json(const std::string& r) { return r.empty() ? Json(nullptr) : Json(r); }
+}  // namespace
+
+Json completion_response(const std::string& id, int64_t created, const std::string& model, const std::string& text,
+                         const std::string& finish_reason, const Usage& usage) {
+  return Json{{"id", id},
+              {"object", "text_completion"},
+              {"created", created},
+              {"model", model},
+              {"choices", Json::array({Json{{"index", 0}, {"text", text}, {"logprobs", nullptr},
+                                            {"finish_reason", reason_json(finish_reason)}}})},
+              {"usage", usage_json(usage)}};
+}
+
+Json chat_response(const std::string& id, int64_t created, const std::string& model, const std::string& text,
+                   const std::string& finish_reason, const Usage& usage) {
+  return Json{{"id", id},
+              {"object", "chat.completion"},
+              {"created", created},
+              {"model", model},
+              {"choices", Json::array({Json{{"index", 0},
+                                            {"message", Json{{"role", "assistant"}, {"content", text}}},
+                                            {"logprobs", nullptr},
+                                            {"finish_reason", reason_json(finish_reason)}}})},
+              {"usage", usage_json(usage)}};
+}
+
+Json completion_chunk(const std::string& id, int64_t created, const std::string& model, const std::string& text,
+                      const std::string& finish_reason) {
+  return Json{{"id", id},
+              {"object", "text_completion"},
+              {"created", created},
+              {"model", model},
+              {"choices", Json::array({Json{{"index", 0}, {"text", text}, {"logprobs", nullptr},
+                                            {"finish_reason", reason_json(finish_reason)}}})}};
+}
+
+Json chat_chunk(const std::string& id, int64_t created, const std::string& model, const std::string& text,
+                const std::string& finish_reason, bool with_role) {
+  Json delta = Json::object();
+  if (with_role) delta["role"] = "assistant";
+  if (!text.empty() || finish_reason.empty()) delta["content"] = text;
+  return Json{{"id", id},
+              {"object", "chat.completion.chunk"},
+              {"created", created},
+              {"model", model},
+              {"choices", Json::array({Json{{"index", 0}, {"delta", delta}, {"logprobs", nullptr},
+                                            {"finish_reason", reason_json(finish_reason)}}})}};
+}
+
+Json usage_chunk(const std::string& id, int64_t created, const std::string& model, bool chat, const Usage& usage) {
+  return Json{{"id", id},
+              {"object", chat ? "chat.completion.chunk" : "text_completion"},
+              {"created", created},
+              {"model", model},
+              {"choices", Json::array()},
+              {"usage", usage_json(usage)}};
+}
+
+Json error_json(const RequestError& e) {
+  return Json{{"error", Json{{"message", e.message},
+                             {"type", e.type},
+                             {"param", e.param ? Json(*e.param) : Json(nullptr)},
+                             {"code", e.code ? Json(*e.code) : Json(nullptr)}}}};
+}
+
+std::string new_id(const char* prefix) {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  return fmt::format("{}-{:016x}{:08x}", prefix, rng(), static_cast<uint32_t>(rng()));
+}
+
+}  // namespace kvlm::openai

@@ -1,0 +1,86 @@
+// The OpenAI completions and chat-completions protocol as plain data: request
+// parsing and validation, and the JSON of responses, stream chunks and
+// errors. No HTTP and no engine here (server/http/ and server/routes/ use it).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runner/sampler.h"
+
+namespace kvlm::openai {
+
+using Json = nlohmann::ordered_json;
+
+// A request that fails validation: the HTTP status, the message and the
+// offending parameter, as OpenAI reports them.
+struct RequestError {
+  RequestError(int status_, std::string message_, std::optional<std::string> param_ = std::nullopt,
+               std::string type_ = "invalid_request_error")
+      : status(status_), message(std::move(message_)), param(std::move(param_)), type(std::move(type_)) {}
+  int status;
+  std::string message;
+  std::optional<std::string> param;
+  std::string type;
+  std::optional<std::string> code;
+};
+
+// Parameters shared by both endpoints, already validated.
+struct GenerationOptions {
+  std::string model;
+  SamplingParams sampling;             // OpenAI defaults: temperature 1, top_p 1, no top-k/min-p
+  std::optional<int32_t> max_tokens;   // unset: up to the context (chat) / 16 (completions)
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;          // stream_options.include_usage
+  bool ignore_eos = false;             // extension
+  std::optional<std::string> cache_salt;  // extension (vLLM): separates prefix-cache namespaces
+};
+
+struct CompletionRequest {
+  GenerationOptions options;
+  // A text prompt or token ids (a single prompt; lists of prompts are refused).
+  std::variant<std::string, std::vector<int32_t>> prompt;
+};
+
+struct ChatRequest {
+  GenerationOptions options;
+  Json messages;            // array of {role, content: string}, content parts joined
+  Json template_extra;      // tools, documents, chat_template_kwargs... for the template
+};
+
+// Parse and validate a request body.
+std::variant<CompletionRequest, RequestError> parse_completion_request(const Json& body);
+std::variant<ChatRequest, RequestError> parse_chat_request(const Json& body);
+
+// Responses. `finish_reason` is "stop" or "length".
+struct Usage {
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;
+  int32_t cached_tokens = 0;
+};
+Json usage_json(const Usage& u);
+Json completion_response(const std::string& id, int64_t created, const std::string& model, const std::string& text,
+                         const std::string& finish_reason, const Usage& usage);
+Json chat_response(const std::string& id, int64_t created, const std::string& model, const std::string& text,
+                   const std::string& finish_reason, const Usage& usage);
+// Stream chunks; finish_reason empty while the stream goes on. `role` is set on
+// the first chat chunk only.
+Json completion_chunk(const std::string& id, int64_t created, const std::string& model, const std::string& text,
+                      const std::string& finish_reason);
+Json chat_chunk(const std::string& id, int64_t created, const std::string& model, const std::string& text,
+                const std::string& finish_reason, bool with_role);
+// The final usage-only chunk of a stream with include_usage.
+Json usage_chunk(const std::string& id, int64_t created, const std::string& model, bool chat, const Usage& usage);
+
+Json error_json(const RequestError& e);
+
+// "cmpl-<24 hex>" / "chatcmpl-<24 hex>".
+std::string new_id(const char* prefix);
+
+}  // namespace kvlm::openai

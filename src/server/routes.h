@@ -1,0 +1,37 @@
+// Route handlers of the server, one function per route, and what they share.
+// Internal to server/: server.cpp registers them with the HTTP transport.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <httplib.h>
+
+#include "server/openai/protocol.h"
+
+namespace kvlm {
+
+class Engine;
+class ChatTemplate;
+
+struct ServerContext {
+  Engine& engine;
+  std::string model_name;
+  std::unique_ptr<ChatTemplate> chat_template;  // null: the model has none (chat requests get 400)
+  std::string chat_template_error;              // why it is null
+};
+
+// Writes an OpenAI-style error.
+void send_error(httplib::Response& res, const openai::RequestError& e);
+// Parses the body as JSON or answers 400; nullopt then.
+std::optional<openai::Json> parse_body(const httplib::Request& req, httplib::Response& res);
+
+void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_models(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_health(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_metrics(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_tokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_detokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+
+}  // namespace kvlm

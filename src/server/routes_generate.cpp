@@ -1,0 +1,203 @@
+// POST /v1/completions and /v1/chat/completions: validate, build the prompt,
+// submit to the engine, then answer with one JSON body or an SSE stream.
+#include <chrono>
+#include <ctime>
+
+#include <fmt/format.h>
+
+#include "common/error.h"
+#include "common/hash.h"
+#include "engine/engine.h"
+#include "model/model.h"
+#include "server/routes.h"
+#include "tokenizer/chat_prompt.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvlm {
+namespace {
+
+using openai::Json;
+
+// How long a stream waits for tokens before it writes an SSE comment; a write
+// to a client that has gone fails, which cancels its request.
+constexpr auto kHeartbeat = std::chrono::milliseconds(1000);
+
+int status_for(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kInvalidArgument:
+    case ErrorCode::kOutOfRange:
+    case ErrorCode::kUnsupported: return 400;
+    case ErrorCode::kNotFound: return 404;
+    case ErrorCode::kUnavailable: return 503;
+    default: return 500;
+  }
+}
+
+openai::RequestError from_error(const Error& e) {
+  openai::RequestError r{status_for(e.code()), e.what(), std::nullopt};
+  if (r.status >= 500) r.type = "server_error";
+  return r;
+}
+
+std::string reason_name(std::optional<FinishReason> r) {
+  return r == FinishReason::kLength ? "length" : "stop";
+}
+
+std::string sse(const Json& j) { return "data: " + j.dump() + "\n\n"; }
+
+struct Generation {
+  bool chat;
+  std::string id;
+  int64_t created;
+  openai::GenerationOptions options;
+  std::vector<int32_t> prompt;
+};
+
+void run(ServerContext& ctx, Generation gen, httplib::Response& res) {
+  Engine& engine = ctx.engine;
+  const int32_t num_prompt = static_cast<int32_t>(gen.prompt.size());
+  const int32_t limit = engine.max_model_len();
+  if (num_prompt >= limit) {
+    send_error(res, {400, fmt::format("This model's maximum context length is {} tokens. However, your prompt has {} tokens; "
+                                      "leave room for at least one generated token.", limit, num_prompt),
+                     std::string(gen.chat ? "messages" : "prompt")});
+    return;
+  }
+  int32_t max_tokens = gen.options.max_tokens.value_or(limit - num_prompt);
+  if (num_prompt + max_tokens > limit) {
+    if (gen.options.max_tokens) {
+      send_error(res, {400, fmt::format("This model's maximum context length is {} tokens. However, you requested {} tokens "
+                                        "({} in the {}, {} in the completion). Please reduce the length.",
+                                        limit, num_prompt + max_tokens, num_prompt, gen.chat ? "messages" : "prompt",
+                                        max_tokens),
+                       std::string("max_tokens")});
+      return;
+    }
+    max_tokens = limit - num_prompt;
+  }
+  GenerateRequest g;
+  g.prompt_tokens = std::move(gen.prompt);
+  g.sampling = gen.options.sampling;
+  g.max_tokens = max_tokens;
+  g.stop = gen.options.stop;
+  g.ignore_eos = gen.options.ignore_eos;
+  if (gen.options.cache_salt) {
+    const Hash128 h = hash128(gen.options.cache_salt->data(), gen.options.cache_salt->size());
+    g.cache_salt = h.lo | 1;  // never 0, which means "shared"
+  }
+  std::shared_ptr<RequestStream> stream;
+  try {
+    stream = engine.submit(std::move(g));
+  } catch (const Error& e) {
+    send_error(res, from_error(e));
+    return;
+  }
+
+  auto usage_of = [num_prompt](const RequestStats& st) {
+    return openai::Usage{num_prompt, st.num_generated_tokens, st.num_cached_tokens};
+  };
+
+  if (!gen.options.stream) {
+    std::string text;
+    std::optional<FinishReason> reason;
+    while (auto ev = stream->next()) {
+      text += ev->text;
+      if (ev->error) {
+        send_error(res, from_error(*ev->error));
+        return;
+      }
+      if (ev->finished) reason = ev->finish_reason;
+    }
+    if (reason == FinishReason::kAborted) {
+      send_error(res, {503, "the request was aborted (the server is shutting down)", std::nullopt, "server_error"});
+      return;
+    }
+    const openai::Usage usage = usage_of(stream->stats());
+    Json body = gen.chat ? openai::chat_response(gen.id, gen.created, ctx.model_name, text, reason_name(reason), usage)
+                         : openai::completion_response(gen.id, gen.created, ctx.model_name, text, reason_name(reason), usage);
+    res.set_content(body.dump(), "application/json");
+    return;
+  }
+
+  // Streaming: the provider runs on the connection's thread after this
+  // handler returns, pulling events until the request finishes.
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  auto state = std::make_shared<bool>(true);  // first chunk still to send (chat: carries the role)
+  const RequestId rid = stream->id();
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [&ctx, gen = std::move(gen), stream, state, usage_of](size_t, httplib::DataSink& sink) {
+        auto ev = stream->next_for(kHeartbeat);
+        if (!ev) {
+          if (stream->done()) {
+            sink.done();
+            return true;
+          }
+          return sink.write(": keep-alive\n\n", 15);  // false: the client is gone
+        }
+        std::string out;
+        if (ev->error) {
+          out += sse(openai::error_json(from_error(*ev->error)));
+        } else {
+          const bool finished = ev->finished;
+          const std::string reason = finished ? reason_name(ev->finish_reason) : "";
+          if (!ev->text.empty() || *state || finished) {
+            Json chunk = gen.chat ? openai::chat_chunk(gen.id, gen.created, ctx.model_name, ev->text, reason, *state)
+                                  : openai::completion_chunk(gen.id, gen.created, ctx.model_name, ev->text, reason);
+            out += sse(chunk);
+            *state = false;
+          }
+          if (finished && gen.options.include_usage)
+            out += sse(openai::usage_chunk(gen.id, gen.created, ctx.model_name, gen.chat, usage_of(stream->stats())));
+        }
+        if (ev->finished) out += "data: [DONE]\n\n";
+        if (!out.empty() && !sink.write(out.data(), out.size())) return false;
+        if (ev->finished) sink.done();
+        return true;
+      },
+      [&ctx, rid, stream](bool success) {
+        // The connection ended early (client gone, write failed): stop the
+        // request so its blocks go back to the pool.
+        if (!success || !stream->done()) ctx.engine.cancel(rid);
+      });
+}
+
+int64_t unix_now() { return static_cast<int64_t>(std::time(nullptr)); }
+
+}  // namespace
+
+void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  auto body = parse_body(req, res);
+  if (!body) return;
+  auto parsed = openai::parse_completion_request(*body);
+  if (auto* e = std::get_if<openai::RequestError>(&parsed)) return send_error(res, *e);
+  auto& r = std::get<openai::CompletionRequest>(parsed);
+  Generation gen{false, openai::new_id("cmpl"), unix_now(), std::move(r.options), {}};
+  if (auto* text = std::get_if<std::string>(&r.prompt)) {
+    gen.prompt = ctx.engine.tokenizer().encode(*text, /*add_special=*/true, /*parse_special=*/true);
+  } else {
+    gen.prompt = std::get<std::vector<int32_t>>(r.prompt);
+  }
+  run(ctx, std::move(gen), res);
+}
+
+void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  auto body = parse_body(req, res);
+  if (!body) return;
+  auto parsed = openai::parse_chat_request(*body);
+  if (auto* e = std::get_if<openai::RequestError>(&parsed)) return send_error(res, *e);
+  auto& r = std::get<openai::ChatRequest>(parsed);
+  if (!ctx.chat_template) return send_error(res, {400, ctx.chat_template_error, std::string("messages")});
+  Generation gen{true, openai::new_id("chatcmpl"), unix_now(), std::move(r.options), {}};
+  try {
+    gen.prompt = encode_chat(ctx.engine.tokenizer(), *ctx.chat_template, r.messages, /*add_generation_prompt=*/true,
+                             r.template_extra);
+  } catch (const Error& e) {
+    // The template's own words, e.g. "System role not supported".
+    return send_error(res, {400, e.what(), std::string("messages")});
+  }
+  run(ctx, std::move(gen), res);
+}
+
+}  // namespace kvlm

@@ -1,0 +1,53 @@
+// kvlm's HTTP server: the OpenAI-compatible API over the engine.
+//
+//   POST /v1/completions        text or token-id prompt, streaming (SSE) or not
+//   POST /v1/chat/completions   messages through the model's chat template
+//   GET  /v1/models             the served model
+//   POST /tokenize, /detokenize the model's tokenizer
+//   GET  /health                200 once the engine is up
+//   GET  /metrics               Prometheus exposition of the engine's metrics
+//
+// Errors are OpenAI-style JSON ({"error": {"message", "type", "param",
+// "code"}}) with the matching status. With an API key, /v1/* and the
+// tokenizer routes need "Authorization: Bearer <key>".
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace kvlm {
+
+class Engine;
+
+struct ServerConfig {
+  std::string host = "127.0.0.1";
+  int port = 8080;                  // 0: any free port (see Server::port())
+  std::string api_key;              // empty: no authentication
+  std::string model_name;           // reported in responses and /v1/models
+  int num_http_threads = 0;         // 0: enough for every running and queued request
+  std::optional<std::string> chat_template_file;  // overrides the model's template
+  size_t max_body_bytes = 32 << 20;
+};
+
+class Server {
+ public:
+  // Throws Error(kInvalidArgument) for a chat template that does not parse.
+  Server(Engine& engine, ServerConfig config);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds the listening socket; throws Error(kUnavailable) if it cannot.
+  void bind();
+  int port() const;
+  // Serves until stop() (from another thread or a signal handler's thread).
+  void run();
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvlm

@@ -1,0 +1,291 @@
+// The OpenAI-compatible server over real HTTP on loopback: `kvlm serve` in a
+// child process, driven with curl and with an HTTP client that can hang up.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "support/test_support.h"
+
+namespace kvlm {
+namespace {
+
+using Json = nlohmann::json;
+
+std::string stories() { return test::shared_path("models/stories260K.gguf"); }
+std::string qwen_template() { return test::shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"); }
+
+// POST with curl; returns {status, body}.
+std::pair<int, std::string> curl_post(const std::string& url, const std::string& body,
+                                      const std::vector<std::string>& headers = {}) {
+  std::vector<std::string> argv = {"curl", "-sS", "-N", "-w", "\n%{http_code}", "-H", "Content-Type: application/json",
+                                   "--data-binary", body};
+  for (const auto& h : headers) argv.insert(argv.end(), {"-H", h});
+  argv.push_back(url);
+  auto r = test::run_program(argv);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const size_t nl = r.out.rfind('\n');
+  return {std::stoi(r.out.substr(nl + 1)), r.out.substr(0, nl)};
+}
+
+std::pair<int, std::string> curl_get(const std::string& url) {
+  auto r = test::run_program({"curl", "-sS", "-w", "\n%{http_code}", url});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const size_t nl = r.out.rfind('\n');
+  return {std::stoi(r.out.substr(nl + 1)), r.out.substr(0, nl)};
+}
+
+// The data payloads of an SSE body, in order ("[DONE]" included).
+std::vector<std::string> sse_data(const std::string& body) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while ((pos = body.find("data: ", pos)) != std::string::npos) {
+    const size_t end = body.find("\n\n", pos);
+    out.push_back(body.substr(pos + 6, end - pos - 6));
+    pos = end;
+  }
+  return out;
+}
+
+// The value of a sample: `name` alone matches its first series, or give the
+// whole series ("name{labels}").
+double metric(const std::string& text, const std::string& series) {
+  const std::string key = "\n" + series + (series.find('{') == std::string::npos ? "{" : " ");
+  const size_t at = text.find(key);
+  if (at == std::string::npos) return -1;
+  const size_t sp = text.find(' ', at + key.size() - 1);
+  return std::stod(text.substr(sp + 1, text.find('\n', sp) - sp - 1));
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = new test::ServerProcess({"-m", stories(), "--chat-template-file", qwen_template(), "-t", "1"});
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  static std::string url(const std::string& path) { return server_->url() + path; }
+  static test::ServerProcess* server_;
+};
+test::ServerProcess* ServerTest::server_ = nullptr;
+
+TEST_F(ServerTest, HealthAndModels) {
+  ASSERT_GT(server_->port(), 0);
+  auto [status, body] = curl_get(url("/health"));
+  EXPECT_EQ(status, 200);
+  std::tie(status, body) = curl_get(url("/v1/models"));
+  EXPECT_EQ(status, 200);
+  Json j = Json::parse(body);
+  EXPECT_EQ(j["object"], "list");
+  EXPECT_EQ(j["data"][0]["id"], "llama");  // general.name of stories260K
+}
+
+TEST_F(ServerTest, CompletionMatchesTheGreedyGolden) {
+  auto [status, body] = curl_post(url("/v1/completions"),
+                                  R"({"model":"llama","prompt":"Once upon a time","max_tokens":20,"temperature":0})");
+  ASSERT_EQ(status, 200) << body;
+  Json j = Json::parse(body);
+  EXPECT_EQ(j["object"], "text_completion");
+  const std::string text = j["choices"][0]["text"];
+  // The first 20 tokens of golden/stories260K-greedy.jsonl's first prompt.
+  EXPECT_EQ(text, ", there was a little girl named Lily. She loved to play outsid");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 5);
+  EXPECT_EQ(j["usage"]["completion_tokens"], 20);
+  EXPECT_EQ(j["usage"]["total_tokens"], 25);
+}
+
+TEST_F(ServerTest, StreamedDeltasConcatenateToTheWholeText) {
+  const std::string req = R"({"prompt":"Lily and Tom went to the park.","max_tokens":40,"temperature":0)";
+  auto [status, whole] = curl_post(url("/v1/completions"), req + "}");
+  ASSERT_EQ(status, 200) << whole;
+  auto [s2, stream] = curl_post(url("/v1/completions"), req + R"(,"stream":true,"stream_options":{"include_usage":true}})");
+  ASSERT_EQ(s2, 200) << stream;
+  auto events = sse_data(stream);
+  ASSERT_GE(events.size(), 3u) << stream;
+  EXPECT_EQ(events.back(), "[DONE]");
+  std::string text;
+  std::string reason;
+  for (size_t i = 0; i + 2 < events.size(); ++i) {
+    Json e = Json::parse(events[i]);
+    text += e["choices"][0]["text"].get<std::string>();
+    if (!e["choices"][0]["finish_reason"].is_null()) reason = e["choices"][0]["finish_reason"];
+  }
+  Json usage = Json::parse(events[events.size() - 2]);
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"]["completion_tokens"], 40);
+  EXPECT_EQ(text, Json::parse(whole)["choices"][0]["text"].get<std::string>());
+  EXPECT_EQ(reason, "length");
+}
+
+TEST_F(ServerTest, ChatCompletionUsesTheTemplateAndStreams) {
+  const std::string req =
+      R"({"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"Tell me a story."}]}],"max_tokens":12,"temperature":0)";
+  auto [status, body] = curl_post(url("/v1/chat/completions"), req + "}");
+  ASSERT_EQ(status, 200) << body;
+  Json j = Json::parse(body);
+  EXPECT_EQ(j["object"], "chat.completion");
+  EXPECT_EQ(j["choices"][0]["message"]["role"], "assistant");
+  const std::string text = j["choices"][0]["message"]["content"];
+  EXPECT_FALSE(text.empty());
+  // The prompt is the Qwen template rendered and tokenized: same count as the CLI's.
+  auto rendered = test::run_kvlm({"template", "-m", stories(), "--template-file", qwen_template(), "--messages",
+                                  test::write_temp_file("srv-msgs.json",
+                                                        R"([{"role":"system","content":"Be brief."},{"role":"user","content":"Tell me a story."}])"),
+                                  "--add-generation-prompt"});
+  auto ids = test::run_kvlm({"tokenize", "-m", stories(), "-f", test::write_temp_file("srv-prompt.txt", rendered.out), "--ids"});
+  std::istringstream in(ids.out);
+  int n = 0;
+  for (int id; in >> id;) ++n;
+  EXPECT_EQ(j["usage"]["prompt_tokens"], n);
+
+  auto [s2, stream] = curl_post(url("/v1/chat/completions"), req + R"(,"stream":true})");
+  ASSERT_EQ(s2, 200);
+  auto events = sse_data(stream);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  Json first = Json::parse(events.front());
+  EXPECT_EQ(first["object"], "chat.completion.chunk");
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  std::string streamed;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    const Json delta = Json::parse(events[i])["choices"][0]["delta"];
+    if (delta.contains("content")) streamed += delta["content"].get<std::string>();
+  }
+  EXPECT_EQ(streamed, text);
+}
+
+TEST_F(ServerTest, BadRequestsGetOpenAiErrors) {
+  struct Case {
+    std::string path, body;
+    int status;
+    std::string param, fragment;
+  };
+  const std::vector<Case> cases = {
+      {"/v1/completions", "{not json", 400, "", "not valid JSON"},
+      {"/v1/completions", R"({"max_tokens":5})", 400, "prompt", "'prompt' is required"},
+      {"/v1/completions", R"({"prompt":"x","n":2})", 400, "n", "only n = 1"},
+      {"/v1/completions", R"({"prompt":"x","temperature":9})", 400, "temperature", "between 0 and 2"},
+      {"/v1/completions", R"({"prompt":"x","max_tokens":100000})", 400, "max_tokens", "maximum context length is 2048"},
+      {"/v1/completions", R"({"prompt":[1, 99999]})", 400, "", "outside the vocabulary"},
+      {"/v1/chat/completions", R"({"messages":[]})", 400, "messages", "non-empty array"},
+      {"/v1/chat/completions", R"({"messages":[{"content":"hi"}]})", 400, "messages[0].role", "must be a string"},
+      {"/v1/nothing", "{}", 404, "", "no route POST /v1/nothing"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.body);
+    auto [status, body] = curl_post(url(c.path), c.body);
+    EXPECT_EQ(status, c.status) << body;
+    Json j = Json::parse(body);
+    ASSERT_TRUE(j.contains("error")) << body;
+    EXPECT_NE(j["error"]["message"].get<std::string>().find(c.fragment), std::string::npos) << body;
+    if (!c.param.empty()) {
+      EXPECT_EQ(j["error"]["param"], c.param) << body;
+    }
+  }
+  // A prompt longer than the context.
+  std::string long_prompt;
+  for (int i = 0; i < 700; ++i) long_prompt += "Once upon a time ";
+  auto [status, body] = curl_post(url("/v1/completions"), Json{{"prompt", long_prompt}}.dump());
+  EXPECT_EQ(status, 400) << body;
+  EXPECT_NE(body.find("maximum context length is 2048"), std::string::npos) << body;
+}
+
+TEST_F(ServerTest, ConcurrentRequestsEqualSequentialOnes) {
+  std::vector<std::string> prompts = {"Once upon a time", "The little dog was sad because", "Sara had a red ball. She",
+                                      "One day, a boy named Tim found a shiny", "Lily and Tom went to the park."};
+  auto body_for = [](const std::string& p) { return Json{{"prompt", p}, {"max_tokens", 48}, {"temperature", 0}}.dump(); };
+  std::vector<std::string> sequential;
+  for (const auto& p : prompts) sequential.push_back(curl_post(url("/v1/completions"), body_for(p)).second);
+  std::vector<std::string> parallel(prompts.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < prompts.size(); ++i)
+    threads.emplace_back([&, i] { parallel[i] = curl_post(url("/v1/completions"), body_for(prompts[i])).second; });
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < prompts.size(); ++i)
+    EXPECT_EQ(Json::parse(parallel[i])["choices"][0]["text"], Json::parse(sequential[i])["choices"][0]["text"]);
+}
+
+TEST_F(ServerTest, ClientThatHangsUpReleasesItsBlocks) {
+  httplib::Client cli("127.0.0.1", server_->port());
+  int chunks = 0;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.headers = {{"Content-Type", "application/json"}};
+  req.body = R"({"prompt":"Once upon a time","max_tokens":1500,"ignore_eos":true,"temperature":0,"stream":true})";
+  // Hang up after 3 chunks of the stream.
+  req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 3; };
+  cli.send(req);
+  EXPECT_GE(chunks, 3);
+  // The request must end (aborted) and give every block back.
+  std::string text;
+  for (int i = 0; i < 500; ++i) {
+    text = curl_get(url("/metrics")).second;
+    if (metric(text, "kvlm_requests_running") == 0 && metric(text, "kvlm_kv_blocks_used") == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(metric(text, "kvlm_requests_running"), 0) << text;
+  EXPECT_EQ(metric(text, "kvlm_kv_blocks_used"), 0) << text;
+  EXPECT_GE(metric(text, "kvlm_requests_finished_total{model_name=\"llama\",finished_reason=\"abort\"}"), 1) << text;
+  // And the server still serves.
+  auto [status, body] = curl_post(url("/v1/completions"), R"({"prompt":"Once","max_tokens":3})");
+  EXPECT_EQ(status, 200) << body;
+}
+
+TEST_F(ServerTest, MetricsCountWhatHappened) {
+  curl_post(url("/v1/completions"), R"({"prompt":"Once upon a time","max_tokens":8,"temperature":0})");
+  auto [status, text] = curl_get(url("/metrics"));
+  ASSERT_EQ(status, 200);
+  EXPECT_GT(metric(text, "kvlm_generation_tokens_total"), 0) << text;
+  EXPECT_GT(metric(text, "kvlm_prompt_tokens_total"), 0);
+  EXPECT_GT(metric(text, "kvlm_kv_blocks_total"), 0);
+  EXPECT_NE(text.find("# TYPE kvlm_time_to_first_token_seconds histogram"), std::string::npos);
+  EXPECT_NE(text.find("kvlm_time_to_first_token_seconds_bucket{model_name=\"llama\",le=\"+Inf\"}"), std::string::npos);
+  // Repeating a prompt hits the prefix cache (16-token blocks: a 40-token prompt has 2 full blocks).
+  const std::string p = Json{{"prompt", "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day"},
+                             {"max_tokens", 2}}.dump();
+  curl_post(url("/v1/completions"), p);
+  auto [s2, again] = curl_post(url("/v1/completions"), p);
+  EXPECT_GE(Json::parse(again)["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 16) << again;
+  text = curl_get(url("/metrics")).second;
+  EXPECT_GT(metric(text, "kvlm_prefix_cache_hits_total"), 0);
+}
+
+TEST(ServerAuth, ApiKeyIsRequiredOnTheApi) {
+  test::ServerProcess server({"-m", stories(), "--api-key", "sekret", "-t", "1"});
+  ASSERT_GT(server.port(), 0);
+  auto [status, body] = curl_post(server.url() + "/v1/completions", R"({"prompt":"Once","max_tokens":2})");
+  EXPECT_EQ(status, 401) << body;
+  EXPECT_EQ(Json::parse(body)["error"]["code"], "invalid_api_key");
+  std::tie(status, body) =
+      curl_post(server.url() + "/v1/completions", R"({"prompt":"Once","max_tokens":2})", {"Authorization: Bearer sekret"});
+  EXPECT_EQ(status, 200) << body;
+  EXPECT_EQ(curl_get(server.url() + "/health").first, 200);  // health stays open
+  // Without a template, chat is a clear 400.
+  std::tie(status, body) = curl_post(server.url() + "/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}]})",
+                                     {"Authorization: Bearer sekret"});
+  EXPECT_EQ(status, 400);
+  EXPECT_NE(body.find("no chat template"), std::string::npos) << body;
+  auto stopped = server.stop();
+  EXPECT_EQ(stopped.exit_code, 0) << stopped.err;
+}
+
+TEST(ServerStartup, BadTemplateFileAndBusyPortAreClearErrors) {
+  auto r = test::run_kvlm({"serve", "-m", stories(), "--chat-template-file", test::write_temp_file("bad.jinja", "{% if %}")});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("template syntax error"), std::string::npos) << r.err;
+  test::ServerProcess first({"-m", stories(), "-t", "1"});
+  ASSERT_GT(first.port(), 0);
+  r = test::run_kvlm({"serve", "-m", stories(), "--port", std::to_string(first.port())});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("cannot listen on 127.0.0.1:" + std::to_string(first.port())), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace kvlm

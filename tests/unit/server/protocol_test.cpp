@@ -1,0 +1,133 @@
+// OpenAI request parsing and validation, response shapes, and the engine's
+// histograms as Prometheus text.
+#include <gtest/gtest.h>
+
+#include "engine/engine.h"
+#include "server/metrics_text.h"
+#include "server/openai/protocol.h"
+
+namespace kvlm::openai {
+namespace {
+
+const RequestError* error_of(const std::variant<CompletionRequest, RequestError>& v) {
+  return std::get_if<RequestError>(&v);
+}
+
+TEST(Protocol, CompletionDefaultsFollowOpenAi) {
+  auto v = parse_completion_request(Json::parse(R"({"model":"m","prompt":"hi"})"));
+  ASSERT_FALSE(error_of(v)) << error_of(v)->message;
+  const auto& r = std::get<CompletionRequest>(v);
+  EXPECT_EQ(std::get<std::string>(r.prompt), "hi");
+  EXPECT_EQ(r.options.max_tokens, 16);
+  EXPECT_EQ(r.options.sampling.temperature, 1.f);
+  EXPECT_EQ(r.options.sampling.top_p, 1.f);
+  EXPECT_EQ(r.options.sampling.top_k, 0);
+  EXPECT_EQ(r.options.sampling.min_p, 0.f);
+  EXPECT_FALSE(r.options.stream);
+}
+
+TEST(Protocol, PromptShapes) {
+  auto ids = parse_completion_request(Json::parse(R"({"prompt":[1,2,3]})"));
+  ASSERT_FALSE(error_of(ids));
+  EXPECT_EQ(std::get<std::vector<int32_t>>(std::get<CompletionRequest>(ids).prompt), (std::vector<int32_t>{1, 2, 3}));
+  auto nested = parse_completion_request(Json::parse(R"({"prompt":[[4,5]]})"));
+  ASSERT_FALSE(error_of(nested));
+  EXPECT_EQ(std::get<std::vector<int32_t>>(std::get<CompletionRequest>(nested).prompt), (std::vector<int32_t>{4, 5}));
+  auto many = parse_completion_request(Json::parse(R"({"prompt":["a","b"]})"));
+  ASSERT_TRUE(error_of(many));
+  EXPECT_EQ(error_of(many)->param, "prompt");
+  auto negative = parse_completion_request(Json::parse(R"({"prompt":[1,-2]})"));
+  ASSERT_TRUE(error_of(negative));
+}
+
+TEST(Protocol, ValidationNamesTheParameter) {
+  struct Case {
+    const char* body;
+    const char* param;
+  };
+  for (Case c : {Case{R"({"prompt":"x","temperature":"hot"})", "temperature"},
+                 Case{R"({"prompt":"x","top_p":0})", "top_p"}, Case{R"({"prompt":"x","max_tokens":0})", "max_tokens"},
+                 Case{R"({"prompt":"x","stop":[1]})", "stop"}, Case{R"({"prompt":"x","n":3})", "n"},
+                 Case{R"({"prompt":"x","logprobs":2})", "logprobs"}, Case{R"({"prompt":"x","echo":true})", "echo"},
+                 Case{R"({"prompt":"x","stream_options":{"include_usage":true}})", "stream_options"},
+                 Case{R"({"prompt":"x","logit_bias":{"a":1}})", "logit_bias"},
+                 Case{R"({"prompt":"x","presence_penalty":3})", "presence_penalty"}}) {
+    auto v = parse_completion_request(Json::parse(c.body));
+    ASSERT_TRUE(error_of(v)) << c.body;
+    EXPECT_EQ(error_of(v)->status, 400);
+    EXPECT_EQ(error_of(v)->param, c.param) << c.body << ": " << error_of(v)->message;
+  }
+  // Falsy values of unsupported options are accepted (clients send defaults).
+  EXPECT_FALSE(error_of(parse_completion_request(Json::parse(R"({"prompt":"x","echo":false,"logprobs":null})"))));
+}
+
+TEST(Protocol, ChatMessagesAndExtras) {
+  auto v = parse_chat_request(Json::parse(
+      R"({"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}],
+          "max_completion_tokens":7,"tools":[{"type":"function"}],"chat_template_kwargs":{"enable_thinking":false},
+          "stop":"\n","logit_bias":{"5":-100}})"));
+  ASSERT_TRUE(std::holds_alternative<ChatRequest>(v)) << std::get<RequestError>(v).message;
+  const auto& r = std::get<ChatRequest>(v);
+  EXPECT_EQ(r.messages[0]["content"], "a\nb");
+  EXPECT_EQ(r.options.max_tokens, 7);
+  EXPECT_FALSE(r.options.max_tokens == 16);
+  EXPECT_EQ(r.template_extra["enable_thinking"], false);
+  EXPECT_TRUE(r.template_extra.contains("tools"));
+  EXPECT_EQ(r.options.stop, std::vector<std::string>{"\n"});
+  ASSERT_EQ(r.options.sampling.logit_bias.size(), 1u);
+  EXPECT_EQ(r.options.sampling.logit_bias[0].first, 5);
+
+  auto image = parse_chat_request(Json::parse(R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})"));
+  ASSERT_TRUE(std::holds_alternative<RequestError>(image));
+  EXPECT_EQ(std::get<RequestError>(image).param, "messages[0].content");
+}
+
+TEST(Protocol, ResponseShapes) {
+  Usage u{5, 3, 2};
+  Json c = chat_response("chatcmpl-1", 7, "m", "hello", "stop", u);
+  EXPECT_EQ(c["choices"][0]["message"]["content"], "hello");
+  EXPECT_EQ(c["usage"]["total_tokens"], 8);
+  EXPECT_EQ(c["usage"]["prompt_tokens_details"]["cached_tokens"], 2);
+  Json first = chat_chunk("chatcmpl-1", 7, "m", "", "", true);
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_TRUE(first["choices"][0]["finish_reason"].is_null());
+  Json last = chat_chunk("chatcmpl-1", 7, "m", "", "length", false);
+  EXPECT_FALSE(last["choices"][0]["delta"].contains("content"));
+  EXPECT_EQ(last["choices"][0]["finish_reason"], "length");
+  EXPECT_TRUE(usage_chunk("x", 1, "m", true, u)["choices"].empty());
+  RequestError e(404, "nope", std::string("model"));
+  EXPECT_EQ(error_json(e)["error"]["param"], "model");
+  EXPECT_NE(new_id("cmpl"), new_id("cmpl"));
+}
+
+TEST(Histogram, BucketsAndQuantiles) {
+  Histogram h({0.1, 0.2, 0.4});
+  for (double v : {0.05, 0.15, 0.15, 0.3, 5.0}) h.observe(v);
+  EXPECT_EQ(h.count(), 5u);
+  EXPECT_EQ(h.cumulative_count(0), 1u);
+  EXPECT_EQ(h.cumulative_count(1), 3u);
+  EXPECT_EQ(h.cumulative_count(2), 4u);
+  EXPECT_NEAR(h.sum(), 5.65, 1e-12);
+  EXPECT_NEAR(h.quantile(0.5), 0.1 + 0.1 * (2.5 - 1) / 2, 1e-12);
+  EXPECT_EQ(h.quantile(1.0), 0.4);  // the +Inf bucket reports the last bound
+}
+
+TEST(MetricsText, ExposesCountersAndHistograms) {
+  EngineMetrics m;
+  m.num_kv_blocks = 10;
+  m.num_kv_blocks_used = 4;
+  m.num_requests_aborted = 2;
+  m.ttft_s.observe(0.003);
+  const std::string text = prometheus_text(m, "my \"model\"");
+  EXPECT_NE(text.find("kvlm_kv_usage_ratio{model_name=\"my \\\"model\\\"\"} 0.4\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("kvlm_requests_finished_total{model_name=\"my \\\"model\\\"\",finished_reason=\"abort\"} 2\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("kvlm_time_to_first_token_seconds_bucket{model_name=\"my \\\"model\\\"\",le=\"0.0025\"} 0\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("kvlm_time_to_first_token_seconds_bucket{model_name=\"my \\\"model\\\"\",le=\"0.005\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("# TYPE kvlm_preemptions_total counter\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvlm::openai
