@@ -1,8 +1,10 @@
 // kvlm bench <kind>: benchmarks through the real engine.
 //   batch — keep C requests in flight until N finish; throughput, TTFT, ITL.
+//   model — forward-pass speed alone: prompt processing and generation.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <mutex>
 #include <random>
@@ -15,7 +17,10 @@
 #include "apps/commands.h"
 #include "apps/engine_options.h"
 #include "common/error.h"
+#include "backend/threads.h"
 #include "model/model.h"
+#include "runner/sampler.h"
+#include "runner/sequence_evaluator.h"
 
 namespace kvlm::apps {
 namespace {
@@ -152,21 +157,96 @@ int bench_batch(int argc, char** argv) {
   return 0;
 }
 
+// Raw model speed as llama-bench reports it: pp = prompt processing (one
+// batched forward pass over N tokens), tg = token generation (N forward passes
+// of one token each), no engine or sampling in the way.
+int bench_model(int argc, char** argv) {
+  CLI::App app{"Prompt-processing and token-generation speed of the forward pass (llama-bench style)",
+               "kvlm bench model"};
+  std::string model_path, kv_type = "f16";
+  int threads = 0, pp = 512, tg = 128, reps = 3;
+  bool json = false;
+  app.add_option("-m,--model", model_path, "GGUF model file")->required();
+  app.add_option("-t,--threads", threads, "compute threads (default: all cores)");
+  app.add_option("-p,--n-prompt", pp, "prompt tokens (0: skip)")->capture_default_str();
+  app.add_option("-n,--n-gen", tg, "generated tokens (0: skip)")->capture_default_str();
+  app.add_option("-r,--repetitions", reps, "repetitions")->capture_default_str();
+  app.add_option("--kv-type", kv_type, "KV cache type: f16, f32, q8_0")->capture_default_str();
+  app.add_flag("--json", json, "print one JSON object");
+  CLI11_PARSE(app, argc, argv);
+  if (pp < 0 || tg < 0 || reps < 1 || pp + tg == 0)
+    throw_error(ErrorCode::kInvalidArgument, "-p and -n must be >= 0 (not both 0) and -r >= 1");
+  set_num_threads(threads);
+  auto model = Model::load(model_path);
+  SequenceEvaluator eval(*model, std::max(pp, 1) + tg, parse_kv_type(kv_type));
+  const int32_t vocab = model->config().vocab_size;
+  std::mt19937 rng(42);
+  std::uniform_int_distribution<int32_t> pick(0, vocab - 1);
+  auto rate = [&](auto&& body, int n) {
+    std::vector<double> r;
+    for (int i = 0; i < reps + 1; ++i) {  // the first run warms caches and is dropped
+      eval.reset();
+      auto t0 = std::chrono::steady_clock::now();
+      body();
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (i > 0) r.push_back(n / s);
+    }
+    double mean = 0, var = 0;
+    for (double x : r) mean += x / r.size();
+    for (double x : r) var += (x - mean) * (x - mean) / std::max<size_t>(1, r.size() - 1);
+    return std::pair{mean, std::sqrt(var)};
+  };
+  int64_t num_params = 0, num_bytes = 0;
+  for (const auto& t : model->gguf().tensors()) {
+    num_params += t.num_elements();
+    num_bytes += static_cast<int64_t>(t.num_bytes);
+  }
+  nlohmann::json out = {{"model", model_path}, {"threads", num_threads()}, {"kv_type", kv_type},
+                        {"params", num_params}, {"weight_bytes", num_bytes}};
+  if (pp > 0) {
+    std::vector<int32_t> prompt(pp);
+    for (auto& t : prompt) t = pick(rng);
+    auto [mean, sd] = rate([&] { eval.eval(prompt, /*all_logits=*/false); }, pp);
+    out["pp"] = {{"tokens", pp}, {"tokens_per_s", mean}, {"stddev", sd}};
+  }
+  if (tg > 0) {
+    auto [mean, sd] = rate([&] {
+      int32_t t = 1;
+      for (int i = 0; i < tg; ++i) t = argmax(eval.eval(std::span<const int32_t>(&t, 1), false));
+    }, tg);
+    out["tg"] = {{"tokens", tg}, {"tokens_per_s", mean}, {"stddev", sd}};
+  }
+  if (json) {
+    fmt::print("{}\n", out.dump());
+  } else {
+    fmt::print("model {} | {:.2f} M params, {:.2f} MiB | threads {} | KV {}\n", model_path, num_params / 1e6,
+               num_bytes / 1048576.0, num_threads(), kv_type);
+    if (out.contains("pp"))
+      fmt::print("pp{:<6} {:>10.1f} ± {:.1f} tokens/s\n", pp, out["pp"]["tokens_per_s"].get<double>(),
+                 out["pp"]["stddev"].get<double>());
+    if (out.contains("tg"))
+      fmt::print("tg{:<6} {:>10.1f} ± {:.1f} tokens/s\n", tg, out["tg"]["tokens_per_s"].get<double>(),
+                 out["tg"]["stddev"].get<double>());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
-  const char* usage = "usage: kvlm bench batch [options]   (kvlm bench batch --help)\n";
+  const char* usage = "usage: kvlm bench (batch | model) [options]   (kvlm bench <kind> --help)\n";
   if (argc < 2) {
     std::fputs(usage, stderr);
     return 2;
   }
   std::string kind = argv[1];
   if (kind == "batch") return bench_batch(argc - 1, argv + 1);
+  if (kind == "model") return bench_model(argc - 1, argv + 1);
   if (kind == "-h" || kind == "--help") {
     std::fputs(usage, stdout);
     return 0;
   }
-  throw_error(ErrorCode::kInvalidArgument, "unknown benchmark '{}' (batch)", kind);
+  throw_error(ErrorCode::kInvalidArgument, "unknown benchmark '{}' (batch, model)", kind);
 }
 
 }  // namespace kvlm::apps

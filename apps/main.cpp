@@ -19,7 +19,7 @@ struct Command {
 constexpr Command kCommands[] = {
     {"run", kvlm::apps::cmd_run, "generate a continuation of a prompt, streamed to stdout"},
     {"serve", kvlm::apps::cmd_serve, "serve the OpenAI-compatible HTTP API"},
-    {"bench", kvlm::apps::cmd_bench, "benchmarks through the engine (batch)"},
+    {"bench", kvlm::apps::cmd_bench, "benchmarks: batch (through the engine), model (forward pass)"},
     {"perplexity", kvlm::apps::cmd_perplexity, "perplexity of a model over a text file"},
     {"logits", kvlm::apps::cmd_logits, "print the logits after each of the given token ids (JSON)"},
     {"tokenize", kvlm::apps::cmd_tokenize, "tokenize text with a model's vocabulary"},
