@@ -1,14 +1,19 @@
-// matmul throughput per weight dtype at 4096 x 4096, T = 1, 4, 16, against
-// the machine's memory bandwidth.
+// matmul throughput per weight dtype, against the machine's memory bandwidth:
+// 4096 x 4096 (a 7B model's attention matrices) at T = 1, 4, 16, 64, 256 and
+// the small shapes of the synth-tiny test models (768 x 256: FFN up/gate,
+// 256 x 768: FFN down) at the same T.
 //
-// BM_Matmul weights are "cold": each iteration uses the next of enough copies
-// of the matrix to overflow the last-level cache, as the layers of a real model
-// do, so T = 1 measures DRAM streaming, not L3. BM_MatmulHot reuses one copy.
+// BM_Matmul/<type>/4096x4096 weights are "cold": each iteration uses the next
+// of enough copies of the matrix to overflow the last-level cache, as the
+// layers of a real model do, so T = 1 measures DRAM streaming, not L3. The
+// small shapes and BM_MatmulHot reuse one copy (cache-resident).
+// Quantized weights are packed as the model loaders pack them
+// (pack_for_matmul); BM_MatmulUnpacked shows matmul on the GGUF layout.
 // Counters:
 //   weight_GB/s  weight bytes read per second (compare with BM_MemoryRead)
 //   GFLOP/s      2 * rows * cols * T per second
-// Run: ./build-backend/bench/bench_matmul [--benchmark_filter=...]
-//      OMP_NUM_THREADS=1 KVLM_BENCH_CPU_TIME=1 ./build-backend/bench/bench_matmul  (per core)
+// Run: ./build/bench/bench_matmul [--benchmark_filter=...]
+//      OMP_NUM_THREADS=1 KVLM_BENCH_CPU_TIME=1 ./build/bench/bench_matmul  (per core)
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -30,9 +35,12 @@
 namespace kvlm {
 namespace {
 
-constexpr int64_t kRows = 4096;
-constexpr int64_t kCols = 4096;
 constexpr size_t kColdBytes = size_t{384} << 20;  // far beyond any L3 here
+
+struct Shape {
+  int64_t rows, cols;
+  bool cold;  // cycle through copies that overflow the caches
+};
 
 std::vector<float> random_floats(size_t n, uint32_t seed, float stddev) {
   std::mt19937 rng(seed);
@@ -42,53 +50,56 @@ std::vector<float> random_floats(size_t n, uint32_t seed, float stddev) {
   return v;
 }
 
-// Copies of one quantized matrix, back to back, totalling >= kColdBytes.
-struct ColdWeights {
+// Copies of one quantized matrix, back to back, totalling >= kColdBytes (one
+// copy when not cold), each with its packed form when `packed`.
+struct Weights {
+  DType type;
+  Shape shape;
+  bool packed;
   size_t matrix_bytes = 0;
-  int num_copies = 0;
   std::unique_ptr<uint8_t[]> data;
+  std::vector<WeightMatrix> copies;
 
-  explicit ColdWeights(DType t) {
-    const size_t rb = row_bytes(t, kCols);
-    matrix_bytes = rb * kRows;
-    num_copies = static_cast<int>((kColdBytes + matrix_bytes - 1) / matrix_bytes);
+  Weights(DType t, Shape s, bool pack) : type(t), shape(s), packed(pack) {
+    const size_t rb = row_bytes(t, s.cols);
+    matrix_bytes = rb * s.rows;
+    const int num_copies = s.cold ? static_cast<int>((kColdBytes + matrix_bytes - 1) / matrix_bytes) : 1;
     data = std::make_unique<uint8_t[]>(matrix_bytes * num_copies);
-    const auto w = random_floats(static_cast<size_t>(kRows * kCols), 1, 0.02f);
-    parallel_for(kRows, [&](int64_t r, int) { quantize_row(t, w.data() + r * kCols, data.get() + r * rb, kCols); });
+    const auto w = random_floats(static_cast<size_t>(s.rows * s.cols), 1, 0.02f);
+    parallel_for(s.rows, [&](int64_t r, int) { quantize_row(t, w.data() + r * s.cols, data.get() + r * rb, s.cols); });
     for (int c = 1; c < num_copies; ++c) std::memcpy(data.get() + c * matrix_bytes, data.get(), matrix_bytes);
+    for (int c = 0; c < num_copies; ++c) {
+      const WeightMatrix m{data.get() + c * matrix_bytes, t, s.rows, s.cols, nullptr};
+      copies.push_back(pack ? pack_for_matmul(m) : m);
+    }
   }
 };
 
 // hot = true: always the same copy, so the weights of the quantized types
 // stay in L3 and the kernel's own speed shows.
-void run_matmul(benchmark::State& state, DType t, bool hot) {
+void run_matmul(benchmark::State& state, DType t, Shape shape, bool hot, bool packed) {
   const int64_t num_tokens = state.range(0);
-  static std::unique_ptr<ColdWeights> weights;  // one dtype at a time
-  static DType weights_type = DType::kQ8_K;
-  if (!weights || weights_type != t) {
+  static std::unique_ptr<Weights> weights;  // one matrix at a time
+  if (!weights || weights->type != t || weights->shape.rows != shape.rows || weights->shape.cols != shape.cols ||
+      weights->shape.cold != shape.cold || weights->packed != packed) {
     weights.reset();
-    weights = std::make_unique<ColdWeights>(t);
-    weights_type = t;
+    weights = std::make_unique<Weights>(t, shape, packed);
   }
-  const auto x = random_floats(static_cast<size_t>(num_tokens * kCols), 2, 1.f);
-  std::vector<float> y(static_cast<size_t>(num_tokens * kRows));
-  int copy = 0;
+  const auto x = random_floats(static_cast<size_t>(num_tokens * shape.cols), 2, 1.f);
+  std::vector<float> y(static_cast<size_t>(num_tokens * shape.rows));
+  size_t copy = 0;
   for (auto _ : state) {
-    const WeightMatrix w{weights->data.get() + copy * weights->matrix_bytes, t, kRows, kCols};
-    matmul(w, x.data(), num_tokens, y.data());
+    matmul(weights->copies[copy], x.data(), num_tokens, y.data());
     benchmark::DoNotOptimize(y.data());
-    if (!hot) copy = (copy + 1) % weights->num_copies;
+    if (!hot) copy = (copy + 1) % weights->copies.size();
   }
   const double iters = static_cast<double>(state.iterations());
   state.counters["weight_GB/s"] =
       benchmark::Counter(iters * static_cast<double>(weights->matrix_bytes) * 1e-9, benchmark::Counter::kIsRate);
-  state.counters["GFLOP/s"] = benchmark::Counter(iters * 2.0 * kRows * kCols * num_tokens * 1e-9,
+  state.counters["GFLOP/s"] = benchmark::Counter(iters * 2.0 * shape.rows * shape.cols * num_tokens * 1e-9,
                                                  benchmark::Counter::kIsRate);
   state.counters["threads"] = num_threads();
 }
-
-void BM_Matmul(benchmark::State& state, DType t) { run_matmul(state, t, false); }
-void BM_MatmulHot(benchmark::State& state, DType t) { run_matmul(state, t, true); }
 
 // Memory bandwidth for comparison: every thread sums its share of a 512 MiB array.
 void BM_MemoryRead(benchmark::State& state) {
@@ -156,16 +167,28 @@ void register_benchmarks() {
   timing(benchmark::RegisterBenchmark("BM_MemoryRead", BM_MemoryRead))->Unit(benchmark::kMillisecond);
   timing(benchmark::RegisterBenchmark("BM_Memcpy", BM_Memcpy))->Unit(benchmark::kMillisecond);
   const DType all[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K};
-  for (DType t : all) {
-    const std::string name = "BM_Matmul/" + std::string(dtype_name(t));
-    timing(benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t))
-        ->Arg(1)->Arg(4)->Arg(16)->Unit(benchmark::kMicrosecond);
+  const Shape shapes[] = {{4096, 4096, true}, {768, 256, false}, {256, 768, false}};
+  for (const Shape& shape : shapes) {
+    for (DType t : all) {
+      const std::string name = "BM_Matmul/" + std::string(dtype_name(t)) + "/" + std::to_string(shape.rows) + "x" +
+                               std::to_string(shape.cols);
+      timing(benchmark::RegisterBenchmark(name.c_str(), [t, shape](benchmark::State& st) {
+        run_matmul(st, t, shape, !shape.cold, true);
+      }))->Arg(1)->Arg(4)->Arg(16)->Arg(64)->Arg(256)->Unit(benchmark::kMicrosecond);
+    }
   }
-  // Hot variants (weights cache-resident where they fit) for T = 1 and 16.
+  // 4096 x 4096 with the weights cache-resident (L3), and quantized weights
+  // left in the GGUF layout (packed 8 rows at a time inside matmul).
   for (DType t : all) {
-    if (t == DType::kF32 || t == DType::kBF16) continue;
-    const std::string name = "BM_MatmulHot/" + std::string(dtype_name(t));
-    timing(benchmark::RegisterBenchmark(name.c_str(), BM_MatmulHot, t))->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond);
+    const Shape shape{4096, 4096, false};
+    const std::string type(dtype_name(t));
+    timing(benchmark::RegisterBenchmark(("BM_MatmulHot/" + type).c_str(), [t, shape](benchmark::State& st) {
+      run_matmul(st, t, shape, true, true);
+    }))->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond);
+    if (!is_quantized(t)) continue;
+    timing(benchmark::RegisterBenchmark(("BM_MatmulUnpacked/" + type).c_str(), [t](benchmark::State& st) {
+      run_matmul(st, t, Shape{4096, 4096, true}, false, false);
+    }))->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond);
   }
 }
 

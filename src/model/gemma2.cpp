@@ -34,7 +34,7 @@ class Gemma2Model final : public Model {
       throw_error(ErrorCode::kCorrupt, "gemma2: sliding_window {} must be positive", c.sliding_window);
     token_embd_ = w.token_embedding(c);
     output_norm_ = w.vector("output_norm.weight", c.dim);
-    output_ = w.optional_matrix("output.weight", c.vocab_size, c.dim).value_or(token_embd_);
+    output_ = w.output_head(token_embd_, c.vocab_size, c.dim);
     for (int32_t l = 0; l < c.num_layers; ++l) {
       const std::string p = "blk." + std::to_string(l) + ".";
       Gemma2Layer L;

@@ -38,7 +38,7 @@ class Gpt2Model final : public Model {
     position_embd_ = w.matrix("position_embd.weight", c.context_length, c.dim);
     output_norm_ = w.vector("output_norm.weight", c.dim);
     output_norm_b_ = w.vector("output_norm.bias", c.dim);
-    output_ = w.optional_matrix("output.weight", c.vocab_size, c.dim).value_or(token_embd_);
+    output_ = w.output_head(token_embd_, c.vocab_size, c.dim);
     for (int32_t l = 0; l < c.num_layers; ++l) {
       const std::string p = "blk." + std::to_string(l) + ".";
       Gpt2Layer L;

@@ -31,7 +31,7 @@ class LlamaModel final : public Model {
     token_embd_ = w.token_embedding(c);
     output_norm_ = w.vector("output_norm.weight", c.dim);
     // Tied embeddings: no output.weight, the embedding matrix is the head.
-    output_ = w.optional_matrix("output.weight", c.vocab_size, c.dim).value_or(token_embd_);
+    output_ = w.output_head(token_embd_, c.vocab_size, c.dim);
     for (int32_t l = 0; l < c.num_layers; ++l) {
       const std::string p = "blk." + std::to_string(l) + ".";
       LlamaLayer L;

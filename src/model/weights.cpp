@@ -14,7 +14,7 @@ std::optional<WeightMatrix> WeightLoader::optional_matrix(const std::string& nam
   if (!ok)
     throw_error(ErrorCode::kCorrupt, "{}: tensor '{}' has shape {}, expected [{}, {}]", gguf_.path(),
                 name, t->shape_string(), cols, rows);
-  return WeightMatrix{t->data, t->dtype, rows, cols};
+  return pack_for_matmul(WeightMatrix{t->data, t->dtype, rows, cols, nullptr});
 }
 
 WeightMatrix WeightLoader::matrix(const std::string& name, int64_t rows, int64_t cols) const {
@@ -46,7 +46,12 @@ WeightMatrix WeightLoader::token_embedding(ModelConfig& config) const {
     throw_error(ErrorCode::kCorrupt, "{}: token_embd.weight has shape {}, expected [{}, vocab]", gguf_.path(),
                 emb.shape_string(), config.dim);
   config.vocab_size = static_cast<int32_t>(emb.dims[1]);
-  return matrix("token_embd.weight", config.vocab_size, config.dim);
+  return WeightMatrix{emb.data, emb.dtype, config.vocab_size, config.dim, nullptr};
+}
+
+WeightMatrix WeightLoader::output_head(const WeightMatrix& token_embd, int64_t vocab_size, int64_t dim) const {
+  if (auto head = optional_matrix("output.weight", vocab_size, dim)) return *head;
+  return pack_for_matmul(token_embd);
 }
 
 }  // namespace kvlm

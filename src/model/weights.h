@@ -15,15 +15,20 @@ class WeightLoader {
  public:
   explicit WeightLoader(const GgufFile& gguf) : gguf_(gguf) {}
 
-  // A [rows, cols] matrix (GGUF dims {cols, rows}). Throws Error(kCorrupt)
-  // when missing or of another shape.
+  // A [rows, cols] matrix (GGUF dims {cols, rows}), packed for matmul()
+  // (pack_for_matmul: a copy in the kernels' layout for quantized types).
+  // Throws Error(kCorrupt) when missing or of another shape.
   WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols) const;
   std::optional<WeightMatrix> optional_matrix(const std::string& name, int64_t rows, int64_t cols) const;
+  // The output head: output.weight when the file has one, else the embedding
+  // table (tied embeddings), packed for matmul() in both cases.
+  WeightMatrix output_head(const WeightMatrix& token_embd, int64_t vocab_size, int64_t dim) const;
   // A vector of n values converted to f32 (norm weights, biases).
   std::vector<float> vector(const std::string& name, int64_t n) const;
   std::vector<float> optional_vector(const std::string& name, int64_t n) const;  // empty if absent
-  // token_embd.weight as a [vocab, dim] matrix; sets config.vocab_size from
-  // its shape (the authority over the vocabulary's length).
+  // token_embd.weight as a [vocab, dim] matrix, not packed (get_row reads
+  // the GGUF layout); sets config.vocab_size from its shape (the authority
+  // over the vocabulary's length).
   WeightMatrix token_embedding(ModelConfig& config) const;
 
  private:

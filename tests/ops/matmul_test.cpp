@@ -1,10 +1,13 @@
 // matmul() against matmul_reference() and against an independent double
 // dot product of the dequantized operands, for every weight dtype, odd row
-// counts, and T in {1, 2, 3, 5, 8, 17}.
+// counts, and T in {1, 2, 3, 5, 8, 17}; and bit-for-bit agreement of every
+// path that computes the same output: SIMD kernels and their scalar twins,
+// packed and unpacked weights, any tile a token lands in, any thread count.
 #include "backend/cpu/matmul.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -35,7 +38,7 @@ struct Problem {
   std::vector<float> w_f32;   // the same, dequantized
   std::vector<float> x;       // [num_tokens, cols]
   std::vector<float> x_act;   // x after the activation quantization matmul applies
-  WeightMatrix matrix(DType t) const { return {w.data(), t, rows, cols}; }
+  WeightMatrix matrix(DType t) const { return {w.data(), t, rows, cols, nullptr}; }
 };
 
 Problem make_problem(DType t, int64_t rows, int64_t cols, int64_t num_tokens, uint32_t seed) {
@@ -77,6 +80,13 @@ TEST_P(MatmulTest, MatchesReferenceAndExactDot) {
       std::vector<float> y_ref(y.size(), NAN);
       matmul(w, p.x.data(), num_tokens, y.data());
       matmul_reference(w, p.x.data(), num_tokens, y_ref.data());
+      // The packed copy and the scalar twins compute the same bits.
+      std::vector<float> y_packed(y.size(), NAN);
+      std::vector<float> y_scalar(y.size(), NAN);
+      matmul(pack_for_matmul(w), p.x.data(), num_tokens, y_packed.data());
+      cpu::matmul_with(cpu::KernelPath::kScalar, w, p.x.data(), num_tokens, y_scalar.data());
+      ASSERT_EQ(y_packed, y);
+      ASSERT_EQ(y_scalar, y);
       for (int64_t t = 0; t < num_tokens; ++t) {
         for (int64_t r = 0; r < rows; ++r) {
           // The oracle from dequantized values (a path that shares no code with the
@@ -133,12 +143,16 @@ TEST_P(MatmulTest, SameResultForAnyThreadCount) {
   const int saved = num_threads();
   std::vector<float> y1(static_cast<size_t>(num_tokens * rows));
   std::vector<float> y3(y1.size());
+  std::vector<float> y3_packed(y1.size());
+  const WeightMatrix packed = pack_for_matmul(p.matrix(c.dtype));
   set_num_threads(1);
   matmul(p.matrix(c.dtype), p.x.data(), num_tokens, y1.data());
   set_num_threads(3);
   matmul(p.matrix(c.dtype), p.x.data(), num_tokens, y3.data());
+  matmul(packed, p.x.data(), num_tokens, y3_packed.data());
   set_num_threads(saved);
   EXPECT_EQ(y1, y3);
+  EXPECT_EQ(y1, y3_packed);
   // One token at a time gives the same rows as the batch (batching changes nothing).
   std::vector<float> y_one(static_cast<size_t>(rows));
   for (int64_t t : {0, 7, 18}) {
@@ -147,13 +161,47 @@ TEST_P(MatmulTest, SameResultForAnyThreadCount) {
   }
 }
 
+// Batch invariance where the kernels could break it: a token's outputs may not
+// depend on the tile it lands in (first, middle, a partial last tile), on the
+// tokens beside it, or on the rows beside its row (a partial last strip).
+TEST_P(MatmulTest, EveryTokenEqualsItsSingleTokenResult) {
+  const MatmulCase c = GetParam();
+  const int64_t rows = 45;  // five strips of 8 rows and a partial one
+  const int64_t cols = dtype_info(c.dtype).block_size == 1 ? 300 : 512;
+  const int64_t max_tokens = 41;
+  const Problem p = make_problem(c.dtype, rows, cols, max_tokens, 77);
+  for (const bool packed : {false, true}) {
+    const WeightMatrix w = packed ? pack_for_matmul(p.matrix(c.dtype)) : p.matrix(c.dtype);
+    std::vector<float> single(static_cast<size_t>(max_tokens * rows));  // [max_tokens, rows]
+    for (int64_t t = 0; t < max_tokens; ++t) matmul(w, p.x.data() + t * cols, 1, single.data() + t * rows);
+    for (int64_t num_tokens : {2, 3, 4, 5, 6, 7, 9, 12, 16, 17, 41}) {
+      // Tokens in reverse order from an offset, so each sits in another tile than alone.
+      std::vector<float> x(static_cast<size_t>(num_tokens * cols));
+      std::vector<int64_t> src(static_cast<size_t>(num_tokens));
+      for (int64_t t = 0; t < num_tokens; ++t) {
+        src[t] = ((max_tokens - 1 - t * 3) % max_tokens + max_tokens) % max_tokens;
+        std::copy_n(p.x.data() + src[t] * cols, cols, x.data() + t * cols);
+      }
+      std::vector<float> y(static_cast<size_t>(num_tokens * rows));
+      matmul(w, x.data(), num_tokens, y.data());
+      for (int64_t t = 0; t < num_tokens; ++t)
+        for (int64_t r = 0; r < rows; ++r)
+          ASSERT_EQ(y[t * rows + r], single[src[t] * rows + r])
+              << "packed=" << packed << " T=" << num_tokens << " t=" << t << " r=" << r;
+    }
+  }
+}
+
 TEST_P(MatmulTest, GetRowEqualsDequantizedRow) {
   const MatmulCase c = GetParam();
   const int64_t cols = 2 * std::max<int64_t>(dtype_info(c.dtype).block_size, 32);
   const Problem p = make_problem(c.dtype, 5, cols, 1, 17);
+  const WeightMatrix packed = pack_for_matmul(p.matrix(c.dtype));  // get_row reads the GGUF layout still
   std::vector<float> row(static_cast<size_t>(cols));
   for (int64_t r = 0; r < 5; ++r) {
     get_row(p.matrix(c.dtype), r, row.data());
+    for (int64_t i = 0; i < cols; ++i) ASSERT_EQ(row[i], p.w_f32[r * cols + i]);
+    get_row(packed, r, row.data());
     for (int64_t i = 0; i < cols; ++i) ASSERT_EQ(row[i], p.w_f32[r * cols + i]);
   }
 }
@@ -179,10 +227,16 @@ TEST(MatmulActivations, QuantizersMatchQuantizeRow) {
   quantize_row(DType::kQ8_0, x.data(), ref0.data(), cols);
   std::vector<int8_t> qs(cols);
   std::vector<float> d(cols / 32);
-  cpu::quantize_act_q8_0(x.data(), cols, qs.data(), d.data());
+  std::vector<int32_t> sums(cols / 32);
+  cpu::quantize_act_q8_0(x.data(), cols, qs.data(), d.data(), sums.data());
   for (int64_t b = 0; b < cols / 32; ++b) {
     ASSERT_EQ(d[b], fp16_to_f32(ref0[b].d)) << b;
-    for (int j = 0; j < 32; ++j) ASSERT_EQ(qs[b * 32 + j], ref0[b].qs[j]) << b << " " << j;
+    int32_t sum = 0;
+    for (int j = 0; j < 32; ++j) {
+      ASSERT_EQ(qs[b * 32 + j], ref0[b].qs[j]) << b << " " << j;
+      sum += ref0[b].qs[j];
+    }
+    ASSERT_EQ(sums[b], sum) << b;
   }
   EXPECT_EQ(qs[1], 3);
   EXPECT_EQ(qs[2], -4);

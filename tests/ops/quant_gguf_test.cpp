@@ -112,8 +112,8 @@ TEST_P(QuantMatchesLlamaCpp, MatmulOnFileWeightsTracksF32) {
     const auto x = test::random_floats(static_cast<size_t>(num_tokens * cols), 21);
     std::vector<float> y32(static_cast<size_t>(num_tokens * rows));
     std::vector<float> yq(y32.size());
-    matmul({src.data, DType::kF32, rows, cols}, x.data(), num_tokens, y32.data());
-    matmul({q.data, c.dtype, rows, cols}, x.data(), num_tokens, yq.data());
+    matmul({src.data, DType::kF32, rows, cols, nullptr}, x.data(), num_tokens, y32.data());
+    matmul({q.data, c.dtype, rows, cols, nullptr}, x.data(), num_tokens, yq.data());
     const double err = test::normalized_rmse(yq, y32);
     EXPECT_LT(err, c.max_nrmse * 1.3) << name;
     EXPECT_GT(err, c.max_nrmse / 20) << name;

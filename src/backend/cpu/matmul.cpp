@@ -2,10 +2,15 @@
 // Q8_K), then hands chunks of output rows to the compute threads on demand;
 // a chunk's weight rows meet every token (in L2-sized token chunks) through
 // the dtype's kernel, so decode reads each weight once per step.
+// pack_for_matmul(): the load-time copy of a quantized matrix in the strip
+// layout its kernel reads (matmul_impl.h).
 #include "backend/cpu/matmul.h"
+
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <vector>
 
 #include "backend/cpu/matmul_impl.h"
@@ -41,7 +46,7 @@ inline __m256i pack_to_i8(__m256i a, __m256i b, __m256i c, __m256i d) {
 
 }  // namespace
 
-void quantize_act_q8_0(const float* x, int64_t cols, int8_t* qs, float* d) {
+void quantize_act_q8_0(const float* x, int64_t cols, int8_t* qs, float* d, int32_t* sums) {
   const int64_t num_blocks = cols / 32;
   for (int64_t b = 0; b < num_blocks; ++b) {
     const float* xb = x + 32 * b;
@@ -63,8 +68,19 @@ void quantize_act_q8_0(const float* x, int64_t cols, int8_t* qs, float* d) {
     __m256i q[4];
     for (int k = 0; k < 4; ++k) q[k] = _mm256_cvtps_epi32(round_half_away(_mm256_mul_ps(v[k], idv)));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs + 32 * b), pack_to_i8(q[0], q[1], q[2], q[3]));
+    // |q| <= 127, so the int32 sum of the four vectors is exact.
+    const __m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+    sums[b] = _mm_cvtsi128_si32(s4);
 #else
-    for (int j = 0; j < 32; ++j) qs[32 * b + j] = static_cast<int8_t>(std::round(xb[j] * id));
+    int32_t sum = 0;
+    for (int j = 0; j < 32; ++j) {
+      qs[32 * b + j] = static_cast<int8_t>(std::round(xb[j] * id));
+      sum += qs[32 * b + j];
+    }
+    sums[b] = sum;
 #endif
   }
 }
@@ -121,23 +137,24 @@ namespace {
 enum class ActKind { kF32, kQ8_0, kQ8_K };
 
 struct KernelInfo {
-  RowRangeKernel fn;
+  RowRangeKernel simd;
+  RowRangeKernel scalar;
   ActKind act;
 };
 
 KernelInfo kernel_for(DType t) {
   switch (t) {
-    case DType::kF32: return {kernel_f32, ActKind::kF32};
-    case DType::kF16: return {kernel_f16, ActKind::kF32};
-    case DType::kBF16: return {kernel_bf16, ActKind::kF32};
-    case DType::kQ8_0: return {kernel_q8_0, ActKind::kQ8_0};
-    case DType::kQ4_0: return {kernel_q4_0, ActKind::kQ8_0};
-    case DType::kQ4_K: return {kernel_q4_k, ActKind::kQ8_K};
-    case DType::kQ6_K: return {kernel_q6_k, ActKind::kQ8_K};
+    case DType::kF32: return {kernel_f32, kernel_f32_scalar, ActKind::kF32};
+    case DType::kF16: return {kernel_f16, kernel_f16_scalar, ActKind::kF32};
+    case DType::kBF16: return {kernel_bf16, kernel_bf16_scalar, ActKind::kF32};
+    case DType::kQ8_0: return {kernel_q8_0, kernel_q8_0_scalar, ActKind::kQ8_0};
+    case DType::kQ4_0: return {kernel_q4_0, kernel_q4_0_scalar, ActKind::kQ8_0};
+    case DType::kQ4_K: return {kernel_q4_k, kernel_q4_k_scalar, ActKind::kQ8_K};
+    case DType::kQ6_K: return {kernel_q6_k, kernel_q6_k_scalar, ActKind::kQ8_K};
     case DType::kQ8_K: break;
   }
   KVLM_ASSERT(false, "matmul: Q8_K is an activation type, not a weight type");
-  return {nullptr, ActKind::kF32};
+  return {nullptr, nullptr, ActKind::kF32};
 }
 
 // Quantized activations of the calling thread, reused across calls so a
@@ -145,9 +162,15 @@ KernelInfo kernel_for(DType t) {
 struct ActScratch {
   std::vector<int8_t> q8_qs;       // [num_tokens, cols]
   std::vector<float> q8_d;         // [num_tokens, cols / 32]
+  std::vector<int32_t> q8_sum;     // [num_tokens, cols / 32]
   std::vector<ActBlockQ8K> q8k;    // [num_tokens, cols / 256]
 };
 thread_local ActScratch t_scratch;
+
+#if KVLM_AVX2
+// Strips packed on the fly (matrices without a packed copy), per thread.
+thread_local std::vector<Bytes32> t_strip_scratch;
+#endif
 
 // Below this many multiply-adds the fork/join of a parallel region costs more
 // than it saves.
@@ -160,14 +183,59 @@ constexpr int64_t kSerialActElements = 16 * 1024;
 constexpr int64_t kRowChunkBytes = 96 * 1024;
 
 }  // namespace
-}  // namespace cpu
 
-void matmul(const WeightMatrix& w, const float* x, int64_t num_tokens, float* y) {
-  using namespace cpu;
+// Packed weights are streamed from DRAM at decode: on 2 MiB pages (where the
+// kernel grants them) the hardware prefetchers are not stopped at every 4 KiB
+// page boundary and the TLB misses vanish.
+std::unique_ptr<uint8_t, PackedWeights::Free> allocate_packed(size_t bytes) {
+  constexpr size_t kHugePage = size_t{2} << 20;
+  const size_t size = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+  void* p = std::aligned_alloc(kHugePage, size);
+  KVLM_ASSERT(p != nullptr, "pack_for_matmul: out of memory");
+  madvise(p, size, MADV_HUGEPAGE);  // advice only: failure leaves 4 KiB pages
+  return std::unique_ptr<uint8_t, PackedWeights::Free>(static_cast<uint8_t*>(p));
+}
+
+#if KVLM_AVX2
+uint8_t* strip_scratch(size_t bytes) {
+  const size_t n = (bytes + 31) / 32;
+  if (t_strip_scratch.size() < n) t_strip_scratch.resize(n);
+  return reinterpret_cast<uint8_t*>(t_strip_scratch.data());
+}
+#endif
+
+size_t packed_strip_bytes(DType t, int64_t cols) {
+#if KVLM_AVX2
+  switch (t) {
+    case DType::kQ8_0: return strip_bytes_q8_0(cols);
+    case DType::kQ4_0: return strip_bytes_q4_0(cols);
+    case DType::kQ4_K: return strip_bytes_q4_k(cols);
+    case DType::kQ6_K: return strip_bytes_q6_k(cols);
+    default: break;
+  }
+#endif
+  return 0;
+}
+
+StripPacker strip_packer(DType t) {
+#if KVLM_AVX2
+  switch (t) {
+    case DType::kQ8_0: return pack_strip_q8_0;
+    case DType::kQ4_0: return pack_strip_q4_0;
+    case DType::kQ4_K: return pack_strip_q4_k;
+    case DType::kQ6_K: return pack_strip_q6_k;
+    default: break;
+  }
+#endif
+  return nullptr;
+}
+
+void matmul_with(KernelPath path, const WeightMatrix& w, const float* x, int64_t num_tokens, float* y) {
   if (num_tokens <= 0 || w.rows <= 0) return;  // e.g. a step where no row needs logits
   KVLM_ASSERT(w.data != nullptr && x != nullptr && y != nullptr, "matmul: null buffer");
   KVLM_ASSERT(w.cols % dtype_info(w.dtype).block_size == 0, "matmul: cols not a multiple of the block size");
   const KernelInfo kernel = kernel_for(w.dtype);
+  const RowRangeKernel kernel_fn = path == KernelPath::kSimd ? kernel.simd : kernel.scalar;
   const int64_t cols = w.cols;
 
   MatmulActs acts;
@@ -177,14 +245,18 @@ void matmul(const WeightMatrix& w, const float* x, int64_t num_tokens, float* y)
   switch (kernel.act) {
     case ActKind::kF32:
       acts.f32 = x;
+      // The float kernels pass over 512 columns at a time (matmul_float.cpp).
+      act_bytes_per_token = std::min<int64_t>(cols, 512) * 4;
       break;
     case ActKind::kQ8_0:
       if (scratch.q8_qs.size() < static_cast<size_t>(num_tokens * cols)) {
         scratch.q8_qs.resize(num_tokens * cols);
         scratch.q8_d.resize(num_tokens * cols / 32);
+        scratch.q8_sum.resize(num_tokens * cols / 32);
       }
       acts.q8_qs = scratch.q8_qs.data();
       acts.q8_d = scratch.q8_d.data();
+      acts.q8_sum = scratch.q8_sum.data();
       act_bytes_per_token = cols + cols / 8;
       break;
     case ActKind::kQ8_K:
@@ -202,16 +274,18 @@ void matmul(const WeightMatrix& w, const float* x, int64_t num_tokens, float* y)
   const int num_threads_used =
       work < kMinParallelWork ? 1 : static_cast<int>(std::min<int64_t>(num_threads(), w.rows));
   // Row chunks of about kRowChunkBytes of weights (they stay in L2 while the
-  // token chunks pass over them), and at least 8 chunks per thread.
+  // token chunks pass over them), and at least 8 chunks per thread; whole
+  // strips of kStripRows rows, as the quantized kernels work in strips.
   const int64_t weight_row_bytes = static_cast<int64_t>(row_bytes(w.dtype, cols));
   int64_t rows_per_chunk = std::max<int64_t>(1, kRowChunkBytes / weight_row_bytes);
   rows_per_chunk = std::min(rows_per_chunk, (w.rows + 8 * num_threads_used - 1) / (8 * num_threads_used));
-  rows_per_chunk = std::max<int64_t>(rows_per_chunk, 4);
+  rows_per_chunk = std::max<int64_t>(kStripRows, rows_per_chunk / kStripRows * kStripRows);
   const int64_t num_row_chunks = (w.rows + rows_per_chunk - 1) / rows_per_chunk;
 
   auto quantize_token = [&](int64_t t) {
     if (kernel.act == ActKind::kQ8_0) {
-      quantize_act_q8_0(x + t * cols, cols, scratch.q8_qs.data() + t * cols, scratch.q8_d.data() + t * (cols / 32));
+      quantize_act_q8_0(x + t * cols, cols, scratch.q8_qs.data() + t * cols, scratch.q8_d.data() + t * (cols / 32),
+                        scratch.q8_sum.data() + t * (cols / 32));
     } else if (kernel.act == ActKind::kQ8_K) {
       quantize_act_q8_k(x + t * cols, cols, scratch.q8k.data() + t * (cols / 256));
     }
@@ -232,7 +306,7 @@ void matmul(const WeightMatrix& w, const float* x, int64_t num_tokens, float* y)
     const int64_t row_begin = rc * rows_per_chunk;
     const int64_t row_end = std::min(w.rows, row_begin + rows_per_chunk);
     for (int64_t t0 = 0; t0 < num_tokens; t0 += chunk) {
-      kernel.fn(w, acts, row_begin, row_end, t0, std::min(num_tokens, t0 + chunk), y);
+      kernel_fn(w, acts, row_begin, row_end, t0, std::min(num_tokens, t0 + chunk), y);
     }
   };
   if (num_threads_used > 1) {
@@ -240,6 +314,37 @@ void matmul(const WeightMatrix& w, const float* x, int64_t num_tokens, float* y)
   } else {
     for (int64_t rc = 0; rc < num_row_chunks; ++rc) run_chunk(rc, 0);
   }
+}
+
+}  // namespace cpu
+
+void PackedWeights::Free::operator()(uint8_t* p) const { std::free(p); }
+
+void matmul(const WeightMatrix& w, const float* x, int64_t num_tokens, float* y) {
+  cpu::matmul_with(cpu::KernelPath::kSimd, w, x, num_tokens, y);
+}
+
+WeightMatrix pack_for_matmul(WeightMatrix w) {
+  using namespace cpu;
+  const size_t strip_bytes = packed_strip_bytes(w.dtype, w.cols);
+  if (strip_bytes == 0 || w.packed || w.rows <= 0) return w;
+  KVLM_ASSERT(w.data != nullptr && w.cols % dtype_info(w.dtype).block_size == 0, "pack_for_matmul: bad matrix");
+  auto packed = std::make_shared<PackedWeights>();
+  packed->strip_bytes = strip_bytes;
+  packed->num_strips = (w.rows + kStripRows - 1) / kStripRows;
+  packed->bytes = allocate_packed(strip_bytes * static_cast<size_t>(packed->num_strips));
+  const StripPacker pack = strip_packer(w.dtype);
+  const size_t wrow_bytes = row_bytes(w.dtype, w.cols);
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  PackedWeights& p = *packed;
+  parallel_for(p.num_strips, [&](int64_t s, int) {
+    const int64_t r0 = s * kStripRows;
+    const uint8_t* rows[kStripRows];
+    for (int k = 0; k < kStripRows; ++k) rows[k] = base + static_cast<size_t>(std::min(r0 + k, w.rows - 1)) * wrow_bytes;
+    pack(rows, w.cols, const_cast<uint8_t*>(p.strip(s)));
+  });
+  w.packed = std::move(packed);
+  return w;
 }
 
 void get_row(const WeightMatrix& w, int64_t row, float* out) {

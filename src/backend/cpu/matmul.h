@@ -5,10 +5,16 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "backend/dtype.h"
 
 namespace kvlm {
+
+// The kernels' own layout of a quantized matrix (backend/cpu/matmul_impl.h):
+// groups of 8 rows interleaved so that one register holds 4 quants of each of
+// 8 rows. Immutable once built.
+struct PackedWeights;
 
 // A weight matrix as GGUF stores it: `rows` rows (output features) of `cols`
 // elements (input features, contiguous, a multiple of the block size) of `dtype`.
@@ -17,7 +23,19 @@ struct WeightMatrix {
   DType dtype = DType::kF32;
   int64_t rows = 0;
   int64_t cols = 0;
+  // Optional copy of `data` in the kernels' layout (pack_for_matmul). When set,
+  // matmul() reads it instead of `data`; get_row() always reads `data`.
+  // shared_ptr because WeightMatrix is a copyable view: a model whose output
+  // head is its embedding table holds two copies of one matrix.
+  std::shared_ptr<const PackedWeights> packed;
 };
+
+// Returns w with `packed` set for the quantized dtypes whose kernels have a
+// packed layout (Q8_0, Q4_0, Q4_K, Q6_K; in builds with AVX2), else w as is.
+// Costs about the matrix's own size in memory, once, at load time; matmul on
+// an unpacked matrix packs 8 rows at a time on the fly instead, which costs
+// time at small num_tokens. Results are bit for bit the same either way.
+WeightMatrix pack_for_matmul(WeightMatrix w);
 
 // x: [num_tokens, w.cols] f32, row-major, contiguous.
 // y: [num_tokens, w.rows] f32, row-major, contiguous; overwritten.
@@ -26,8 +44,8 @@ struct WeightMatrix {
 // Q4_K/Q6_K; with the rounding of ggml's reference quantizers) and dotted with
 // integer arithmetic.
 // Batch invariance: y[t] depends only on x[t] and w, bit for bit; not on
-// num_tokens, the other tokens, or the thread count. So a sequence decoded
-// alone or inside any batch gets identical logits.
+// num_tokens, the other tokens, the thread count, or whether w is packed. So a
+// sequence decoded alone or inside any batch gets identical logits.
 // Scratch for quantized activations is kept per calling thread and reused.
 void matmul(const WeightMatrix& w, const float* x, int64_t num_tokens, float* y);
 

@@ -1,6 +1,14 @@
 // matmul kernels for float weights (F32, F16, BF16) against f32 activations.
 // Half-precision weights are widened to f32 in registers; activations stay
 // f32 (more accurate than ggml, which rounds activations to f16 for F16).
+//
+// A tile is kRows weight rows x up to kMaxTile tokens of 8-lane accumulators:
+// every loaded weight vector meets kMaxTile tokens and every activation
+// vector kRows rows, so a step of 8 columns costs kRows + kMaxTile loads for
+// kRows * kMaxTile FMAs. Per (row, token) the sum follows the fixed recipe of
+// matmul_impl.h (lane k sums columns k mod 8, hsum8, then the tail), whatever
+// the tile shape, so results are batch-invariant.
+#include <cmath>
 #include <cstring>
 
 #include "backend/cpu/matmul_impl.h"
@@ -10,10 +18,17 @@
 namespace kvlm::cpu {
 namespace {
 
-// Tokens per tile: 2 rows x 4 tokens of accumulators plus two weight vectors
-// and an activation vector fit the 16 ymm registers. With one token the two
-// rows still give two independent FMA chains.
-constexpr int kMaxTile = 4;
+// 2 x 6 accumulators, 2 weight vectors and 1 activation vector: 15 of the 16
+// ymm registers, 8 loads per 12 FMAs; 2 rows divide the driver's 8-row chunks.
+constexpr int kRows = 2;
+constexpr int kMaxTile = 6;
+// Rows whose weights of one column pass stay in L1 (one band), and the bytes
+// of weights per pass: 8 rows x 256 columns of F32 (512 of F16) is 8 KiB, a
+// token tile of 256 (512) columns 6 (12) KiB. The 8-lane partial sums wait in
+// memory between passes, which changes nothing in their order.
+constexpr int kBandRows = 8;
+constexpr int64_t kBandPassBytes = 8 * 1024;
+constexpr int kMaxTiles = 16;  // token tiles of partial sums held at a time
 
 // Loaders: 8 weights as f32 lanes, or one weight as a scalar.
 struct LoadF32 {
@@ -24,9 +39,7 @@ struct LoadF32 {
     return v;
   }
 #if KVLM_AVX2
-  static __m256 vec(const uint8_t* w, int64_t i) {
-    return _mm256_loadu_ps(reinterpret_cast<const float*>(w) + i);
-  }
+  static __m256 vec(const uint8_t* w, int64_t i) { return _mm256_loadu_ps(reinterpret_cast<const float*>(w) + i); }
 #endif
 };
 
@@ -35,7 +48,7 @@ struct LoadF16 {
   static float scalar(const uint8_t* w, int64_t i) {
     uint16_t h;
     std::memcpy(&h, w + i * 2, 2);
-    return simd::half_to_float(h);
+    return fp16_to_f32(h);
   }
 #if KVLM_AVX2
   static __m256 vec(const uint8_t* w, int64_t i) {
@@ -59,89 +72,177 @@ struct LoadBF16 {
 #endif
 };
 
-// out[r][c] = dot(w[r], x + c * n) for r < R, c < C.  w: R rows of n weights;
-// x: [C, n] f32. Two rows per call load each activation vector once for both
-// (at T = 16 the activations, not the weights, would otherwise saturate L2).
-// Per (row, token) the sum order is fixed (one 8-lane accumulator, then the
-// scalar tail), whatever R and C are: results are batch-invariant.
-template <typename Load, int R, int C>
-void dot_tile(const uint8_t* const* w, const float* x, int64_t n, float (*out)[kMaxTile]) {
-  int64_t i = 0;
+// The fixed reduction of the 8 lanes: (l0 + l4) + (l2 + l6), then (l1 + l5) + (l3 + l7), summed.
+inline float hsum8(const float* l) {
+  const float a0 = l[0] + l[4];
+  const float a1 = l[1] + l[5];
+  const float a2 = l[2] + l[6];
+  const float a3 = l[3] + l[7];
+  return (a0 + a2) + (a1 + a3);
+}
+
+// Scalar twin: the recipe of matmul_impl.h, one (row, token) at a time.
+template <typename Load>
+void run_scalar(const WeightMatrix& w, const MatmulActs& acts, int64_t row_begin, int64_t row_end,
+                int64_t tok_begin, int64_t tok_end, float* y) {
+  const int64_t n = w.cols;
+  const int64_t n8 = n / 8 * 8;
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const uint8_t* wr = static_cast<const uint8_t*>(w.data) + static_cast<size_t>(r * n) * Load::kBytes;
+    for (int64_t t = tok_begin; t < tok_end; ++t) {
+      const float* x = acts.f32 + t * n;
+      float lanes[8] = {};
+      for (int64_t i = 0; i < n8; i += 8) {
+        for (int k = 0; k < 8; ++k) lanes[k] = std::fma(Load::scalar(wr, i + k), x[i + k], lanes[k]);
+      }
+      float sum = hsum8(lanes);
+      for (int64_t i = n8; i < n; ++i) sum = std::fma(Load::scalar(wr, i), x[i], sum);
+      y[t * w.rows + r] = sum;
+    }
+  }
+}
+
 #if KVLM_AVX2
-  __m256 acc[R][C];
-#pragma GCC unroll 4
+
+// The same reduction on a register: lanes (k, k + 4), then (k, k + 2), then (0, 1).
+inline float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// acc[r][c] += the 8-lane products of columns [i0, i1) (multiples of 8) of
+// weight rows w[r] and tokens x + c * n.
+template <typename Load, int R, int C>
+inline void accumulate_tile(const uint8_t* const* w, const float* x, int64_t n, int64_t i0, int64_t i1,
+                            __m256 (*acc)[kMaxTile]) {
+  __m256 a[R][C];
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-    for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
-  for (; i + 8 <= n; i += 8) {
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) a[r][c] = acc[r][c];
+  for (int64_t i = i0; i < i1; i += 8) {
     __m256 wv[R];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) wv[r] = Load::vec(w[r], i);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int c = 0; c < C; ++c) {
-      const __m256 xv = _mm256_loadu_ps(x + c * n + i);
+      __m256 xv = _mm256_loadu_ps(x + c * n + i);
+      // Keep xv in a register: GCC would fold the load into each of the R
+      // FMAs, and the loads, not the FMAs, would bound the loop.
+      asm("" : "+x"(xv));
 #pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) acc[r][c] = _mm256_fmadd_ps(wv[r], xv, acc[r][c]);
+      for (int r = 0; r < R; ++r) a[r][c] = _mm256_fmadd_ps(wv[r], xv, a[r][c]);
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-    for (int c = 0; c < C; ++c) out[r][c] = simd::hsum(acc[r][c]);
-#else
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) out[r][c] = 0.f;
-#endif
-  for (; i < n; ++i) {  // tail (and the whole row without AVX2)
-    for (int r = 0; r < R; ++r) {
-      const float wi = Load::scalar(w[r], i);
-      for (int c = 0; c < C; ++c) out[r][c] += wi * x[c * n + i];
-    }
-  }
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) acc[r][c] = a[r][c];
 }
 
 template <typename Load>
 void run(const WeightMatrix& w, const MatmulActs& acts, int64_t row_begin, int64_t row_end,
          int64_t tok_begin, int64_t tok_end, float* y) {
   const int64_t n = w.cols;
+  const int64_t n8 = n / 8 * 8;
   const size_t row_bytes = static_cast<size_t>(n) * Load::kBytes;
   const auto* base = static_cast<const uint8_t*>(w.data);
-  float out[2][kMaxTile];
-  for (int64_t r = row_begin; r < row_end; r += 2) {
-    const uint8_t* rows[2] = {base + static_cast<size_t>(r) * row_bytes,
-                              base + static_cast<size_t>(r + 1) * row_bytes};
-    const int num_rows = r + 1 < row_end ? 2 : 1;
-    for (int64_t t = tok_begin; t < tok_end; t += kMaxTile) {
-      const int num = static_cast<int>(std::min<int64_t>(kMaxTile, tok_end - t));
-      const float* x = acts.f32 + t * n;
-      dispatch_tile<kMaxTile>(num, [&]<int C>() {
-        if (num_rows == 2) {
-          dot_tile<Load, 2, C>(rows, x, n, out);
-        } else {
-          dot_tile<Load, 1, C>(rows, x, n, out);
+  // Partial sums [token tile][row tile] of kBandRows rows and up to
+  // kMaxTiles * kMaxTile tokens, kept across the column passes.
+  __m256 acc[kMaxTiles][kBandRows / kRows][kRows][kMaxTile];
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += kBandRows) {
+    const int num_rows = static_cast<int>(std::min<int64_t>(kBandRows, row_end - r0));
+    const int num_row_tiles = (num_rows + kRows - 1) / kRows;
+    const uint8_t* rows[kBandRows];
+    for (int k = 0; k < kBandRows; ++k) rows[k] = base + static_cast<size_t>(r0 + std::min(k, num_rows - 1)) * row_bytes;
+    for (int64_t t0 = tok_begin; t0 < tok_end; t0 += kMaxTiles * kMaxTile) {
+      const int64_t t1 = std::min(tok_end, t0 + kMaxTiles * kMaxTile);
+      const int num_tiles = static_cast<int>((t1 - t0 + kMaxTile - 1) / kMaxTile);
+      for (int tt = 0; tt < num_tiles; ++tt)
+        for (int rt = 0; rt < num_row_tiles; ++rt)
+          for (int k = 0; k < kRows; ++k)
+            for (int c = 0; c < kMaxTile; ++c) acc[tt][rt][k][c] = _mm256_setzero_ps();
+      // Column passes: the band's weights and one token tile's activations
+      // stay in L1 while every row tile of the band meets the token tile. With
+      // a single token tile nothing is reused: one pass streams whole rows,
+      // the pattern the hardware prefetchers follow best.
+      const int64_t col_block = num_tiles == 1 ? n8 : kBandPassBytes / (kBandRows * static_cast<int64_t>(Load::kBytes));
+      for (int64_t i0 = 0; i0 < n8; i0 += col_block) {
+        const int64_t i1 = std::min(n8, i0 + col_block);
+        // The band's next weights, while this pass computes (see simd::prefetch).
+        if (i1 < n8) {
+          const size_t bytes = static_cast<size_t>(std::min(col_block, n8 - i1)) * Load::kBytes;
+          for (int k = 0; k < num_rows; ++k) simd::prefetch(rows[k] + i1 * Load::kBytes, bytes);
         }
-      });
-      for (int k = 0; k < num_rows; ++k)
-        for (int c = 0; c < num; ++c) y[(t + c) * w.rows + r + k] = out[k][c];
+        for (int tt = 0; tt < num_tiles; ++tt) {
+          const int64_t t = t0 + tt * kMaxTile;
+          const int num = static_cast<int>(std::min<int64_t>(kMaxTile, t1 - t));
+          const float* x = acts.f32 + t * n;
+          dispatch_tile<kMaxTile>(num, [&]<int C>() {
+            for (int rt = 0; rt < num_row_tiles; ++rt) {
+              if (kRows * rt + 1 < num_rows) {
+                accumulate_tile<Load, 2, C>(rows + kRows * rt, x, n, i0, i1, acc[tt][rt]);
+              } else {
+                accumulate_tile<Load, 1, C>(rows + kRows * rt, x, n, i0, i1, acc[tt][rt]);
+              }
+            }
+          });
+        }
+      }
+      for (int tt = 0; tt < num_tiles; ++tt) {
+        const int64_t t = t0 + tt * kMaxTile;
+        const int num = static_cast<int>(std::min<int64_t>(kMaxTile, t1 - t));
+        for (int k = 0; k < num_rows; ++k) {
+          for (int c = 0; c < num; ++c) {
+            float sum = hsum8(acc[tt][k / kRows][k % kRows][c]);
+            const float* x = acts.f32 + (t + c) * n;
+            for (int64_t i = n8; i < n; ++i) sum = std::fma(Load::scalar(rows[k], i), x[i], sum);
+            y[(t + c) * w.rows + r0 + k] = sum;
+          }
+        }
+      }
     }
   }
+}
+
+#endif  // KVLM_AVX2
+
+template <typename Load>
+void run_best(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1, float* y) {
+#if KVLM_AVX2
+  run<Load>(w, a, r0, r1, t0, t1, y);
+#else
+  run_scalar<Load>(w, a, r0, r1, t0, t1, y);
+#endif
 }
 
 }  // namespace
 
 void kernel_f32(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
                 int64_t t1, float* y) {
-  run<LoadF32>(w, a, r0, r1, t0, t1, y);
+  run_best<LoadF32>(w, a, r0, r1, t0, t1, y);
 }
-
 void kernel_f16(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
                 int64_t t1, float* y) {
-  run<LoadF16>(w, a, r0, r1, t0, t1, y);
+  run_best<LoadF16>(w, a, r0, r1, t0, t1, y);
 }
-
 void kernel_bf16(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
                  int64_t t1, float* y) {
-  run<LoadBF16>(w, a, r0, r1, t0, t1, y);
+  run_best<LoadBF16>(w, a, r0, r1, t0, t1, y);
+}
+void kernel_f32_scalar(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
+                       int64_t t1, float* y) {
+  run_scalar<LoadF32>(w, a, r0, r1, t0, t1, y);
+}
+void kernel_f16_scalar(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
+                       int64_t t1, float* y) {
+  run_scalar<LoadF16>(w, a, r0, r1, t0, t1, y);
+}
+void kernel_bf16_scalar(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
+                        int64_t t1, float* y) {
+  run_scalar<LoadBF16>(w, a, r0, r1, t0, t1, y);
 }
 
 }  // namespace kvlm::cpu

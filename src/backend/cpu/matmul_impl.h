@@ -1,14 +1,56 @@
-// Internals of matmul(): the activation formats prepared once per call and
-// the per-dtype kernels that compute a block of rows x tokens. Not a public
-// API; only backend/cpu/matmul*.cpp include it.
+// Internals of matmul(): the activation formats prepared once per call, the
+// packed weight layout, and the per-dtype kernels that compute a block of
+// rows x tokens. Not a public API; only backend/cpu/matmul*.cpp and the
+// kernel tests include it.
+//
+// Batch invariance rests on one rule: every (row, token) output goes through
+// the same floating-point operations in the same order, whichever kernel,
+// tile, lane or tail computes it. Integer block sums are exact, so only the
+// float steps are fixed, per dtype:
+//   Q8_0, Q4_0:  acc = fma(float(isum_b), dw_b * dx_b, acc)            per block b
+//   Q4_K:        acc = fma(float(sumi_b), d_b * dx_b, acc)
+//                acc = fma(-float(summ_b), dmin_b * dx_b, acc)         per super-block
+//   Q6_K:        acc = fma(float(sumi_b), d_b * dx_b, acc)             per super-block
+//   F32/F16/BF16: 8 partial sums (lane k takes i = k mod 8) by fma up to the
+//                last multiple of 8, hsum8() of them, then fma of the tail in order.
+// The SIMD kernels hold one such scalar chain per vector lane; the scalar
+// twins run the same chain with std::fma (the files are built with
+// -ffp-contract=off, so no other product is fused behind our back).
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <memory>
 
 #include "backend/cpu/matmul.h"
+#include "backend/cpu/simd.h"
+#include "common/assert.h"
 
-namespace kvlm::cpu {
+namespace kvlm {
+
+// 32 bytes, 32-aligned: the unit of packed and scratch buffers.
+struct alignas(32) Bytes32 {
+  uint8_t b[32];
+};
+
+// A quantized matrix in strips of 8 rows (kStripRows); strip s holds rows
+// 8s .. 8s+7 (the last strip repeats a valid row where the matrix ends; those
+// lanes are computed and never stored). The layout inside a strip is the
+// dtype's own (matmul_q8.cpp, matmul_k.cpp).
+struct PackedWeights {
+  struct Free {
+    void operator()(uint8_t* p) const;
+  };
+  size_t strip_bytes = 0;  // a multiple of 32
+  int64_t num_strips = 0;
+  std::unique_ptr<uint8_t, Free> bytes;  // [num_strips * strip_bytes], 2 MiB-aligned
+  const uint8_t* strip(int64_t s) const { return bytes.get() + static_cast<size_t>(s) * strip_bytes; }
+};
+
+namespace cpu {
+
+constexpr int kStripRows = 8;  // one row per 32-bit lane of a ymm register
 
 // Q8_K activations as the K-quant kernels want them: the quants first (32-byte
 // aligned), the per-16 sums (Q6_K's -32 offset), the per-32 sums (Q4_K's mins)
@@ -27,46 +69,50 @@ struct MatmulActs {
   const float* f32 = nullptr;        // F32/F16/BF16 weights: [num_tokens, cols]
   const int8_t* q8_qs = nullptr;     // Q8_0/Q4_0 weights: [num_tokens, cols] quants
   const float* q8_d = nullptr;       //   [num_tokens, cols / 32] scales (fp16-rounded, as f32)
+  const int32_t* q8_sum = nullptr;   //   [num_tokens, cols / 32] sum of each block's quants (Q4_0's offset 8)
   const ActBlockQ8K* q8k = nullptr;  // Q4_K/Q6_K weights: [num_tokens, cols / 256]
 };
 
 // Quantizes one activation row exactly as quantize_row(kQ8_0 / kQ8_K) would
-// (same rounding, bit for bit), into the layouts above.
-void quantize_act_q8_0(const float* x, int64_t cols, int8_t* qs, float* d);
+// (same rounding, bit for bit), into the layouts above. sums: [cols / 32].
+void quantize_act_q8_0(const float* x, int64_t cols, int8_t* qs, float* d, int32_t* sums);
 void quantize_act_q8_k(const float* x, int64_t cols, ActBlockQ8K* out);
 
-// Computes y[t][r] for rows [row_begin, row_end) and tokens [tok_begin, tok_end):
-// each weight row is read once from memory and dotted with the tokens in tiles.
+// Computes y[t][r] for rows [row_begin, row_end) and tokens [tok_begin, tok_end).
+// row_begin is a multiple of kStripRows; row_end is one too or w.rows.
 // y: [num_tokens, w.rows].
 using RowRangeKernel = void (*)(const WeightMatrix& w, const MatmulActs& acts, int64_t row_begin,
                                 int64_t row_end, int64_t tok_begin, int64_t tok_end, float* y);
 
-void kernel_f32(const WeightMatrix&, const MatmulActs&, int64_t, int64_t, int64_t, int64_t, float*);
-void kernel_f16(const WeightMatrix&, const MatmulActs&, int64_t, int64_t, int64_t, int64_t, float*);
-void kernel_bf16(const WeightMatrix&, const MatmulActs&, int64_t, int64_t, int64_t, int64_t, float*);
-void kernel_q8_0(const WeightMatrix&, const MatmulActs&, int64_t, int64_t, int64_t, int64_t, float*);
-void kernel_q4_0(const WeightMatrix&, const MatmulActs&, int64_t, int64_t, int64_t, int64_t, float*);
-void kernel_q4_k(const WeightMatrix&, const MatmulActs&, int64_t, int64_t, int64_t, int64_t, float*);
-void kernel_q6_k(const WeightMatrix&, const MatmulActs&, int64_t, int64_t, int64_t, int64_t, float*);
+#define KVLM_DECLARE_KERNEL(name)                                                                  \
+  void name(const WeightMatrix&, const MatmulActs&, int64_t, int64_t, int64_t, int64_t, float*); \
+  void name##_scalar(const WeightMatrix&, const MatmulActs&, int64_t, int64_t, int64_t, int64_t, float*);
+KVLM_DECLARE_KERNEL(kernel_f32)
+KVLM_DECLARE_KERNEL(kernel_f16)
+KVLM_DECLARE_KERNEL(kernel_bf16)
+KVLM_DECLARE_KERNEL(kernel_q8_0)
+KVLM_DECLARE_KERNEL(kernel_q4_0)
+KVLM_DECLARE_KERNEL(kernel_q4_k)
+KVLM_DECLARE_KERNEL(kernel_q6_k)
+#undef KVLM_DECLARE_KERNEL
 
-// Drives a tile function over rows x tokens: rows outer, so a weight row stays
-// in L1 while every tile of tokens uses it. tile<C>(row_ptr, first_token, out)
-// computes out[c] for the C tokens starting at first_token.
-template <int kMaxTile, typename TileFn>
-inline void for_each_row_tile(const WeightMatrix& w, size_t row_bytes, int64_t row_begin,
-                              int64_t row_end, int64_t tok_begin, int64_t tok_end, float* y,
-                              TileFn&& tile) {
-  const auto* base = static_cast<const uint8_t*>(w.data);
-  float out[kMaxTile];
-  for (int64_t r = row_begin; r < row_end; ++r) {
-    const uint8_t* row = base + static_cast<size_t>(r) * row_bytes;
-    for (int64_t t = tok_begin; t < tok_end; t += kMaxTile) {
-      const int n = static_cast<int>(std::min<int64_t>(kMaxTile, tok_end - t));
-      tile(n, row, t, out);
-      for (int c = 0; c < n; ++c) y[(t + c) * w.rows + r] = out[c];
-    }
-  }
+// Which kernels matmul_with() runs: the SIMD ones (matmul()) or their scalar
+// twins, which read the GGUF layout directly and never the packed copy. In a
+// build without AVX2 both are the scalar twins.
+enum class KernelPath { kSimd, kScalar };
+void matmul_with(KernelPath path, const WeightMatrix& w, const float* x, int64_t num_tokens, float* y);
+
+// The fixed float step of the quantized kernels (see the top of this file).
+inline float accumulate_block(float acc, int32_t isum, float scale) {
+  return std::fma(static_cast<float>(isum), scale, acc);
 }
+
+// Packs one strip of 8 rows (rows[k]: row k in the GGUF layout, cols values)
+// into `out` (packed_strip_bytes(dtype, cols) bytes, 32-aligned).
+using StripPacker = void (*)(const uint8_t* const* rows, int64_t cols, uint8_t* out);
+// Bytes of one packed strip; 0 where the dtype has no packed layout in this build.
+size_t packed_strip_bytes(DType t, int64_t cols);
+StripPacker strip_packer(DType t);  // nullptr where packed_strip_bytes is 0
 
 // Calls fn.template operator()<C>() with C = n, for a runtime tile size n in
 // [1, kMax]; only those kMax instantiations are compiled.
@@ -83,4 +129,61 @@ inline void dispatch_tile(int n, Fn&& fn) {
   }
 }
 
-}  // namespace kvlm::cpu
+#if KVLM_AVX2
+// The packed layouts this build has (one pair per dtype, in its kernel file).
+size_t strip_bytes_q8_0(int64_t cols);
+size_t strip_bytes_q4_0(int64_t cols);
+size_t strip_bytes_q4_k(int64_t cols);
+size_t strip_bytes_q6_k(int64_t cols);
+void pack_strip_q8_0(const uint8_t* const* rows, int64_t cols, uint8_t* out);
+void pack_strip_q4_0(const uint8_t* const* rows, int64_t cols, uint8_t* out);
+void pack_strip_q4_k(const uint8_t* const* rows, int64_t cols, uint8_t* out);
+void pack_strip_q6_k(const uint8_t* const* rows, int64_t cols, uint8_t* out);
+
+// A buffer of at least `bytes` (32-aligned) owned by the calling thread, for a
+// strip packed on the fly; valid until the thread's next call.
+uint8_t* strip_scratch(size_t bytes);
+
+// Drives a strip kernel: for each strip of 8 rows in [row_begin, row_end)
+// (packed already, or packed now into scratch), for each tile of at most
+// kMaxTile tokens, tile.template operator()<C>(strip, first_token, out) fills
+// out[c] (lane k: row 8s + k) for the C tokens; rows past row_end are dropped.
+template <int kMaxTile, typename TileFn>
+void for_each_strip(const WeightMatrix& w, int64_t row_begin, int64_t row_end, int64_t tok_begin,
+                    int64_t tok_end, float* y, TileFn&& tile) {
+  KVLM_ASSERT(row_begin % kStripRows == 0, "matmul: row range not aligned to a strip");
+  const size_t wrow_bytes = row_bytes(w.dtype, w.cols);
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += kStripRows) {
+    const int num_rows = static_cast<int>(std::min<int64_t>(kStripRows, row_end - r0));
+    const uint8_t* strip = nullptr;
+    if (w.packed) {
+      strip = w.packed->strip(r0 / kStripRows);
+    } else {
+      const uint8_t* rows[kStripRows];
+      for (int k = 0; k < kStripRows; ++k) rows[k] = base + static_cast<size_t>(r0 + std::min(k, num_rows - 1)) * wrow_bytes;
+      uint8_t* scratch = strip_scratch(packed_strip_bytes(w.dtype, w.cols));
+      strip_packer(w.dtype)(rows, w.cols, scratch);
+      strip = scratch;
+    }
+    for (int64_t t = tok_begin; t < tok_end; t += kMaxTile) {
+      const int n = static_cast<int>(std::min<int64_t>(kMaxTile, tok_end - t));
+      __m256 out[kMaxTile];
+      dispatch_tile<kMaxTile>(n, [&]<int C>() { tile.template operator()<C>(strip, t, out); });
+      for (int c = 0; c < n; ++c) {
+        float* dst = y + (t + c) * w.rows + r0;
+        if (num_rows == kStripRows) {
+          _mm256_storeu_ps(dst, out[c]);
+        } else {
+          alignas(32) float lanes[kStripRows];
+          _mm256_store_ps(lanes, out[c]);
+          std::copy(lanes, lanes + num_rows, dst);
+        }
+      }
+    }
+  }
+}
+#endif  // KVLM_AVX2
+
+}  // namespace cpu
+}  // namespace kvlm

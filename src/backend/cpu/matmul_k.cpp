@@ -1,8 +1,18 @@
 // matmul kernels for the K-quant weight types (Q4_K, Q6_K) against Q8_K
 // activations. Per 256-value super-block the integer part is exact:
-//   Q4_K: d dx sum_j sc_j (q_j . x_j)  -  dmin dx sum_j m_j sum(x_j)   (j: 8 groups of 32)
-//   Q6_K: d dx sum_g sc_g ((q_g - 32) . x_g)                           (g: 16 groups of 16)
-// and only the two products with d, dmin are done in f32.
+//   Q4_K: sumi = sum_j sc_j (q_j . x_j),  summ = sum_j m_j sum(x_j)   (j: 8 groups of 32)
+//   Q6_K: sumi = sum_g sc_g ((q_g - 32) . x_g)                        (g: 16 groups of 16)
+// and only the fixed float steps of matmul_impl.h use d, dmin and dx.
+//
+// As in matmul_q8.cpp the SIMD kernels read strips of 8 rows interleaved 4
+// bytes at a time (lane k = row k): the 4-bit and 6-bit quants stay unsigned
+// (0..15, 0..63), so maddubs needs no sign trick; Q6_K's offset 32 comes back
+// through the activations' block sums. Nibbles are split, 6-bit values
+// assembled and the scales widened once per strip and super-block, then used
+// by every token of the tile.
+#include <cstring>
+#include <vector>
+
 #include "backend/cpu/matmul_impl.h"
 #include "backend/cpu/simd.h"
 #include "backend/quant.h"
@@ -11,193 +21,336 @@
 namespace kvlm::cpu {
 namespace {
 
-// Tokens per tile: per token one integer and one f32 accumulator, plus the
-// unpacked weights, must stay in the 16 ymm registers.
-constexpr int kMaxTile = 4;
+// Q4_K: per token an int16 sub-block sum, an int32 super-block sum and a float
+// accumulator: 3 x 4 + 4 registers.
+constexpr int kMaxTileQ4K = 4;
+// Q6_K: four assembled 6-bit vectors stay live while the tokens use them.
+constexpr int kMaxTileQ6K = 4;
 
-template <int C>
-void dot_tile_q4_k(const BlockQ4_K* w, const MatmulActs& a, int64_t t0, float* out) {
-  const int64_t num_blocks = a.cols / 256;
-  const ActBlockQ8K* xs[C];
-  for (int c = 0; c < C; ++c) xs[c] = a.q8k + (t0 + c) * num_blocks;
-#if KVLM_AVX2
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  __m256 acc[C];
-#pragma GCC unroll 4
-  for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < num_blocks; ++b) {
-    const BlockQ4_K& blk = w[b];
-    uint8_t sc[8];
-    uint8_t mn[8];
-    detail::unpack_q4_k_scales(blk.scales, sc, mn);
-    __m256i isum[C];
-#pragma GCC unroll 4
-    for (int c = 0; c < C; ++c) isum[c] = _mm256_setzero_si256();
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) {  // 64 values: 32 low nibbles (group 2k), 32 high (2k+1)
-      const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * k));
-      const __m256i q_lo = _mm256_and_si256(bytes, low4);
-      const __m256i q_hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4);
-      const __m256i s_lo = _mm256_set1_epi16(sc[2 * k]);
-      const __m256i s_hi = _mm256_set1_epi16(sc[2 * k + 1]);
-#pragma GCC unroll 4
-      for (int c = 0; c < C; ++c) {
-        const int8_t* xq = xs[c][b].qs + 64 * k;
-        const __m256i p_lo = _mm256_maddubs_epi16(q_lo, _mm256_load_si256(reinterpret_cast<const __m256i*>(xq)));
-        const __m256i p_hi = _mm256_maddubs_epi16(q_hi, _mm256_load_si256(reinterpret_cast<const __m256i*>(xq + 32)));
-        isum[c] = _mm256_add_epi32(isum[c], _mm256_add_epi32(_mm256_madd_epi16(p_lo, s_lo), _mm256_madd_epi16(p_hi, s_hi)));
+// Scalar twins: the GGUF layout, one (row, token) at a time, the same float steps.
+void run_scalar_q4_k(const WeightMatrix& w, const MatmulActs& a, int64_t row_begin, int64_t row_end,
+                     int64_t tok_begin, int64_t tok_end, float* y) {
+  const int64_t num_blocks = w.cols / 256;
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const auto* blocks = reinterpret_cast<const BlockQ4_K*>(static_cast<const uint8_t*>(w.data) + r * row_bytes(w.dtype, w.cols));
+    for (int64_t t = tok_begin; t < tok_end; ++t) {
+      float acc = 0.f;
+      for (int64_t b = 0; b < num_blocks; ++b) {
+        const BlockQ4_K& blk = blocks[b];
+        const ActBlockQ8K& x = a.q8k[t * num_blocks + b];
+        uint8_t sc[8];
+        uint8_t mn[8];
+        detail::unpack_q4_k_scales(blk.scales, sc, mn);
+        int32_t sumi = 0;
+        int32_t summ = 0;
+        for (int j = 0; j < 8; ++j) {
+          const uint8_t* q = blk.qs + 32 * (j / 2);
+          const int shift = (j % 2) * 4;
+          int32_t dot = 0;
+          for (int l = 0; l < 32; ++l) dot += ((q[l] >> shift) & 0xF) * x.qs[32 * j + l];
+          sumi += sc[j] * dot;
+          summ += mn[j] * x.bsum_pairs[j];
+        }
+        acc = accumulate_block(acc, sumi, fp16_to_f32(blk.d) * x.d);
+        acc = std::fma(-static_cast<float>(summ), fp16_to_f32(blk.dmin) * x.d, acc);
       }
-    }
-    const float d = simd::half_to_float(blk.d);
-    const float dmin = simd::half_to_float(blk.dmin);
-    const __m128i mins16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn)));
-#pragma GCC unroll 4
-    for (int c = 0; c < C; ++c) {
-      const ActBlockQ8K& x = xs[c][b];
-      const __m128i m = _mm_madd_epi16(mins16, _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.bsum_pairs)));
-      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_set1_ps(d * x.d), acc[c]);
-      acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(_mm256_zextsi128_si256(m)), _mm256_set1_ps(dmin * x.d), acc[c]);
+      y[t * w.rows + r] = acc;
     }
   }
-#pragma GCC unroll 4
-  for (int c = 0; c < C; ++c) out[c] = simd::hsum(acc[c]);
-#else
-  for (int c = 0; c < C; ++c) out[c] = 0.f;
-  for (int64_t b = 0; b < num_blocks; ++b) {
-    const BlockQ4_K& blk = w[b];
-    uint8_t sc[8];
-    uint8_t mn[8];
-    detail::unpack_q4_k_scales(blk.scales, sc, mn);
-    const float d = simd::half_to_float(blk.d);
-    const float dmin = simd::half_to_float(blk.dmin);
-    for (int c = 0; c < C; ++c) {
-      const ActBlockQ8K& x = xs[c][b];
-      int sumi = 0;
-      int summ = 0;
-      for (int j = 0; j < 8; ++j) {
-        const uint8_t* q = blk.qs + 32 * (j / 2);
-        const int shift = (j % 2) * 4;
-        int dot = 0;
-        for (int l = 0; l < 32; ++l) dot += ((q[l] >> shift) & 0xF) * x.qs[32 * j + l];
-        sumi += sc[j] * dot;
-        summ += mn[j] * x.bsum_pairs[j];
-      }
-      out[c] += d * x.d * static_cast<float>(sumi) - dmin * x.d * static_cast<float>(summ);
-    }
-  }
-#endif
 }
 
-template <int C>
-void dot_tile_q6_k(const BlockQ6_K* w, const MatmulActs& a, int64_t t0, float* out) {
-  const int64_t num_blocks = a.cols / 256;
-  const ActBlockQ8K* xs[C];
-  for (int c = 0; c < C; ++c) xs[c] = a.q8k + (t0 + c) * num_blocks;
-#if KVLM_AVX2
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  const __m256i bits45 = _mm256_set1_epi8(0x30);
-  __m256 acc[C];
-#pragma GCC unroll 4
-  for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < num_blocks; ++b) {
-    const BlockQ6_K& blk = w[b];
-    __m256i isum[C];
-#pragma GCC unroll 4
-    for (int c = 0; c < C; ++c) isum[c] = _mm256_setzero_si256();
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h) {  // two halves of 128 values
-      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h));
-      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h + 32));
-      const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * h));
-      // Values 32g .. 32g+31 of the half: a low or high nibble of ql plus 2 bits of qh.
-      const __m256i q[4] = {
-          _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), bits45)),
-          _mm256_or_si256(_mm256_and_si256(l1, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), bits45)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), _mm256_and_si256(hb, bits45)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
-                          _mm256_and_si256(_mm256_srli_epi16(hb, 2), bits45)),
-      };
-#pragma GCC unroll 4
-      for (int g = 0; g < 4; ++g) {
-        // maddubs lanes 0-7 hold values 0-15 (scale 2g), lanes 8-15 values 16-31 (scale 2g+1).
-        const int8_t* s = blk.scales + 8 * h + 2 * g;
-        const __m256i sv = _mm256_set_m128i(_mm_set1_epi16(s[1]), _mm_set1_epi16(s[0]));
-#pragma GCC unroll 4
-        for (int c = 0; c < C; ++c) {
-          const auto* xq = reinterpret_cast<const __m256i*>(xs[c][b].qs + 128 * h + 32 * g);
-          const __m256i p = _mm256_maddubs_epi16(q[g], _mm256_load_si256(xq));
-          isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(p, sv));
+void run_scalar_q6_k(const WeightMatrix& w, const MatmulActs& a, int64_t row_begin, int64_t row_end,
+                     int64_t tok_begin, int64_t tok_end, float* y) {
+  const int64_t num_blocks = w.cols / 256;
+  std::vector<int8_t> q(static_cast<size_t>(w.cols));  // one row's quants minus 32
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const auto* blocks = reinterpret_cast<const BlockQ6_K*>(static_cast<const uint8_t*>(w.data) + r * row_bytes(w.dtype, w.cols));
+    for (int64_t b = 0; b < num_blocks; ++b) {
+      for (int h = 0; h < 2; ++h) {
+        const uint8_t* ql = blocks[b].ql + 64 * h;
+        const uint8_t* qh = blocks[b].qh + 32 * h;
+        int8_t* qo = q.data() + 256 * b + 128 * h;
+        for (int l = 0; l < 32; ++l) {
+          qo[l] = static_cast<int8_t>(((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
+          qo[l + 32] = static_cast<int8_t>(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
+          qo[l + 64] = static_cast<int8_t>(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+          qo[l + 96] = static_cast<int8_t>(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
         }
       }
     }
-    // The stored quants are q + 32: subtract 32 * sum_g sc_g * sum(x_g).
-    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
-    const float d = simd::half_to_float(blk.d);
-#pragma GCC unroll 4
-    for (int c = 0; c < C; ++c) {
-      const ActBlockQ8K& x = xs[c][b];
-      const __m256i bias = _mm256_madd_epi16(sc16, _mm256_load_si256(reinterpret_cast<const __m256i*>(x.bsums)));
-      const __m256i total = _mm256_sub_epi32(isum[c], _mm256_slli_epi32(bias, 5));
-      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_set1_ps(d * x.d), acc[c]);
+    for (int64_t t = tok_begin; t < tok_end; ++t) {
+      float acc = 0.f;
+      for (int64_t b = 0; b < num_blocks; ++b) {
+        const ActBlockQ8K& x = a.q8k[t * num_blocks + b];
+        int32_t sumi = 0;
+        for (int g = 0; g < 16; ++g) {
+          int32_t dot = 0;
+          for (int l = 0; l < 16; ++l) dot += q[256 * b + 16 * g + l] * x.qs[16 * g + l];
+          sumi += blocks[b].scales[g] * dot;
+        }
+        acc = accumulate_block(acc, sumi, fp16_to_f32(blocks[b].d) * x.d);
+      }
+      y[t * w.rows + r] = acc;
     }
   }
-#pragma GCC unroll 4
-  for (int c = 0; c < C; ++c) out[c] = simd::hsum(acc[c]);
-#else
-  for (int c = 0; c < C; ++c) out[c] = 0.f;
-  int8_t q[256];
-  for (int64_t b = 0; b < num_blocks; ++b) {
-    const BlockQ6_K& blk = w[b];
-    for (int h = 0; h < 2; ++h) {
-      const uint8_t* ql = blk.ql + 64 * h;
-      const uint8_t* qh = blk.qh + 32 * h;
-      int8_t* qo = q + 128 * h;
-      for (int l = 0; l < 32; ++l) {
-        qo[l] = static_cast<int8_t>(((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
-        qo[l + 32] = static_cast<int8_t>(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
-        qo[l + 64] = static_cast<int8_t>(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
-        qo[l + 96] = static_cast<int8_t>(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
-      }
-    }
-    const float d = simd::half_to_float(blk.d);
-    for (int c = 0; c < C; ++c) {
-      const ActBlockQ8K& x = xs[c][b];
-      int sumi = 0;
-      for (int g = 0; g < 16; ++g) {
-        int dot = 0;
-        for (int l = 0; l < 16; ++l) dot += q[16 * g + l] * x.qs[16 * g + l];
-        sumi += blk.scales[g] * dot;
-      }
-      out[c] += d * x.d * static_cast<float>(sumi);
-    }
-  }
-#endif
-}
-
-template <typename Block, typename Tile>
-void run(const WeightMatrix& w, const MatmulActs& acts, int64_t row_begin, int64_t row_end,
-         int64_t tok_begin, int64_t tok_end, float* y, Tile tile) {
-  const size_t row_bytes = static_cast<size_t>(w.cols / 256) * sizeof(Block);
-  for_each_row_tile<kMaxTile>(w, row_bytes, row_begin, row_end, tok_begin, tok_end, y,
-                              [&](int num, const uint8_t* row, int64_t t, float* out) {
-                                tile(num, reinterpret_cast<const Block*>(row), t, out);
-                              });
 }
 
 }  // namespace
 
+#if KVLM_AVX2
+namespace {
+
+// One super-block column (256 values) of a Q4_K strip. qs vector 8k + v holds
+// bytes 32k + 4v .. 32k + 4v + 3 of each row: low nibbles are values 64k + 4v..
+// (sub-block 2k), high nibbles values 64k + 32 + 4v.. (sub-block 2k + 1).
+struct StripQ4K {
+  Bytes32 qs[32];
+  uint8_t scales[8][kStripRows];        // [sub-block j][row], 6-bit
+  uint8_t min_pairs[4][kStripRows][2];  // [i][row]: mins of sub-blocks 2i, 2i + 1
+  uint16_t d[kStripRows];               // fp16
+  uint16_t dmin[kStripRows];            // fp16
+};
+static_assert(sizeof(StripQ4K) == 1184);
+
+// One super-block column of a Q6_K strip: ql and qh bytes interleaved as GGUF
+// orders them (vector i: bytes 4i .. 4i + 3 of each row).
+struct StripQ6K {
+  Bytes32 ql[32];
+  Bytes32 qh[16];
+  int8_t scale_pairs[8][kStripRows][2];  // [i][row]: scales of sub-blocks 2i, 2i + 1
+  uint16_t d[kStripRows];                // fp16
+};
+static_assert(sizeof(StripQ6K) == 1696);  // 1680 + 16 bytes of padding
+
+// Interleaves n chunks of 32 bytes of 8 rows (src[k] + 32 c) into out[8 c .. 8 c + 7].
+void interleave_rows(const uint8_t* const* src, int num_chunks, Bytes32* out) {
+  for (int c = 0; c < num_chunks; ++c) {
+    __m256i v[kStripRows];
+    for (int k = 0; k < kStripRows; ++k) v[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src[k] + 32 * c));
+    simd::transpose8_epi32(v);
+    for (int j = 0; j < 8; ++j) _mm256_store_si256(reinterpret_cast<__m256i*>(out + 8 * c + j), v[j]);
+  }
+}
+
+inline __m256i load(const Bytes32& b) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(&b)); }
+
+// 8 unsigned bytes (one per row) -> int16 pairs (s_k, s_k) in lane k, for madd.
+inline __m256i widen_scales_u8(const uint8_t* s) {
+  const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s)));
+  return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
+}
+
+template <int C>
+void tile_q4_k(const uint8_t* strip, const MatmulActs& a, int64_t t0, __m256* out) {
+  const int64_t num_blocks = a.cols / 256;
+  const auto* s = reinterpret_cast<const StripQ4K*>(strip);
+  const ActBlockQ8K* x[C];
+  for (int c = 0; c < C; ++c) x[c] = a.q8k + (t0 + c) * num_blocks;
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  __m256 acc[C];
+#pragma GCC unroll 8
+  for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    const StripQ4K& blk = s[b];
+    simd::prefetch(s + b + 2, sizeof(StripQ4K));
+    __m256i isum[C];
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) isum[c] = _mm256_setzero_si256();
+    for (int j = 0; j < 8; ++j) {  // sub-block j: values 32j .. 32j + 31
+      const Bytes32* qs = blk.qs + 8 * (j / 2);
+      const __m128i shift = _mm_cvtsi32_si128(4 * (j % 2));
+      // 8 groups x 2 products of at most 15 x 127 per int16 lane: no overflow.
+      __m256i p16[C];
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c) p16[c] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int v = 0; v < 8; ++v) {
+        const __m256i q = _mm256_and_si256(_mm256_srl_epi16(load(qs[v]), shift), low4);
+#pragma GCC unroll 8
+        for (int c = 0; c < C; ++c) {
+          p16[c] = _mm256_add_epi16(p16[c], _mm256_maddubs_epi16(q, simd::broadcast4(x[c][b].qs + 32 * j + 4 * v)));
+        }
+      }
+      const __m256i sc = widen_scales_u8(blk.scales[j]);
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c) isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(p16[c], sc));
+    }
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.d)));
+    const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.dmin)));
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+      __m256i summ = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) {
+        const __m256i m = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.min_pairs[i])));
+        summ = _mm256_add_epi32(summ, _mm256_madd_epi16(m, simd::broadcast4(x[c][b].bsum_pairs + 2 * i)));
+      }
+      const __m256 dx = _mm256_set1_ps(x[c][b].d);
+      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_mul_ps(d, dx), acc[c]);
+      acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(summ), _mm256_mul_ps(dmin, dx), acc[c]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int c = 0; c < C; ++c) out[c] = acc[c];
+}
+
+// Sub-block S (0..7) of half h of a Q6_K super-block: values 128h + 16S ..
+// 128h + 16S + 15, in four groups of 4. Their low 4 bits are the low (S < 4)
+// or high (S >= 4) nibbles of ql vectors 16h + 4(S % 4) + u; their high 2 bits
+// are bits 2(S / 2) of qh vectors 8h + 4(S % 2) + u.
+template <int C, int S>
+inline void q6_k_sub_block(const StripQ6K& blk, int h, const ActBlockQ8K* const* x, __m256i* isum) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i bits45 = _mm256_set1_epi8(0x30);
+  __m256i q[4];
+#pragma GCC unroll 4
+  for (int u = 0; u < 4; ++u) {
+    __m256i lo = load(blk.ql[16 * h + 4 * (S % 4) + u]);
+    if constexpr (S >= 4) lo = _mm256_srli_epi16(lo, 4);
+    __m256i hi = load(blk.qh[8 * h + 4 * (S % 2) + u]);
+    constexpr int kBit = 2 * (S / 2);  // move bits kBit, kBit+1 to 4, 5
+    if constexpr (kBit < 4) hi = _mm256_slli_epi16(hi, 4 - kBit);
+    if constexpr (kBit > 4) hi = _mm256_srli_epi16(hi, kBit - 4);
+    q[u] = _mm256_or_si256(_mm256_and_si256(lo, low4), _mm256_and_si256(hi, bits45));
+  }
+  // Scale of this sub-block in both int16 halves of each row's lane.
+  const __m256i pairs = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scale_pairs[4 * h + S / 2])));
+  const __m256i dup = S % 2 == 0 ? _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13, 0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13)
+                                 : _mm256_setr_epi8(2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15, 2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15);
+  const __m256i sc = _mm256_shuffle_epi8(pairs, dup);
+#pragma GCC unroll 8
+  for (int c = 0; c < C; ++c) {
+    // Two groups' products (2 x 2 x 63 x 127 per int16 lane) fit int16; four do not.
+    const int8_t* xq = x[c]->qs + 128 * h + 16 * S;
+    const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(q[0], simd::broadcast4(xq)),
+                                         _mm256_maddubs_epi16(q[1], simd::broadcast4(xq + 4)));
+    const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(q[2], simd::broadcast4(xq + 8)),
+                                         _mm256_maddubs_epi16(q[3], simd::broadcast4(xq + 12)));
+    isum[c] = _mm256_add_epi32(isum[c], _mm256_add_epi32(_mm256_madd_epi16(p01, sc), _mm256_madd_epi16(p23, sc)));
+  }
+}
+
+template <int C>
+void tile_q6_k(const uint8_t* strip, const MatmulActs& a, int64_t t0, __m256* out) {
+  const int64_t num_blocks = a.cols / 256;
+  const auto* s = reinterpret_cast<const StripQ6K*>(strip);
+  __m256 acc[C];
+#pragma GCC unroll 8
+  for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    const StripQ6K& blk = s[b];
+    simd::prefetch(s + b + 2, sizeof(StripQ6K));
+    const ActBlockQ8K* x[C];
+    for (int c = 0; c < C; ++c) x[c] = a.q8k + (t0 + c) * num_blocks + b;
+    __m256i isum[C];
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) isum[c] = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      q6_k_sub_block<C, 0>(blk, h, x, isum);
+      q6_k_sub_block<C, 1>(blk, h, x, isum);
+      q6_k_sub_block<C, 2>(blk, h, x, isum);
+      q6_k_sub_block<C, 3>(blk, h, x, isum);
+      q6_k_sub_block<C, 4>(blk, h, x, isum);
+      q6_k_sub_block<C, 5>(blk, h, x, isum);
+      q6_k_sub_block<C, 6>(blk, h, x, isum);
+      q6_k_sub_block<C, 7>(blk, h, x, isum);
+    }
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.d)));
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+      // The stored quants are q + 32: subtract 32 sum_g sc_g sum(x_g).
+      __m256i bias = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) {
+        const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scale_pairs[i])));
+        bias = _mm256_add_epi32(bias, _mm256_madd_epi16(sc, simd::broadcast4(x[c]->bsums + 2 * i)));
+      }
+      const __m256i sumi = _mm256_sub_epi32(isum[c], _mm256_slli_epi32(bias, 5));
+      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_mul_ps(d, _mm256_set1_ps(x[c]->d)), acc[c]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int c = 0; c < C; ++c) out[c] = acc[c];
+}
+
+}  // namespace
+
+size_t strip_bytes_q4_k(int64_t cols) { return static_cast<size_t>(cols / 256) * sizeof(StripQ4K); }
+size_t strip_bytes_q6_k(int64_t cols) { return static_cast<size_t>(cols / 256) * sizeof(StripQ6K); }
+
+void pack_strip_q4_k(const uint8_t* const* rows, int64_t cols, uint8_t* out) {
+  auto* s = reinterpret_cast<StripQ4K*>(out);
+  for (int64_t b = 0; b < cols / 256; ++b) {
+    const uint8_t* qs[kStripRows];
+    for (int k = 0; k < kStripRows; ++k) {
+      const auto& blk = reinterpret_cast<const BlockQ4_K*>(rows[k])[b];
+      qs[k] = blk.qs;
+      uint8_t sc[8];
+      uint8_t mn[8];
+      detail::unpack_q4_k_scales(blk.scales, sc, mn);
+      for (int j = 0; j < 8; ++j) s[b].scales[j][k] = sc[j];
+      for (int i = 0; i < 4; ++i) {
+        s[b].min_pairs[i][k][0] = mn[2 * i];
+        s[b].min_pairs[i][k][1] = mn[2 * i + 1];
+      }
+      s[b].d[k] = blk.d;
+      s[b].dmin[k] = blk.dmin;
+    }
+    interleave_rows(qs, 4, s[b].qs);
+  }
+}
+
+void pack_strip_q6_k(const uint8_t* const* rows, int64_t cols, uint8_t* out) {
+  auto* s = reinterpret_cast<StripQ6K*>(out);
+  for (int64_t b = 0; b < cols / 256; ++b) {
+    const uint8_t* ql[kStripRows];
+    const uint8_t* qh[kStripRows];
+    for (int k = 0; k < kStripRows; ++k) {
+      const auto& blk = reinterpret_cast<const BlockQ6_K*>(rows[k])[b];
+      ql[k] = blk.ql;
+      qh[k] = blk.qh;
+      for (int i = 0; i < 8; ++i) {
+        s[b].scale_pairs[i][k][0] = blk.scales[2 * i];
+        s[b].scale_pairs[i][k][1] = blk.scales[2 * i + 1];
+      }
+      s[b].d[k] = blk.d;
+    }
+    interleave_rows(ql, 4, s[b].ql);
+    interleave_rows(qh, 2, s[b].qh);
+  }
+}
+#endif  // KVLM_AVX2
+
+void kernel_q4_k_scalar(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
+                        int64_t t1, float* y) {
+  run_scalar_q4_k(w, a, r0, r1, t0, t1, y);
+}
+
+void kernel_q6_k_scalar(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
+                        int64_t t1, float* y) {
+  run_scalar_q6_k(w, a, r0, r1, t0, t1, y);
+}
+
 void kernel_q4_k(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
                  int64_t t1, float* y) {
-  run<BlockQ4_K>(w, a, r0, r1, t0, t1, y, [&](int num, const BlockQ4_K* row, int64_t t, float* out) {
-    dispatch_tile<kMaxTile>(num, [&]<int C>() { dot_tile_q4_k<C>(row, a, t, out); });
+#if KVLM_AVX2
+  for_each_strip<kMaxTileQ4K>(w, r0, r1, t0, t1, y, [&]<int C>(const uint8_t* strip, int64_t t, __m256* out) {
+    tile_q4_k<C>(strip, a, t, out);
   });
+#else
+  run_scalar_q4_k(w, a, r0, r1, t0, t1, y);
+#endif
 }
 
 void kernel_q6_k(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
                  int64_t t1, float* y) {
-  run<BlockQ6_K>(w, a, r0, r1, t0, t1, y, [&](int num, const BlockQ6_K* row, int64_t t, float* out) {
-    dispatch_tile<kMaxTile>(num, [&]<int C>() { dot_tile_q6_k<C>(row, a, t, out); });
+#if KVLM_AVX2
+  for_each_strip<kMaxTileQ6K>(w, r0, r1, t0, t1, y, [&]<int C>(const uint8_t* strip, int64_t t, __m256* out) {
+    tile_q6_k<C>(strip, a, t, out);
   });
+#else
+  run_scalar_q6_k(w, a, r0, r1, t0, t1, y);
+#endif
 }
 
 }  // namespace kvlm::cpu

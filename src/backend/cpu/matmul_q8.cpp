@@ -1,5 +1,18 @@
 // matmul kernels for the 32-value block types (Q8_0, Q4_0) against Q8_0
-// activations: integer dot product per block, scaled by d_w * d_x in f32.
+// activations: an exact integer dot product per block, then the fixed float
+// step acc = fma(isum, dw * dx, acc) (matmul_impl.h).
+//
+// The SIMD kernels work on strips of 8 weight rows interleaved 4 bytes at a
+// time, so one ymm register holds quants 4g..4g+3 of all 8 rows and each
+// 32-bit lane accumulates one row: a token's 4 activation quants are broadcast
+// and meet 8 rows in one multiply, no horizontal sums anywhere. A strip is
+// unpacked and sign-split once and then reused by every token of the tile
+// (kMaxTile tokens share each weight register), so at T = 16 one weight load
+// feeds 4 tokens x 8 rows x 4 values. Strips come from the load-time packed
+// copy (pack_for_matmul) or are packed here on the fly.
+#include <cstring>
+#include <vector>
+
 #include "backend/cpu/matmul_impl.h"
 #include "backend/cpu/simd.h"
 #include "backend/quant.h"
@@ -7,12 +20,23 @@
 namespace kvlm::cpu {
 namespace {
 
-constexpr int kMaxTile = 4;
-// Blocks alternate between two accumulators per token (hides the FMA latency
-// with one token); fixed for every tile size so results are batch-invariant.
-constexpr int kUnroll = 2;
+// Per token a float and an int accumulator; with the weight vector, its
+// absolute value, a product and the constant 1s that is 4 + 2 * 5 = 14 of the
+// 16 ymm registers.
+constexpr int kMaxTile = 5;
 
-// Unpacks one weight block into 32 signed quants (scalar form).
+// Bytes of the quants of one block-column of a strip: 8 rows x 32 quants for
+// Q8_0, 8 rows x 16 bytes of nibbles for Q4_0.
+constexpr int64_t kQ8StripQuantBytes = 256;
+constexpr int64_t kQ4StripQuantBytes = 128;
+
+size_t strip_bytes_for(int64_t cols, int64_t quant_bytes) {
+  const int64_t num_blocks = cols / 32;
+  const size_t bytes = static_cast<size_t>(num_blocks * (quant_bytes + 2 * kStripRows));  // quants, then fp16 scales
+  return (bytes + 31) / 32 * 32;
+}
+
+// Scalar twins: the GGUF layout, one (row, token) at a time, the same float steps.
 inline void unpack_block(const BlockQ8_0& b, int8_t* q) {
   for (int j = 0; j < 32; ++j) q[j] = b.qs[j];
 }
@@ -23,95 +47,217 @@ inline void unpack_block(const BlockQ4_0& b, int8_t* q) {
   }
 }
 
-#if KVLM_AVX2
-inline __m256i unpack_block_vec(const BlockQ8_0& b) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
-}
-// Bytes 0-15 take the low nibbles (values 0-15), bytes 16-31 the high nibbles.
-inline __m256i unpack_block_vec(const BlockQ4_0& b) {
-  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
-  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
-  const __m256i nibbles = _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
-  return _mm256_sub_epi8(nibbles, _mm256_set1_epi8(8));
-}
-#endif
-
-// out[c] = dot(weight row, activation row t0 + c) for c < C.
-template <typename Block, int C>
-void dot_tile(const Block* w, const MatmulActs& a, int64_t t0, float* out) {
-  const int64_t cols = a.cols;
-  const int64_t num_blocks = cols / 32;
-  const int8_t* xq[C];
-  const float* xd[C];
-  for (int c = 0; c < C; ++c) {
-    xq[c] = a.q8_qs + (t0 + c) * cols;
-    xd[c] = a.q8_d + (t0 + c) * num_blocks;
-  }
-#if KVLM_AVX2
-  __m256 acc[kUnroll][C];
-#pragma GCC unroll 8
-  for (int u = 0; u < kUnroll; ++u)
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) acc[u][c] = _mm256_setzero_ps();
-  auto block = [&](int64_t b, int u) {
-    const __m256i wq = unpack_block_vec(w[b]);
-    const __m256i aw = _mm256_sign_epi8(wq, wq);
-    const __m256 dw = _mm256_set1_ps(simd::half_to_float(w[b].d));
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) {
-      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[c] + b * 32));
-      const __m256 dot = _mm256_cvtepi32_ps(simd::dot_i8_pairs(aw, wq, xv));
-      acc[u][c] = _mm256_fmadd_ps(dot, _mm256_mul_ps(dw, _mm256_broadcast_ss(xd[c] + b)), acc[u][c]);
-    }
-  };
-  int64_t b = 0;
-  for (; b + kUnroll <= num_blocks; b += kUnroll) {
-#pragma GCC unroll 2
-    for (int u = 0; u < kUnroll; ++u) block(b + u, u);
-  }
-  for (; b < num_blocks; ++b) block(b, 0);
-#pragma GCC unroll 8
-  for (int c = 0; c < C; ++c) {
-    acc[0][c] = _mm256_add_ps(acc[0][c], acc[1][c]);
-    out[c] = simd::hsum(acc[0][c]);
-  }
-#else
-  for (int c = 0; c < C; ++c) out[c] = 0.f;
-  int8_t q[32];
-  for (int64_t b = 0; b < num_blocks; ++b) {
-    unpack_block(w[b], q);
-    const float dw = simd::half_to_float(w[b].d);
-    for (int c = 0; c < C; ++c) {
-      int sum = 0;
-      for (int j = 0; j < 32; ++j) sum += q[j] * xq[c][b * 32 + j];
-      out[c] += static_cast<float>(sum) * (dw * xd[c][b]);
-    }
-  }
-#endif
-}
-
 template <typename Block>
-void run(const WeightMatrix& w, const MatmulActs& acts, int64_t row_begin, int64_t row_end,
-         int64_t tok_begin, int64_t tok_end, float* y) {
-  const size_t row_bytes = static_cast<size_t>(w.cols / 32) * sizeof(Block);
-  for_each_row_tile<kMaxTile>(
-      w, row_bytes, row_begin, row_end, tok_begin, tok_end, y,
-      [&](int num, const uint8_t* row, int64_t t, float* out) {
-        const auto* blocks = reinterpret_cast<const Block*>(row);
-        dispatch_tile<kMaxTile>(num, [&]<int C>() { dot_tile<Block, C>(blocks, acts, t, out); });
-      });
+void run_scalar(const WeightMatrix& w, const MatmulActs& a, int64_t row_begin, int64_t row_end,
+                int64_t tok_begin, int64_t tok_end, float* y) {
+  const int64_t cols = w.cols;
+  const int64_t num_blocks = cols / 32;
+  std::vector<int8_t> q(static_cast<size_t>(cols));      // one row's quants, unpacked
+  std::vector<float> dw(static_cast<size_t>(num_blocks));  // and its scales
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const auto* blocks = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w.data) + r * row_bytes(w.dtype, cols));
+    for (int64_t b = 0; b < num_blocks; ++b) {
+      unpack_block(blocks[b], q.data() + 32 * b);
+      dw[b] = fp16_to_f32(blocks[b].d);
+    }
+    for (int64_t t = tok_begin; t < tok_end; ++t) {
+      const int8_t* xq = a.q8_qs + t * cols;
+      const float* xd = a.q8_d + t * num_blocks;
+      float acc = 0.f;
+      for (int64_t b = 0; b < num_blocks; ++b) {
+        int32_t isum = 0;
+        for (int j = 0; j < 32; ++j) isum += q[32 * b + j] * xq[32 * b + j];
+        acc = accumulate_block(acc, isum, dw[b] * xd[b]);
+      }
+      y[t * w.rows + r] = acc;
+    }
+  }
 }
 
 }  // namespace
 
+#if KVLM_AVX2
+
+// Q8_0 strip: [num_blocks][8 groups][8 rows x 4 quants], then [num_blocks][8 rows] fp16 d.
+void pack_strip_q8_0(const uint8_t* const* rows, int64_t cols, uint8_t* out) {
+  const int64_t num_blocks = cols / 32;
+  auto* d = reinterpret_cast<uint16_t*>(out + num_blocks * kQ8StripQuantBytes);
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    __m256i v[kStripRows];
+    for (int k = 0; k < kStripRows; ++k) {
+      const auto& blk = reinterpret_cast<const BlockQ8_0*>(rows[k])[b];
+      v[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs));
+      d[kStripRows * b + k] = blk.d;
+    }
+    simd::transpose8_epi32(v);
+    for (int g = 0; g < 8; ++g) {
+      _mm256_store_si256(reinterpret_cast<__m256i*>(out + b * kQ8StripQuantBytes + 32 * g), v[g]);
+    }
+  }
+}
+
+// Q4_0 strip: [num_blocks][4 groups][8 rows x 4 bytes], the bytes as GGUF has
+// them (low nibbles: values 4v..4v+3, high nibbles: values 16+4v..), then
+// [num_blocks][8 rows] fp16 d.
+void pack_strip_q4_0(const uint8_t* const* rows, int64_t cols, uint8_t* out) {
+  const int64_t num_blocks = cols / 32;
+  auto* d = reinterpret_cast<uint16_t*>(out + num_blocks * kQ4StripQuantBytes);
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    __m256i v[kStripRows];
+    for (int k = 0; k < kStripRows; ++k) {
+      const auto& blk = reinterpret_cast<const BlockQ4_0*>(rows[k])[b];
+      v[k] = _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs)));
+      d[kStripRows * b + k] = blk.d;
+    }
+    simd::transpose8_epi32(v);  // v[4..7] come from the zero upper halves
+    for (int g = 0; g < 4; ++g) {
+      _mm256_store_si256(reinterpret_cast<__m256i*>(out + b * kQ4StripQuantBytes + 32 * g), v[g]);
+    }
+  }
+}
+
+namespace {
+
+// Pointers to the C tokens' activation quants and scales.
+template <int C>
+struct TokenActs {
+  const int8_t* qs[C];
+  const float* d[C];
+  const int32_t* sum[C];
+  TokenActs(const MatmulActs& a, int64_t t0) {
+    const int64_t num_blocks = a.cols / 32;
+    for (int c = 0; c < C; ++c) {
+      qs[c] = a.q8_qs + (t0 + c) * a.cols;
+      d[c] = a.q8_d + (t0 + c) * num_blocks;
+      sum[c] = a.q8_sum + (t0 + c) * num_blocks;
+    }
+  }
+};
+
+// out[c] lane k = dot(row k of the strip, token t0 + c).
+template <int C>
+void tile_q8_0(const uint8_t* strip, const MatmulActs& a, int64_t t0, __m256* out) {
+  const int64_t num_blocks = a.cols / 32;
+  const auto* d = reinterpret_cast<const uint16_t*>(strip + num_blocks * kQ8StripQuantBytes);
+  const TokenActs<C> x(a, t0);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[C];
+#pragma GCC unroll 8
+  for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    const uint8_t* q = strip + b * kQ8StripQuantBytes;
+    simd::prefetch(q + 8 * kQ8StripQuantBytes, kQ8StripQuantBytes);
+    if (b % 4 == 0) simd::prefetch(d + kStripRows * (b + 8), 64);
+    __m256i isum[C];
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) isum[c] = _mm256_setzero_si256();
+    // Not unrolled: unrolled, GCC regroups the integer adds and spills.
+#pragma GCC unroll 1
+    for (int g = 0; g < 8; ++g) {
+      // maddubs multiplies unsigned by signed bytes: |w| times x with w's sign.
+      // |w| <= 128 and |x| <= 127, so a pair sum stays within int16.
+      const __m256i wv = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * g));
+      const __m256i aw = _mm256_sign_epi8(wv, wv);
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c) {
+        const __m256i xs = _mm256_sign_epi8(simd::broadcast4(x.qs[c] + 32 * b + 4 * g), wv);
+        isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xs), ones));
+      }
+    }
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d + kStripRows * b)));
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+      const __m256 scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(x.d[c] + b));
+      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), scale, acc[c]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int c = 0; c < C; ++c) out[c] = acc[c];
+}
+
+// Q4_0: the nibbles stay unsigned (0..15) so maddubs needs no sign trick, and
+// the offset comes back as isum = nib . x - 8 sum(x), exact in integers. A
+// block's 8 products fit int16 (8 x 2 x 15 x 127 < 32768) before widening.
+template <int C>
+void tile_q4_0(const uint8_t* strip, const MatmulActs& a, int64_t t0, __m256* out) {
+  const int64_t num_blocks = a.cols / 32;
+  const auto* d = reinterpret_cast<const uint16_t*>(strip + num_blocks * kQ4StripQuantBytes);
+  const TokenActs<C> x(a, t0);
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  __m256 acc[C];
+#pragma GCC unroll 8
+  for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    const uint8_t* q = strip + b * kQ4StripQuantBytes;
+    simd::prefetch(q + 16 * kQ4StripQuantBytes, kQ4StripQuantBytes);
+    if (b % 4 == 0) simd::prefetch(d + kStripRows * (b + 16), 64);
+    __m256i p16[C];
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) p16[c] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) {
+      const __m256i bytes = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * v));
+      const __m256i lo = _mm256_and_si256(bytes, low4);                         // values 4v..4v+3
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4);  // values 16+4v..
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c) {
+        const int8_t* xb = x.qs[c] + 32 * b + 4 * v;
+        const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, simd::broadcast4(xb)),
+                                           _mm256_maddubs_epi16(hi, simd::broadcast4(xb + 16)));
+        p16[c] = _mm256_add_epi16(p16[c], p);
+      }
+    }
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d + kStripRows * b)));
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+      const __m256i isum = _mm256_sub_epi32(_mm256_madd_epi16(p16[c], ones), _mm256_set1_epi32(8 * x.sum[c][b]));
+      const __m256 scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(x.d[c] + b));
+      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, acc[c]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int c = 0; c < C; ++c) out[c] = acc[c];
+}
+
+}  // namespace
+#endif  // KVLM_AVX2
+
+#if KVLM_AVX2
+size_t strip_bytes_q8_0(int64_t cols) { return strip_bytes_for(cols, kQ8StripQuantBytes); }
+size_t strip_bytes_q4_0(int64_t cols) { return strip_bytes_for(cols, kQ4StripQuantBytes); }
+#endif
+
+void kernel_q8_0_scalar(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
+                        int64_t t1, float* y) {
+  run_scalar<BlockQ8_0>(w, a, r0, r1, t0, t1, y);
+}
+
+void kernel_q4_0_scalar(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
+                        int64_t t1, float* y) {
+  run_scalar<BlockQ4_0>(w, a, r0, r1, t0, t1, y);
+}
+
 void kernel_q8_0(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
                  int64_t t1, float* y) {
-  run<BlockQ8_0>(w, a, r0, r1, t0, t1, y);
+#if KVLM_AVX2
+  for_each_strip<kMaxTile>(w, r0, r1, t0, t1, y, [&]<int C>(const uint8_t* strip, int64_t t, __m256* out) {
+    tile_q8_0<C>(strip, a, t, out);
+  });
+#else
+  kernel_q8_0_scalar(w, a, r0, r1, t0, t1, y);
+#endif
 }
 
 void kernel_q4_0(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
                  int64_t t1, float* y) {
-  run<BlockQ4_0>(w, a, r0, r1, t0, t1, y);
+#if KVLM_AVX2
+  for_each_strip<kMaxTile>(w, r0, r1, t0, t1, y, [&]<int C>(const uint8_t* strip, int64_t t, __m256* out) {
+    tile_q4_0<C>(strip, a, t, out);
+  });
+#else
+  kernel_q4_0_scalar(w, a, r0, r1, t0, t1, y);
+#endif
 }
 
 }  // namespace kvlm::cpu
