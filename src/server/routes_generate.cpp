@@ -7,8 +7,10 @@
 
 #include "common/error.h"
 #include "common/hash.h"
+#include "common/log.h"
 #include "engine/engine.h"
 #include "model/model.h"
+#include "server/http/peer_probe.h"
 #include "server/routes.h"
 #include "tokenizer/chat_prompt.h"
 #include "tokenizer/tokenizer.h"
@@ -21,6 +23,8 @@ using openai::Json;
 // How long a stream waits for tokens before it writes an SSE comment; a write
 // to a client that has gone fails, which cancels its request.
 constexpr auto kHeartbeat = std::chrono::milliseconds(1000);
+// How often a non-streaming request looks whether its client is still there.
+constexpr auto kHangUpCheck = std::chrono::milliseconds(100);
 
 int status_for(ErrorCode code) {
   switch (code) {
@@ -53,7 +57,7 @@ struct Generation {
   std::vector<int32_t> prompt;
 };
 
-void run(ServerContext& ctx, Generation gen, httplib::Response& res) {
+void run(ServerContext& ctx, Generation gen, const httplib::Request& req, httplib::Response& res) {
   Engine& engine = ctx.engine;
   const int32_t num_prompt = static_cast<int32_t>(gen.prompt.size());
   const int32_t limit = engine.max_model_len();
@@ -100,7 +104,26 @@ void run(ServerContext& ctx, Generation gen, httplib::Response& res) {
   if (!gen.options.stream) {
     std::string text;
     std::optional<FinishReason> reason;
-    while (auto ev = stream->next()) {
+    // Nothing is written until the end, so look at the connection instead: a
+    // client that gave up (timeout, Ctrl-C) gets its request cancelled.
+    const PeerProbe probe(req.remote_addr, req.remote_port, req.local_port);
+    auto last_check = std::chrono::steady_clock::now();
+    for (;;) {
+      auto ev = stream->next_for(kHangUpCheck);
+      if (const auto now = std::chrono::steady_clock::now(); now - last_check >= kHangUpCheck) {
+        last_check = now;
+        if (probe.peer_closed()) {
+          engine.cancel(stream->id());
+          log_info("server: client {}:{} hung up; request {} cancelled", req.remote_addr, req.remote_port,
+                   stream->id().value());
+          while (stream->next()) {}  // drain: the engine finishes it as aborted
+          return;
+        }
+      }
+      if (!ev) {
+        if (stream->done()) break;
+        continue;
+      }
       text += ev->text;
       if (ev->error) {
         send_error(res, from_error(*ev->error));
@@ -179,7 +202,7 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
   } else {
     gen.prompt = std::get<std::vector<int32_t>>(r.prompt);
   }
-  run(ctx, std::move(gen), res);
+  run(ctx, std::move(gen), req, res);
 }
 
 void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
@@ -197,7 +220,7 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, ht
     // The template's own words, e.g. "System role not supported".
     return send_error(res, {400, e.what(), std::string("messages")});
   }
-  run(ctx, std::move(gen), res);
+  run(ctx, std::move(gen), req, res);
 }
 
 }  // namespace kvlm

@@ -257,6 +257,33 @@ TEST_F(ServerTest, MetricsCountWhatHappened) {
   EXPECT_GT(metric(text, "kvlm_prefix_cache_hits_total"), 0);
 }
 
+// A non-streaming client that gives up before its answer: nothing is written
+// until the end, so the server must notice the closed connection itself. The
+// F32 model generates slowly enough (hundreds of tokens/s) that running the
+// request to its end would show in the token counter.
+TEST(ServerHangUp, NonStreamingClientThatGivesUpCancelsItsRequest) {
+  test::ServerProcess server({"-m", test::shared_path("models/synth-tiny-F32.gguf"), "-t", "1"});
+  ASSERT_GT(server.port(), 0);
+  httplib::Client cli("127.0.0.1", server.port());
+  cli.set_read_timeout(0, 200 * 1000);  // 200 ms, then the client closes the connection
+  auto res = cli.Post("/v1/completions", R"({"prompt":"Once upon a time","max_tokens":500,"ignore_eos":true})",
+                      "application/json");
+  EXPECT_FALSE(res) << "the request should have outlived the client's patience";
+  std::string text;
+  for (int i = 0; i < 500; ++i) {
+    text = curl_get(server.url() + "/metrics").second;
+    if (metric(text, "kvlm_requests_running") == 0 && metric(text, "kvlm_kv_blocks_used") == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(metric(text, "kvlm_kv_blocks_used"), 0) << text;
+  EXPECT_GE(metric(text, "kvlm_requests_finished_total{model_name=\"synth-tiny\",finished_reason=\"abort\"}"), 1) << text;
+  EXPECT_LT(metric(text, "kvlm_generation_tokens_total"), 500) << text;
+  // The server goes on serving, non-streaming requests included.
+  auto [status, body] = curl_post(server.url() + "/v1/completions", R"({"prompt":"Once","max_tokens":3})");
+  EXPECT_EQ(status, 200) << body;
+  EXPECT_EQ(Json::parse(body)["usage"]["completion_tokens"], 3);
+}
+
 TEST(ServerAuth, ApiKeyIsRequiredOnTheApi) {
   test::ServerProcess server({"-m", stories(), "--api-key", "sekret", "-t", "1"});
   ASSERT_GT(server.port(), 0);
