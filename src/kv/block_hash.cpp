@@ -18,6 +18,11 @@ BlockHash hash_block(std::optional<BlockHash> parent, std::span<const int32_t> t
   return BlockHash{hash128(bytes.data(), bytes.size(), seed)};
 }
 
+BlockHash hash_for_group(const BlockHash& h, int32_t group) {
+  if (group == 0) return h;
+  return BlockHash{hash128(&group, sizeof(group), h.value)};
+}
+
 std::vector<BlockHash> hash_full_blocks(std::span<const int32_t> tokens, int32_t block_size,
                                         uint64_t extra_key) {
   KVLM_ASSERT(block_size > 0, "block_size must be positive");

@@ -26,6 +26,11 @@ struct BlockHash {
 BlockHash hash_block(std::optional<BlockHash> parent, std::span<const int32_t> tokens,
                      uint64_t extra_key = 0);
 
+// The key under which KV group `group` caches a block whose chain hash is
+// `h`: each group keeps its own physical copy of a block's tokens (its layers'
+// K/V), so the groups must not find each other's blocks. Group 0 uses h.
+BlockHash hash_for_group(const BlockHash& h, int32_t group);
+
 // Hashes of every full block of `tokens` (tokens.size() / block_size of them).
 std::vector<BlockHash> hash_full_blocks(std::span<const int32_t> tokens, int32_t block_size,
                                         uint64_t extra_key = 0);

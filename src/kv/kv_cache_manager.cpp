@@ -31,19 +31,13 @@ KvCacheConfig validated(KvCacheConfig c) {
   return c;
 }
 
-// Prefix caching needs every layer to keep every block; a window group throws
-// blocks away, so only one full-attention group publishes or looks up blocks.
-bool uses_prefix_caching(const KvCacheConfig& c) {
-  return c.enable_prefix_caching && c.group_windows.size() == 1 && c.group_windows[0] == 0;
-}
-
 int32_t ceil_div(int32_t a, int32_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 
 KvCacheManager::KvCacheManager(KvCacheConfig config)
     : config_(validated(std::move(config))),
-      pool_(config_.num_blocks, uses_prefix_caching(config_)) {}
+      pool_(config_.num_blocks, config_.enable_prefix_caching) {}
 
 int32_t KvCacheManager::num_invisible_blocks(int32_t group, int32_t num_computed) const {
   int32_t window = config_.group_windows[group];
@@ -80,16 +74,47 @@ PrefixHit KvCacheManager::find_prefix(std::span<const int32_t> tokens, uint64_t 
   const int32_t bs = config_.block_size;
   // At least one token must be computed: its logits start the generation.
   const int32_t max_blocks = (static_cast<int32_t>(tokens.size()) - 1) / bs;
+  // cached[g][i]: group g's cached copy of block i. A full group ends the
+  // search at its first miss; a window group may miss blocks that a hit
+  // leaves out of sight, so the chain goes on past its misses.
+  std::vector<std::vector<std::optional<BlockId>>> cached(static_cast<size_t>(num_groups()));
+  int32_t limit = max_blocks;
   std::optional<BlockHash> parent;
-  for (int32_t i = 0; i < max_blocks; ++i) {
-    BlockHash h = hash_block(parent, tokens.subspan(static_cast<size_t>(i) * bs, bs), extra_key);
-    std::optional<BlockId> id = pool_.find_cached(h);
-    if (!id) break;
-    hit.blocks.push_back(*id);
+  for (int32_t i = 0; i < limit; ++i) {
+    const BlockHash h = hash_block(parent, tokens.subspan(static_cast<size_t>(i) * bs, bs), extra_key);
+    hit.hashes.push_back(h);
     parent = h;
+    for (int32_t g = 0; g < num_groups(); ++g) {
+      cached[g].push_back(pool_.find_cached(hash_for_group(h, g)));
+      if (!cached[g].back() && config_.group_windows[g] == 0) limit = i;  // ends the loop
+    }
   }
-  hit.num_tokens = static_cast<int32_t>(hit.blocks.size()) * bs;
+  // The longest hit every group can serve: for a window group, the blocks the
+  // first new query (at slot n * bs) can see must be cached.
+  auto serves = [&](int32_t n) {
+    for (int32_t g = 0; g < num_groups(); ++g) {
+      for (int32_t i = num_invisible_blocks(g, n * bs); i < n; ++i)
+        if (!cached[g][i]) return false;
+    }
+    return true;
+  };
+  int32_t n = limit;
+  while (n > 0 && !serves(n)) --n;
+  hit.hashes.resize(static_cast<size_t>(n));
+  if (n == 0) return hit;
+  hit.num_tokens = n * bs;
+  hit.tables.resize(static_cast<size_t>(num_groups()));
+  for (int32_t g = 0; g < num_groups(); ++g) {
+    BlockTable& t = hit.tables[g];
+    t.num_released = num_invisible_blocks(g, n * bs);
+    for (int32_t i = 0; i < n; ++i) t.blocks.push_back(i < t.num_released ? BlockId(0) : *cached[g][i]);
+  }
   return hit;
+}
+
+// The hit's blocks that the request will hold (the stale entries excluded).
+static std::vector<BlockId> live_blocks(const BlockTable& t) {
+  return {t.blocks.begin() + t.num_released, t.blocks.end()};
 }
 
 bool KvCacheManager::can_allocate(RequestId id, int32_t num_new, const PrefixHit* hit) const {
@@ -97,25 +122,26 @@ bool KvCacheManager::can_allocate(RequestId id, int32_t num_new, const PrefixHit
   auto it = requests_.find(id);
   int32_t num_needed = 0;
   if (it != requests_.end()) {
-    KVLM_ASSERT(hit == nullptr || hit->blocks.empty(), "a prefix hit for a request with blocks");
+    KVLM_ASSERT(hit == nullptr || hit->num_tokens == 0, "a prefix hit for a request with blocks");
     const RequestBlocks& r = it->second;
     for (int32_t g = 0; g < num_groups(); ++g) {
       num_needed += blocks_needed(&r, g, r.num_computed + num_new);
     }
     return pool_.can_allocate(num_needed);
   }
-  int32_t num_hit_tokens = hit ? hit->num_tokens : 0;
-  int32_t num_hit_blocks = hit ? static_cast<int32_t>(hit->blocks.size()) : 0;
-  KVLM_ASSERT(num_hit_tokens == num_hit_blocks * config_.block_size,
-              "a prefix hit covers whole blocks");
-  KVLM_ASSERT(num_hit_blocks == 0 || pool_.prefix_caching(), "a prefix hit without caching");
+  const int32_t num_hit_tokens = hit ? hit->num_tokens : 0;
+  KVLM_ASSERT(num_hit_tokens % config_.block_size == 0, "a prefix hit covers whole blocks");
+  KVLM_ASSERT(num_hit_tokens == 0 || pool_.prefix_caching(), "a prefix hit without caching");
+  const int32_t num_entries = ceil_div(num_hit_tokens + num_new, config_.block_size);
   for (int32_t g = 0; g < num_groups(); ++g) {
-    num_needed += blocks_needed(nullptr, g, num_hit_tokens + num_new);
-  }
-  num_needed -= num_hit_blocks;  // group 0 already has them...
-  if (hit) {
-    for (BlockId b : hit->blocks) {
-      // ...but a hit block that is free leaves the free queue when touched.
+    if (num_hit_tokens == 0) {
+      num_needed += num_entries;
+      continue;
+    }
+    const BlockTable& t = hit->tables[g];
+    num_needed += num_entries - static_cast<int32_t>(t.blocks.size());
+    for (BlockId b : live_blocks(t)) {
+      // A hit block that is free leaves the free queue when touched.
       if (pool_.meta(b).ref_count == 0) ++num_needed;
     }
   }
@@ -132,17 +158,14 @@ bool KvCacheManager::allocate(RequestId id, int32_t num_new, const PrefixHit* hi
       num_prefix_query_tokens_ += hit->num_query_tokens;
       num_prefix_hit_tokens_ += hit->num_tokens;
     }
-    if (hit && !hit->blocks.empty()) {
+    if (hit && hit->num_tokens > 0) {
       // Touch before allocating: a hit block at the head of the free queue
       // must not be handed out (and its hash forgotten) as a new block.
-      pool_.touch(hit->blocks);
-      r.tables[0].blocks = hit->blocks;
+      r.tables = hit->tables;
+      for (const BlockTable& t : r.tables) pool_.touch(live_blocks(t));
       r.num_computed = hit->num_tokens;
       r.num_slots = hit->num_tokens;
-      for (BlockId b : hit->blocks) {
-        KVLM_ASSERT(pool_.meta(b).hash.has_value(), "a prefix hit on a block without a hash");
-        r.block_hashes.push_back(*pool_.meta(b).hash);
-      }
+      r.block_hashes = hit->hashes;
     }
   }
   int32_t num_tokens = r.num_computed + num_new;
@@ -172,7 +195,12 @@ void KvCacheManager::on_computed(RequestId id, std::span<const int32_t> tokens,
       std::optional<BlockHash> parent;
       if (i > 0) parent = r.block_hashes[i - 1];
       BlockHash h = hash_block(parent, tokens.subspan(static_cast<size_t>(i) * bs, bs), extra_key);
-      pool_.cache(r.tables[0].blocks[i], h);
+      // Before any release below: a window block is full before it is out of
+      // sight, so every group's copy gets published.
+      for (int32_t g = 0; g < num_groups(); ++g) {
+        const BlockTable& t = r.tables[g];
+        if (i >= t.num_released) pool_.cache(t.blocks[i], hash_for_group(h, g));
+      }
       r.block_hashes.push_back(h);
     }
   }

@@ -5,8 +5,13 @@
 // KV groups: layers that share block tables. Most models have one group;
 // Gemma-2 has a full-attention group and a sliding-window group. Every group
 // draws blocks from the one pool; a window group keeps only the blocks its
-// window can still see. Prefix caching is used only when there is a single
-// full-attention group.
+// window can still see.
+//
+// Prefix caching works across groups (vLLM v1's hybrid allocator): each group
+// caches its own copy of a full block under hash_for_group(chain hash, g). A
+// hit of n blocks needs all n cached in every full-attention group, but only
+// the blocks still inside the window of the first new query in a window
+// group; the window group's older entries start out released.
 #pragma once
 
 #include <cstdint>
@@ -35,11 +40,14 @@ struct BlockTable {
 };
 
 // Result of a prefix-cache lookup: the first num_tokens tokens (a whole
-// number of blocks) are already in `blocks`.
+// number of blocks) are already in the cache. tables[g] is group g's table
+// for them (entries [0, num_released) stale, as in any window table); empty
+// tables when there is no hit.
 struct PrefixHit {
   int32_t num_tokens = 0;
-  std::vector<BlockId> blocks;
-  int32_t num_query_tokens = 0;  // tokens looked up (for the hit-rate statistics)
+  std::vector<BlockTable> tables;  // [num_groups] when num_tokens > 0
+  std::vector<BlockHash> hashes;   // chain hashes of the hit blocks
+  int32_t num_query_tokens = 0;    // tokens looked up (for the hit-rate statistics)
 };
 
 class KvCacheManager {
@@ -91,7 +99,7 @@ class KvCacheManager {
     std::vector<BlockTable> tables;       // [num_groups]
     int32_t num_computed = 0;             // as of the last allocate (hit) / on_computed
     int32_t num_slots = 0;                // tokens the tables have room for
-    std::vector<BlockHash> block_hashes;  // hashes of its cached full blocks (group 0)
+    std::vector<BlockHash> block_hashes;  // chain hashes of its full blocks, published in every group
   };
   int32_t blocks_needed(const RequestBlocks* r, int32_t group, int32_t num_tokens) const;
   // Leading blocks of a window group that no query at slot >= num_computed sees.

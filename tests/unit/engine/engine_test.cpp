@@ -16,8 +16,8 @@
 namespace kvlm {
 namespace {
 
-std::unique_ptr<Engine> make_engine(EngineConfig config) {
-  auto model = Model::load(test::shared_path("models/stories260K.gguf"));
+std::unique_ptr<Engine> make_engine(EngineConfig config, const std::string& model_file = "models/stories260K.gguf") {
+  auto model = Model::load(test::shared_path(model_file));
   auto tok = Tokenizer::from_metadata(model->gguf().metadata());
   return std::make_unique<Engine>(std::move(model), std::move(tok), config);
 }
@@ -166,6 +166,29 @@ TEST(EnginePrefix, SharedPrefixIsCachedAndChangesNothing) {
   }
   EngineMetrics m = engine->metrics();
   EXPECT_GT(m.num_prefix_hit_tokens, 0);
+  expect_pool_whole(*engine);
+}
+
+// Gemma-2 has full layers and sliding-window layers (window 8 in the synth
+// model, blocks of 16): a hit takes every full-layer block but only the
+// window's blocks of the sliding layers, and changes no token.
+TEST(EnginePrefix, SlidingWindowModelCachesThePrefixToo) {
+  const std::string file = "models/synth-gemma2-F32.gguf";
+  auto jobs = make_jobs(8, 64, 5);
+  auto model = Model::load(test::shared_path(file));
+  auto engine = make_engine(EngineConfig{}, file);
+  Result first = drain(*engine->submit(greedy(jobs[0])));
+  EXPECT_EQ(first.tokens, reference_greedy(*model, jobs[0]));
+  std::vector<Job> rest(jobs.begin() + 1, jobs.end());
+  auto results = run_all_at_once(*engine, rest);
+  for (size_t i = 0; i < rest.size(); ++i) {
+    EXPECT_EQ(results[i].tokens, reference_greedy(*model, rest[i])) << "request " << i + 1;
+    EXPECT_GE(results[i].stats.num_cached_tokens, 64) << "request " << i + 1;
+  }
+  // The same prompt again: everything but its last block's worth is cached.
+  Result again = drain(*engine->submit(greedy(jobs[3])));
+  EXPECT_EQ(again.tokens, results[2].tokens);
+  EXPECT_EQ(again.stats.num_cached_tokens, (static_cast<int32_t>(jobs[3].prompt.size()) - 1) / 16 * 16);
   expect_pool_whole(*engine);
 }
 

@@ -49,13 +49,13 @@ TEST(KvCacheManager, PrefixHitCountsFullBlocksLeavingOneToken) {
 
   PrefixHit same = kv.find_prefix(a);
   EXPECT_EQ(same.num_tokens, 8);
-  EXPECT_EQ(same.blocks, ids({0, 1}));
+  EXPECT_EQ(same.tables[0].blocks, ids({0, 1}));
 
   std::vector<int32_t> diverge = iota_tokens(10);
   diverge[6] = 77;  // inside block 1
   PrefixHit one = kv.find_prefix(diverge);
   EXPECT_EQ(one.num_tokens, 4);
-  EXPECT_EQ(one.blocks, ids({0}));
+  EXPECT_EQ(one.tables[0].blocks, ids({0}));
 
   // Fully cached in full blocks: the last block is dropped to leave a token.
   PrefixHit exact = kv.find_prefix(iota_tokens(8));
@@ -115,7 +115,7 @@ TEST(KvCacheManager, HitTakesReferencesAndFreeRoundTrips) {
   kv.free(RequestId(1));  // unknown now: a no-op
   EXPECT_EQ(kv.pool().num_free_blocks(), 8);
   // The cached blocks are still hits, found in the free queue.
-  EXPECT_EQ(kv.find_prefix(t).blocks, ids({0, 1}));
+  EXPECT_EQ(kv.find_prefix(t).tables[0].blocks, ids({0, 1}));
 }
 
 TEST(KvCacheManager, GrowsTableAcrossSteps) {
@@ -167,7 +167,7 @@ TEST(KvCacheManager, FreeHitBlocksCountAgainstThePool) {
   EXPECT_EQ(kv.pool().free_queue_order(), ids({1, 0}));
 
   PrefixHit hit = kv.find_prefix(t);
-  ASSERT_EQ(hit.blocks, ids({0, 1}));
+  ASSERT_EQ(hit.tables[0].blocks, ids({0, 1}));
   // 2 tokens to compute need 1 new block, but the only free ones are the hits.
   EXPECT_FALSE(kv.can_allocate(RequestId(3), 2, &hit));
   EXPECT_FALSE(kv.allocate(RequestId(3), 2, &hit));
@@ -211,7 +211,7 @@ TEST(KvCacheManager, WindowGroupReleasesBlocksOutOfSight) {
   // Block size 4, window 8: a query at slot s sees (s-8, s].
   KvCacheManager kv(config(64, 4, /*caching=*/true, {0, 8}));
   EXPECT_EQ(kv.num_groups(), 2);
-  EXPECT_FALSE(kv.prefix_caching());  // multi-group: no prefix caching
+  EXPECT_TRUE(kv.prefix_caching());
   EXPECT_EQ(kv.num_blocks_for(10), 6);
 
   RequestId id(1);
@@ -244,7 +244,12 @@ TEST(KvCacheManager, WindowGroupReleasesBlocksOutOfSight) {
   kv.on_computed(id, t, 43);  // 36/4 = 9: slots 32..35 fell out
   EXPECT_EQ(kv.table(id, 1).num_released, 9);
   EXPECT_EQ(kv.pool().num_used_blocks(), 11 + 2);
-  EXPECT_EQ(kv.find_prefix(t).num_tokens, 0);
+  // 10 full blocks are cached in the full group; the window group holds (or
+  // still caches) the two a query at slot 40 sees.
+  PrefixHit hit = kv.find_prefix(t);
+  EXPECT_EQ(hit.num_tokens, 40);
+  EXPECT_EQ(hit.tables[1].num_released, 8);
+  EXPECT_EQ(hit.tables[1].blocks[9], kv.table(id, 1).blocks[9]);
 
   kv.free(id);
   EXPECT_EQ(kv.pool().num_free_blocks(), 64);
@@ -253,7 +258,7 @@ TEST(KvCacheManager, WindowGroupReleasesBlocksOutOfSight) {
 TEST(KvCacheManager, WindowReleaseOrderAndBigChunks) {
   // One window group of 4 with block size 2; a 10-token prompt in one step.
   KvCacheManager kv(config(8, 2, /*caching=*/true, {4}));
-  EXPECT_FALSE(kv.prefix_caching());  // a window group keeps no full prefix
+  EXPECT_TRUE(kv.prefix_caching());
   RequestId id(1);
   std::vector<int32_t> t = iota_tokens(12);
   ASSERT_TRUE(kv.allocate(id, 10));  // every written slot needs a block
@@ -267,6 +272,42 @@ TEST(KvCacheManager, WindowReleaseOrderAndBigChunks) {
   EXPECT_EQ(kv.table(id, 0).num_released, 4);
   kv.free(id);  // only the live blocks, last first
   EXPECT_EQ(kv.pool().free_queue_order(), ids({6, 7, 0, 1, 2, 3, 5, 4}));
+}
+
+// A model with full and sliding-window layers (Gemma-2): a hit needs every
+// block in the full group but only the window's blocks in the window group,
+// whose older entries start out released.
+TEST(KvCacheManager, HybridHitTakesOnlyTheWindowsBlocks) {
+  KvCacheManager kv(config(64, 4, /*caching=*/true, {0, 8}));
+  std::vector<int32_t> t = iota_tokens(40);
+  std::vector<int32_t> prompt(t.begin(), t.begin() + 30);
+  compute(kv, RequestId(1), prompt);  // 7 full blocks published in both groups, window blocks 0..4 released
+  const BlockTable full = kv.table(RequestId(1), 0);
+  const BlockTable window = kv.table(RequestId(1), 1);
+  EXPECT_EQ(window.num_released, 5);
+  kv.free(RequestId(1));
+  EXPECT_EQ(kv.pool().num_free_blocks(), 64);
+
+  PrefixHit hit = kv.find_prefix(t);
+  ASSERT_EQ(hit.num_tokens, 28);  // the full group's 7 cached blocks
+  ASSERT_EQ(hit.tables.size(), 2u);
+  EXPECT_EQ(hit.tables[0].num_released, 0);
+  EXPECT_EQ(hit.tables[0].blocks, std::vector<BlockId>(full.blocks.begin(), full.blocks.begin() + 7));
+  // A query at slot 28 sees 21..28: window blocks 5 and 6 from the cache, 0..4 released.
+  EXPECT_EQ(hit.tables[1].num_released, 5);
+  ASSERT_EQ(hit.tables[1].blocks.size(), 7u);
+  EXPECT_EQ(hit.tables[1].blocks[5], window.blocks[5]);
+  EXPECT_EQ(hit.tables[1].blocks[6], window.blocks[6]);
+
+  // 12 new tokens: 3 new blocks per group on top of the 7 + 2 hit blocks.
+  compute(kv, RequestId(2), t, &hit);
+  EXPECT_EQ(kv.num_prefix_hit_tokens(), 28);
+  EXPECT_EQ(kv.table(RequestId(2), 0).blocks.size(), 10u);
+  EXPECT_EQ(kv.table(RequestId(2), 1).num_released, 8);  // (40 - 7) / 4
+  EXPECT_EQ(kv.pool().num_used_blocks(), 10 + 2);
+  kv.free(RequestId(2));
+  EXPECT_EQ(kv.pool().num_free_blocks(), 64);
+
 }
 
 TEST(KvCacheManager, RejectsBadConfig) {
