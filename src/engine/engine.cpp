@@ -28,7 +28,7 @@ int64_t default_kv_budget_bytes() {
 
 struct Engine::Live {
   Live(std::shared_ptr<RequestStream> s, const Tokenizer& tok, const GenerateRequest& g, double now)
-      : stream(std::move(s)), sampler(g.sampling), detok(tok), stop(g.stop), arrival_s(now) {}
+      : stream(std::move(s)), sampler(g.sampling), detok(tok), stop(g.stop), arrival_s(now), logprobs(g.logprobs) {}
   std::shared_ptr<RequestStream> stream;
   Sampler sampler;
   StreamingDetokenizer detok;
@@ -36,6 +36,7 @@ struct Engine::Live {
   double arrival_s;
   double first_scheduled_s = -1;
   double last_token_s = -1;
+  int32_t logprobs;  // GenerateRequest::logprobs
   RequestStats stats;
 };
 
@@ -128,6 +129,8 @@ std::shared_ptr<RequestStream> Engine::submit(GenerateRequest g) {
                 num_prompt, max_model_len_);
   if (g.max_tokens < 1) throw_error(ErrorCode::kInvalidArgument, "max_tokens {} must be at least 1", g.max_tokens);
   g.sampling.validate();
+  if (g.logprobs > kMaxLogprobs)
+    throw_error(ErrorCode::kInvalidArgument, "logprobs {} must be at most {}", g.logprobs, kMaxLogprobs);
   const int32_t vocab = model_->config().vocab_size;
   for (int32_t t : g.prompt_tokens)
     if (t < 0 || t >= vocab) throw_error(ErrorCode::kInvalidArgument, "token id {} is outside the vocabulary [0, {})", t, vocab);
@@ -237,26 +240,32 @@ void Engine::step() {
   std::span<const float> logits = runner_->execute(out);
 
   std::vector<int32_t> sampled;
+  std::vector<SampledLogprobs> logprobs;  // aligned with sampled; empty entries where not asked for
   const size_t vocab = static_cast<size_t>(model_->config().vocab_size);
   size_t row = 0;
   for (const auto& s : out.seqs) {
     if (!s.sample) continue;
     const Request* r = scheduler_->find(s.id);
-    sampled.push_back(live_.at(s.id)->sampler.sample(logits.subspan(row * vocab, vocab), r->tokens));
+    Live& live = *live_.at(s.id);
+    const std::span<const float> row_logits = logits.subspan(row * vocab, vocab);
+    sampled.push_back(live.sampler.sample(row_logits, r->tokens));
+    logprobs.push_back(live.logprobs >= 0 ? token_logprobs(row_logits, sampled.back(), live.logprobs)
+                                          : SampledLogprobs{});
     ++row;
   }
   auto finished = scheduler_->update(out, sampled);
-  postprocess(out, sampled, std::move(finished));
+  postprocess(out, sampled, logprobs, std::move(finished));
 }
 
 void Engine::postprocess(const SchedulerOutput& out, const std::vector<int32_t>& sampled,
-                         std::vector<std::unique_ptr<Request>> finished) {
+                         const std::vector<SampledLogprobs>& logprobs, std::vector<std::unique_ptr<Request>> finished) {
   const double now = clock_.now_s();
   std::unordered_map<RequestId, Request*> finished_by_id;
   for (auto& r : finished) finished_by_id[r->id] = r.get();
   size_t k = 0;
   for (const auto& s : out.seqs) {
     if (!s.sample) continue;
+    const SampledLogprobs& token_lp = logprobs[k];
     const int32_t token = sampled[k++];
     Live& live = *live_.at(s.id);
     live.stats.num_generated_tokens++;
@@ -271,7 +280,9 @@ void Engine::postprocess(const SchedulerOutput& out, const std::vector<int32_t>&
                                   fin->second->finish_reason == FinishReason::kStop;
     // An end-of-generation token ends the text; it is not part of it.
     std::string text = stopped_by_token ? "" : live.stop.push(live.detok.push(token));
-    live.stream->push({token}, std::move(text));
+    std::vector<SampledLogprobs> lp;
+    if (live.logprobs >= 0 && !stopped_by_token) lp.push_back(token_lp);
+    live.stream->push({token}, std::move(text), std::move(lp));
     if (fin != finished_by_id.end()) {
       finish_live(s.id, *fin->second->finish_reason, fin->second);
     } else if (live.stop.stopped()) {

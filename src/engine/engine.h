@@ -52,6 +52,9 @@ struct GenerateRequest {
   std::vector<std::string> stop;         // stop strings (not included in the output)
   bool ignore_eos = false;
   uint64_t cache_salt = 0;
+  // < 0: none; 0: the log-probability of each generated token; N: and the N
+  // most likely tokens at each step (token_logprobs in runner/sampler.h).
+  int32_t logprobs = -1;
 };
 
 // Engine-wide counters, as a metrics endpoint exports them.
@@ -112,7 +115,7 @@ class Engine {
   void step();
   void admit_inbox();
   void postprocess(const SchedulerOutput& out, const std::vector<int32_t>& sampled,
-                   std::vector<std::unique_ptr<Request>> finished);
+                   const std::vector<SampledLogprobs>& logprobs, std::vector<std::unique_ptr<Request>> finished);
   void finish_live(RequestId id, FinishReason reason, const Request* request);
   void publish_metrics();
 

@@ -32,7 +32,7 @@ RequestStats RequestStream::stats() const {
   return stats_;
 }
 
-void RequestStream::push(std::vector<int32_t> tokens, std::string text) {
+void RequestStream::push(std::vector<int32_t> tokens, std::string text, std::vector<SampledLogprobs> logprobs) {
   {
     std::lock_guard lock(mu_);
     if (final_produced_) return;
@@ -41,8 +41,10 @@ void RequestStream::push(std::vector<int32_t> tokens, std::string text) {
       auto& back = events_.back();
       back.tokens.insert(back.tokens.end(), tokens.begin(), tokens.end());
       back.text += text;
+      back.logprobs.insert(back.logprobs.end(), logprobs.begin(), logprobs.end());
     } else {
-      events_.push_back(StreamEvent{std::move(tokens), std::move(text), false, std::nullopt, std::nullopt});
+      events_.push_back(StreamEvent{std::move(tokens), std::move(text), false, std::nullopt, std::nullopt,
+                                    std::move(logprobs)});
     }
   }
   cv_.notify_all();
@@ -54,7 +56,7 @@ void RequestStream::finish(FinishReason reason, RequestStats stats, std::string 
     if (final_produced_) return;
     final_produced_ = true;
     stats_ = std::move(stats);
-    events_.push_back(StreamEvent{{}, std::move(final_text), true, reason, std::nullopt});
+    events_.push_back(StreamEvent{{}, std::move(final_text), true, reason, std::nullopt, {}});
   }
   cv_.notify_all();
 }
@@ -64,7 +66,7 @@ void RequestStream::fail(Error error) {
     std::lock_guard lock(mu_);
     if (final_produced_) return;
     final_produced_ = true;
-    events_.push_back(StreamEvent{{}, {}, true, std::nullopt, std::move(error)});
+    events_.push_back(StreamEvent{{}, {}, true, std::nullopt, std::move(error), {}});
   }
   cv_.notify_all();
 }

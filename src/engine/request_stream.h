@@ -14,6 +14,7 @@
 
 #include "common/error.h"
 #include "common/strong_id.h"
+#include "runner/sampler.h"
 #include "sched/request.h"
 
 namespace kvlm {
@@ -35,6 +36,9 @@ struct StreamEvent {
   bool finished = false;
   std::optional<FinishReason> finish_reason;  // set with finished
   std::optional<Error> error;        // set if the request failed (finished too)
+  // With GenerateRequest::logprobs >= 0: one entry per generated token whose
+  // text is part of the output (an end-of-generation token has none).
+  std::vector<SampledLogprobs> logprobs;
 };
 
 class RequestStream {
@@ -52,7 +56,7 @@ class RequestStream {
   RequestStats stats() const;
 
   // Producer side (engine thread).
-  void push(std::vector<int32_t> tokens, std::string text);
+  void push(std::vector<int32_t> tokens, std::string text, std::vector<SampledLogprobs> logprobs = {});
   void finish(FinishReason reason, RequestStats stats, std::string final_text = {});
   void fail(Error error);
 

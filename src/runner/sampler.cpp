@@ -4,6 +4,7 @@
 #include <cmath>
 #include <unordered_map>
 
+#include "common/assert.h"
 #include "common/error.h"
 
 namespace kvlm {
@@ -33,6 +34,27 @@ int32_t argmax(std::span<const float> values) {
   for (size_t i = 1; i < values.size(); ++i)
     if (values[i] > values[best]) best = static_cast<int32_t>(i);
   return best;
+}
+
+SampledLogprobs token_logprobs(std::span<const float> logits, int32_t token, int32_t num_top) {
+  KVLM_ASSERT(token >= 0 && static_cast<size_t>(token) < logits.size(), "token outside the logits row");
+  // log p_i = x_i - (max + log sum exp(x - max)), summed in double so the
+  // normaliser is exact to float precision even for a large vocabulary.
+  const float max = *std::max_element(logits.begin(), logits.end());
+  double sum = 0.0;
+  for (float x : logits) sum += std::exp(static_cast<double>(x) - max);
+  const double log_norm = max + std::log(sum);
+  auto logprob = [&](int32_t id) { return static_cast<float>(logits[id] - log_norm); };
+  SampledLogprobs out;
+  out.chosen = {token, logprob(token)};
+  const auto n = static_cast<int32_t>(std::min<size_t>(static_cast<size_t>(std::max(num_top, 0)), logits.size()));
+  if (n == 0) return out;
+  std::vector<int32_t> ids(logits.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+  auto more_likely = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+  std::partial_sort(ids.begin(), ids.begin() + n, ids.end(), more_likely);
+  for (int32_t i = 0; i < n; ++i) out.top.push_back({ids[i], logprob(ids[i])});
+  return out;
 }
 
 Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}

@@ -51,4 +51,25 @@ class Sampler {
 // Index of the largest value (first on ties).
 int32_t argmax(std::span<const float> values);
 
+// The most top log-probabilities a request may ask for (vLLM's default).
+inline constexpr int32_t kMaxLogprobs = 20;
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0.f;
+};
+
+// What a request with logprobs gets for each generated token: the chosen
+// token's log-probability and the num_top most likely tokens (most likely
+// first; ties by lower id).
+struct SampledLogprobs {
+  TokenLogprob chosen;
+  std::vector<TokenLogprob> top;
+};
+
+// Log-probabilities under the model's own distribution, log_softmax(logits):
+// before the logit bias, penalties, temperature and truncation of the
+// sampler, as OpenAI and vLLM report them. num_top is clamped to the vocab.
+SampledLogprobs token_logprobs(std::span<const float> logits, int32_t token, int32_t num_top);
+
 }  // namespace kvlm

@@ -49,6 +49,17 @@ std::string reason_name(std::optional<FinishReason> r) {
 
 std::string sse(const Json& j) { return "data: " + j.dump() + "\n\n"; }
 
+std::vector<openai::LogprobEntry> logprob_entries(const Tokenizer& tok, const std::vector<SampledLogprobs>& lps) {
+  std::vector<openai::LogprobEntry> out;
+  out.reserve(lps.size());
+  for (const SampledLogprobs& lp : lps) {
+    openai::LogprobEntry e{{tok.token_to_piece(lp.chosen.token), lp.chosen.logprob}, {}};
+    for (const TokenLogprob& t : lp.top) e.top.push_back({tok.token_to_piece(t.token), t.logprob});
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
 struct Generation {
   bool chat;
   std::string id;
@@ -85,6 +96,7 @@ void run(ServerContext& ctx, Generation gen, const httplib::Request& req, httpli
   g.max_tokens = max_tokens;
   g.stop = gen.options.stop;
   g.ignore_eos = gen.options.ignore_eos;
+  g.logprobs = gen.options.logprobs;
   if (gen.options.cache_salt) {
     const Hash128 h = hash128(gen.options.cache_salt->data(), gen.options.cache_salt->size());
     g.cache_salt = h.lo | 1;  // never 0, which means "shared"
@@ -101,8 +113,11 @@ void run(ServerContext& ctx, Generation gen, const httplib::Request& req, httpli
     return openai::Usage{num_prompt, st.num_generated_tokens, st.num_cached_tokens};
   };
 
+  const Tokenizer& tok = engine.tokenizer();
+  const bool want_logprobs = gen.options.logprobs >= 0;
   if (!gen.options.stream) {
     std::string text;
+    std::vector<SampledLogprobs> logprobs;
     std::optional<FinishReason> reason;
     // Nothing is written until the end, so look at the connection instead: a
     // client that gave up (timeout, Ctrl-C) gets its request cancelled.
@@ -125,6 +140,7 @@ void run(ServerContext& ctx, Generation gen, const httplib::Request& req, httpli
         continue;
       }
       text += ev->text;
+      logprobs.insert(logprobs.end(), ev->logprobs.begin(), ev->logprobs.end());
       if (ev->error) {
         send_error(res, from_error(*ev->error));
         return;
@@ -136,8 +152,15 @@ void run(ServerContext& ctx, Generation gen, const httplib::Request& req, httpli
       return;
     }
     const openai::Usage usage = usage_of(stream->stats());
-    Json body = gen.chat ? openai::chat_response(gen.id, gen.created, ctx.model_name, text, reason_name(reason), usage)
-                         : openai::completion_response(gen.id, gen.created, ctx.model_name, text, reason_name(reason), usage);
+    Json lp = nullptr;
+    if (want_logprobs) {
+      int64_t offset = 0;
+      const auto entries = logprob_entries(tok, logprobs);
+      lp = gen.chat ? openai::chat_logprobs(entries) : openai::completion_logprobs(entries, &offset);
+    }
+    Json body = gen.chat ? openai::chat_response(gen.id, gen.created, ctx.model_name, text, reason_name(reason), usage, lp)
+                         : openai::completion_response(gen.id, gen.created, ctx.model_name, text, reason_name(reason),
+                                                       usage, lp);
     res.set_content(body.dump(), "application/json");
     return;
   }
@@ -146,11 +169,15 @@ void run(ServerContext& ctx, Generation gen, const httplib::Request& req, httpli
   // handler returns, pulling events until the request finishes.
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
-  auto state = std::make_shared<bool>(true);  // first chunk still to send (chat: carries the role)
+  struct StreamState {
+    bool first = true;         // first chunk still to send (chat: carries the role)
+    int64_t text_offset = 0;   // completions' logprobs.text_offset so far
+  };
+  auto state = std::make_shared<StreamState>();
   const RequestId rid = stream->id();
   res.set_chunked_content_provider(
       "text/event-stream",
-      [&ctx, gen = std::move(gen), stream, state, usage_of](size_t, httplib::DataSink& sink) {
+      [&ctx, want_logprobs, gen = std::move(gen), stream, state, usage_of](size_t, httplib::DataSink& sink) {
         auto ev = stream->next_for(kHeartbeat);
         if (!ev) {
           if (stream->done()) {
@@ -165,11 +192,17 @@ void run(ServerContext& ctx, Generation gen, const httplib::Request& req, httpli
         } else {
           const bool finished = ev->finished;
           const std::string reason = finished ? reason_name(ev->finish_reason) : "";
-          if (!ev->text.empty() || *state || finished) {
-            Json chunk = gen.chat ? openai::chat_chunk(gen.id, gen.created, ctx.model_name, ev->text, reason, *state)
-                                  : openai::completion_chunk(gen.id, gen.created, ctx.model_name, ev->text, reason);
+          if (!ev->text.empty() || !ev->logprobs.empty() || state->first || finished) {
+            Json lp = nullptr;
+            if (want_logprobs && !ev->logprobs.empty()) {
+              const auto entries = logprob_entries(ctx.engine.tokenizer(), ev->logprobs);
+              lp = gen.chat ? openai::chat_logprobs(entries) : openai::completion_logprobs(entries, &state->text_offset);
+            }
+            Json chunk = gen.chat ? openai::chat_chunk(gen.id, gen.created, ctx.model_name, ev->text, reason,
+                                                       state->first, lp)
+                                  : openai::completion_chunk(gen.id, gen.created, ctx.model_name, ev->text, reason, lp);
             out += sse(chunk);
-            *state = false;
+            state->first = false;
           }
           if (finished && gen.options.include_usage)
             out += sse(openai::usage_chunk(gen.id, gen.created, ctx.model_name, gen.chat, usage_of(stream->stats())));

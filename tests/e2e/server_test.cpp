@@ -160,6 +160,62 @@ TEST_F(ServerTest, ChatCompletionUsesTheTemplateAndStreams) {
   EXPECT_EQ(streamed, text);
 }
 
+// Greedy decoding picks the most likely token, so each chosen logprob is the
+// largest of its step; the token texts spell the output; streaming carries
+// the same numbers chunk by chunk.
+TEST_F(ServerTest, LogprobsDescribeTheChosenTokens) {
+  const std::string req = R"({"prompt":"Once upon a time","max_tokens":12,"temperature":0,"logprobs":3)";
+  auto [status, body] = curl_post(url("/v1/completions"), req + "}");
+  ASSERT_EQ(status, 200) << body;
+  const Json choice = Json::parse(body)["choices"][0];
+  const Json& lp = choice["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 12u) << body;
+  std::string spelled;
+  for (size_t i = 0; i < 12; ++i) {
+    EXPECT_EQ(lp["text_offset"][i], spelled.size());
+    spelled += lp["tokens"][i].get<std::string>();
+    const float chosen = lp["token_logprobs"][i];
+    EXPECT_LE(chosen, 0.f);
+    ASSERT_GE(lp["top_logprobs"][i].size(), 2u);
+    ASSERT_LE(lp["top_logprobs"][i].size(), 3u);
+    for (const auto& [tok, v] : lp["top_logprobs"][i].items()) EXPECT_LE(v.get<float>(), chosen) << tok;
+  }
+  EXPECT_EQ(spelled, choice["text"]);
+
+  auto [s2, stream] = curl_post(url("/v1/completions"), req + R"(,"stream":true})");
+  ASSERT_EQ(s2, 200);
+  Json streamed_logprobs = Json::array(), streamed_offsets = Json::array();
+  for (const std::string& e : sse_data(stream)) {
+    if (e == "[DONE]") break;
+    const Json c = Json::parse(e)["choices"][0];
+    if (c["logprobs"].is_null()) continue;
+    for (const auto& v : c["logprobs"]["token_logprobs"]) streamed_logprobs.push_back(v);
+    for (const auto& v : c["logprobs"]["text_offset"]) streamed_offsets.push_back(v);
+  }
+  EXPECT_EQ(streamed_logprobs, lp["token_logprobs"]);
+  EXPECT_EQ(streamed_offsets, lp["text_offset"]);
+
+  // Chat: logprobs.content, one entry per completion token, top_logprobs on request.
+  auto [s3, chat] = curl_post(url("/v1/chat/completions"),
+                              R"({"messages":[{"role":"user","content":"Tell me a story."}],"max_tokens":6,"temperature":0,)"
+                              R"("ignore_eos":true,"logprobs":true,"top_logprobs":2})");
+  ASSERT_EQ(s3, 200) << chat;
+  const Json cj = Json::parse(chat);
+  const Json& content = cj["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), cj["usage"]["completion_tokens"].get<size_t>()) << chat;
+  std::string joined;
+  for (const Json& c : content) {
+    ASSERT_EQ(c["top_logprobs"].size(), 2u);
+    EXPECT_EQ(c["top_logprobs"][0]["logprob"], c["logprob"]);  // greedy: the chosen one is the top one
+    std::string bytes;
+    for (const Json& b : c["bytes"]) bytes += static_cast<char>(b.get<int>());
+    joined += bytes;
+  }
+  EXPECT_EQ(joined, cj["choices"][0]["message"]["content"]);
+  // Without logprobs the field is null.
+  EXPECT_TRUE(Json::parse(curl_post(url("/v1/completions"), R"({"prompt":"Once","max_tokens":2})").second)["choices"][0]["logprobs"].is_null());
+}
+
 TEST_F(ServerTest, BadRequestsGetOpenAiErrors) {
   struct Case {
     std::string path, body;

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "tokenizer/unicode.h"
+
 
 namespace kvlm::openai {
 namespace {
@@ -119,8 +121,15 @@ GenerationOptions parse_options(const Json& body, bool chat) {
   }
   if (auto n = integer(body, "n", 1, 128); n && *n != 1) invalid("n", "only n = 1 is supported");
   if (auto n = integer(body, "best_of", 1, 128); n && *n != 1) invalid("best_of", "only best_of = 1 is supported");
-  refuse_if_set(body, "logprobs", "kvlm does not return log-probabilities yet");
-  refuse_if_set(body, "top_logprobs", "kvlm does not return log-probabilities yet");
+  if (chat) {
+    // Chat: logprobs is a switch and top_logprobs the count, which needs the switch.
+    const bool on = boolean(body, "logprobs").value_or(false);
+    const auto top = integer(body, "top_logprobs", 0, kMaxLogprobs);
+    if (top && !on) invalid("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+    if (on) o.logprobs = static_cast<int32_t>(top.value_or(0));
+  } else {
+    if (auto n = integer(body, "logprobs", 0, kMaxLogprobs)) o.logprobs = static_cast<int32_t>(*n);
+  }
   o.ignore_eos = boolean(body, "ignore_eos").value_or(false);
   o.cache_salt = string(body, "cache_salt");
   return o;
@@ -239,41 +248,41 @@ Json reason_json(const std::string& r) { return r.empty() ? Json(nullptr) : Json
 }  // namespace
 
 Json completion_response(const std::string& id, int64_t created, const std::string& model, const std::string& text,
-                         const std::string& finish_reason, const Usage& usage) {
+                         const std::string& finish_reason, const Usage& usage, Json logprobs) {
   return Json{{"id", id},
               {"object", "text_completion"},
               {"created", created},
               {"model", model},
-              {"choices", Json::array({Json{{"index", 0}, {"text", text}, {"logprobs", nullptr},
+              {"choices", Json::array({Json{{"index", 0}, {"text", text}, {"logprobs", std::move(logprobs)},
                                             {"finish_reason", reason_json(finish_reason)}}})},
               {"usage", usage_json(usage)}};
 }
 
 Json chat_response(const std::string& id, int64_t created, const std::string& model, const std::string& text,
-                   const std::string& finish_reason, const Usage& usage) {
+                   const std::string& finish_reason, const Usage& usage, Json logprobs) {
   return Json{{"id", id},
               {"object", "chat.completion"},
               {"created", created},
               {"model", model},
               {"choices", Json::array({Json{{"index", 0},
                                             {"message", Json{{"role", "assistant"}, {"content", text}}},
-                                            {"logprobs", nullptr},
+                                            {"logprobs", std::move(logprobs)},
                                             {"finish_reason", reason_json(finish_reason)}}})},
               {"usage", usage_json(usage)}};
 }
 
 Json completion_chunk(const std::string& id, int64_t created, const std::string& model, const std::string& text,
-                      const std::string& finish_reason) {
+                      const std::string& finish_reason, Json logprobs) {
   return Json{{"id", id},
               {"object", "text_completion"},
               {"created", created},
               {"model", model},
-              {"choices", Json::array({Json{{"index", 0}, {"text", text}, {"logprobs", nullptr},
+              {"choices", Json::array({Json{{"index", 0}, {"text", text}, {"logprobs", std::move(logprobs)},
                                             {"finish_reason", reason_json(finish_reason)}}})}};
 }
 
 Json chat_chunk(const std::string& id, int64_t created, const std::string& model, const std::string& text,
-                const std::string& finish_reason, bool with_role) {
+                const std::string& finish_reason, bool with_role, Json logprobs) {
   Json delta = Json::object();
   if (with_role) delta["role"] = "assistant";
   if (!text.empty() || finish_reason.empty()) delta["content"] = text;
@@ -281,8 +290,52 @@ Json chat_chunk(const std::string& id, int64_t created, const std::string& model
               {"object", "chat.completion.chunk"},
               {"created", created},
               {"model", model},
-              {"choices", Json::array({Json{{"index", 0}, {"delta", delta}, {"logprobs", nullptr},
+              {"choices", Json::array({Json{{"index", 0}, {"delta", delta}, {"logprobs", std::move(logprobs)},
                                             {"finish_reason", reason_json(finish_reason)}}})}};
+}
+
+std::string token_text(const std::string& bytes) {
+  if (unicode::is_valid_utf8(bytes)) return bytes;
+  std::string out = "bytes:";
+  for (unsigned char c : bytes) out += fmt::format("\\x{:02x}", c);
+  return out;
+}
+
+Json completion_logprobs(const std::vector<LogprobEntry>& entries, int64_t* offset) {
+  Json tokens = Json::array(), token_logprobs = Json::array(), top_logprobs = Json::array(), offsets = Json::array();
+  for (const LogprobEntry& e : entries) {
+    tokens.push_back(token_text(e.chosen.bytes));
+    token_logprobs.push_back(e.chosen.logprob);
+    // As vLLM: the top tokens and the chosen one, keyed by their text.
+    Json top = Json::object();
+    for (const LogprobToken& t : e.top) top[token_text(t.bytes)] = t.logprob;
+    top[token_text(e.chosen.bytes)] = e.chosen.logprob;
+    top_logprobs.push_back(std::move(top));
+    offsets.push_back(*offset);
+    *offset += static_cast<int64_t>(e.chosen.bytes.size());
+  }
+  return Json{{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top_logprobs},
+              {"text_offset", offsets}};
+}
+
+namespace {
+Json chat_token(const LogprobToken& t) {
+  Json bytes = Json::array();
+  for (unsigned char c : t.bytes) bytes.push_back(static_cast<int>(c));
+  return Json{{"token", token_text(t.bytes)}, {"logprob", t.logprob}, {"bytes", bytes}};
+}
+}  // namespace
+
+Json chat_logprobs(const std::vector<LogprobEntry>& entries) {
+  Json content = Json::array();
+  for (const LogprobEntry& e : entries) {
+    Json c = chat_token(e.chosen);
+    Json top = Json::array();
+    for (const LogprobToken& t : e.top) top.push_back(chat_token(t));
+    c["top_logprobs"] = std::move(top);
+    content.push_back(std::move(c));
+  }
+  return Json{{"content", content}};
 }
 
 Json usage_chunk(const std::string& id, int64_t created, const std::string& model, bool chat, const Usage& usage) {

@@ -40,6 +40,9 @@ struct GenerationOptions {
   bool include_usage = false;          // stream_options.include_usage
   bool ignore_eos = false;             // extension
   std::optional<std::string> cache_salt;  // extension (vLLM): separates prefix-cache namespaces
+  // < 0: no logprobs; else the number of top log-probabilities per token
+  // (completions: `logprobs`; chat: `logprobs: true` with `top_logprobs`).
+  int32_t logprobs = -1;
 };
 
 struct CompletionRequest {
@@ -65,16 +68,35 @@ struct Usage {
   int32_t cached_tokens = 0;
 };
 Json usage_json(const Usage& u);
+
+// One generated token's log-probabilities, with the tokens as raw bytes.
+struct LogprobToken {
+  std::string bytes;  // the token's bytes (may be part of a UTF-8 character)
+  float logprob = 0.f;
+};
+struct LogprobEntry {
+  LogprobToken chosen;
+  std::vector<LogprobToken> top;  // most likely first
+};
+// A token's text in JSON: its bytes if they are valid UTF-8, else vLLM's
+// "bytes:\xNN..." spelling (JSON strings cannot hold broken UTF-8).
+std::string token_text(const std::string& bytes);
+// The `logprobs` object of a completion choice (tokens, token_logprobs,
+// top_logprobs, text_offset); text_offset counts bytes of the output from
+// `*offset`, which is advanced past these tokens (streams carry it along).
+Json completion_logprobs(const std::vector<LogprobEntry>& entries, int64_t* offset);
+// The `logprobs` object of a chat choice: {"content": [{token, logprob, bytes, top_logprobs}]}.
+Json chat_logprobs(const std::vector<LogprobEntry>& entries);
 Json completion_response(const std::string& id, int64_t created, const std::string& model, const std::string& text,
-                         const std::string& finish_reason, const Usage& usage);
+                         const std::string& finish_reason, const Usage& usage, Json logprobs = nullptr);
 Json chat_response(const std::string& id, int64_t created, const std::string& model, const std::string& text,
-                   const std::string& finish_reason, const Usage& usage);
+                   const std::string& finish_reason, const Usage& usage, Json logprobs = nullptr);
 // Stream chunks; finish_reason empty while the stream goes on. `role` is set on
 // the first chat chunk only.
 Json completion_chunk(const std::string& id, int64_t created, const std::string& model, const std::string& text,
-                      const std::string& finish_reason);
+                      const std::string& finish_reason, Json logprobs = nullptr);
 Json chat_chunk(const std::string& id, int64_t created, const std::string& model, const std::string& text,
-                const std::string& finish_reason, bool with_role);
+                const std::string& finish_reason, bool with_role, Json logprobs = nullptr);
 // The final usage-only chunk of a stream with include_usage.
 Json usage_chunk(const std::string& id, int64_t created, const std::string& model, bool chat, const Usage& usage);
 

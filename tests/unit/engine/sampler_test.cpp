@@ -146,5 +146,28 @@ TEST(Sampler, LogitBiasAndOpenAiPenalties) {
   EXPECT_THROW(q.validate(), Error);
 }
 
+// log_softmax of the raw logits, whatever the sampling parameters; the top
+// list is ordered, ties by lower id, and clamped to the vocabulary.
+TEST(TokenLogprobs, AreTheModelsLogSoftmax) {
+  SampledLogprobs lp = token_logprobs(kLogits, 2, 3);
+  EXPECT_EQ(lp.chosen.token, 2);
+  EXPECT_NEAR(lp.chosen.logprob, std::log(0.125), 1e-6);
+  ASSERT_EQ(lp.top.size(), 3u);
+  EXPECT_EQ(lp.top[0].token, 0);
+  EXPECT_NEAR(lp.top[0].logprob, std::log(0.5), 1e-6);
+  EXPECT_EQ(lp.top[1].token, 1);
+  EXPECT_EQ(lp.top[2].token, 2);
+  // Ties (ids 3 and 4) go to the lower id; asking for more than the vocabulary gives it all.
+  lp = token_logprobs(kLogits, 4, 50);
+  ASSERT_EQ(lp.top.size(), 5u);
+  EXPECT_EQ(lp.top[3].token, 3);
+  EXPECT_EQ(lp.top[4].token, 4);
+  EXPECT_NEAR(lp.chosen.logprob, std::log(0.0625), 1e-6);
+  EXPECT_TRUE(token_logprobs(kLogits, 0, 0).top.empty());
+  // Large logits do not overflow: the row is shifted by its maximum.
+  std::vector<float> big = {1000.f, 1000.f};
+  EXPECT_NEAR(token_logprobs(big, 1, 0).chosen.logprob, std::log(0.5), 1e-6);
+}
+
 }  // namespace
 }  // namespace kvlm

@@ -9,7 +9,8 @@
 namespace kvlm::openai {
 namespace {
 
-const RequestError* error_of(const std::variant<CompletionRequest, RequestError>& v) {
+template <typename T>
+const RequestError* error_of(const std::variant<T, RequestError>& v) {
   return std::get_if<RequestError>(&v);
 }
 
@@ -48,7 +49,7 @@ TEST(Protocol, ValidationNamesTheParameter) {
   for (Case c : {Case{R"({"prompt":"x","temperature":"hot"})", "temperature"},
                  Case{R"({"prompt":"x","top_p":0})", "top_p"}, Case{R"({"prompt":"x","max_tokens":0})", "max_tokens"},
                  Case{R"({"prompt":"x","stop":[1]})", "stop"}, Case{R"({"prompt":"x","n":3})", "n"},
-                 Case{R"({"prompt":"x","logprobs":2})", "logprobs"}, Case{R"({"prompt":"x","echo":true})", "echo"},
+                 Case{R"({"prompt":"x","logprobs":21})", "logprobs"}, Case{R"({"prompt":"x","echo":true})", "echo"},
                  Case{R"({"prompt":"x","stream_options":{"include_usage":true}})", "stream_options"},
                  Case{R"({"prompt":"x","logit_bias":{"a":1}})", "logit_bias"},
                  Case{R"({"prompt":"x","presence_penalty":3})", "presence_penalty"}}) {
@@ -98,6 +99,44 @@ TEST(Protocol, ResponseShapes) {
   RequestError e(404, "nope", std::string("model"));
   EXPECT_EQ(error_json(e)["error"]["param"], "model");
   EXPECT_NE(new_id("cmpl"), new_id("cmpl"));
+}
+
+TEST(Protocol, LogprobsParametersAndShapes) {
+  auto c = parse_completion_request(Json::parse(R"({"prompt":"x","logprobs":3})"));
+  ASSERT_FALSE(error_of(c));
+  EXPECT_EQ(std::get<CompletionRequest>(c).options.logprobs, 3);
+  EXPECT_EQ(std::get<CompletionRequest>(parse_completion_request(Json::parse(R"({"prompt":"x"})"))).options.logprobs, -1);
+  const std::string msgs = R"("messages":[{"role":"user","content":"hi"}])";
+  auto chat = parse_chat_request(Json::parse("{" + msgs + R"(,"logprobs":true,"top_logprobs":2})"));
+  ASSERT_FALSE(error_of(chat));
+  EXPECT_EQ(std::get<ChatRequest>(chat).options.logprobs, 2);
+  EXPECT_EQ(std::get<ChatRequest>(parse_chat_request(Json::parse("{" + msgs + R"(,"logprobs":true})"))).options.logprobs, 0);
+  auto bad = parse_chat_request(Json::parse("{" + msgs + R"(,"top_logprobs":2})"));
+  ASSERT_TRUE(error_of(bad));
+  EXPECT_EQ(error_of(bad)->param, "top_logprobs");
+  bad = parse_chat_request(Json::parse("{" + msgs + R"(,"logprobs":3})"));
+  ASSERT_TRUE(error_of(bad));
+  EXPECT_EQ(error_of(bad)->param, "logprobs");
+
+  // Half of a UTF-8 character is spelled as bytes; whole ones stay text.
+  EXPECT_EQ(token_text("\xe2\x80"), "bytes:\\xe2\\x80");
+  EXPECT_EQ(token_text(" caf\xc3\xa9"), " caf\xc3\xa9");
+  std::vector<LogprobEntry> entries = {{{" a", -0.5f}, {{" a", -0.5f}, {" b", -1.5f}}}, {{"\xe2\x80", -2.f}, {}}};
+  int64_t offset = 10;
+  Json j = completion_logprobs(entries, &offset);
+  EXPECT_EQ(offset, 14);
+  EXPECT_EQ(j["tokens"], Json::array({" a", "bytes:\\xe2\\x80"}));
+  EXPECT_EQ(j["token_logprobs"][0], -0.5f);
+  EXPECT_EQ(j["top_logprobs"][0].size(), 2u);
+  EXPECT_EQ(j["top_logprobs"][1].size(), 1u);  // the chosen token is always there
+  EXPECT_EQ(j["text_offset"], Json::array({10, 12}));
+  Json ch = chat_logprobs(entries);
+  ASSERT_EQ(ch["content"].size(), 2u);
+  EXPECT_EQ(ch["content"][0]["token"], " a");
+  EXPECT_EQ(ch["content"][0]["top_logprobs"][1]["token"], " b");
+  EXPECT_EQ(ch["content"][1]["bytes"], Json::array({0xe2, 0x80}));
+  EXPECT_TRUE(ch["content"][1]["top_logprobs"].empty());
+  EXPECT_NO_THROW(ch.dump());
 }
 
 TEST(Histogram, BucketsAndQuantiles) {
