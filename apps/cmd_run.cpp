@@ -63,6 +63,11 @@ int cmd_run(int argc, char** argv) {
       throw_error(ErrorCode::kInvalidArgument, "--system and --chat-template-file need --chat");
     g.prompt_tokens = engine->tokenizer().encode(prompt, /*add_special=*/true, /*parse_special=*/true);
   }
+  // Like llama.cpp, generation stops at the end of the context; say so up front.
+  const int32_t room = engine->max_model_len() - static_cast<int32_t>(g.prompt_tokens.size());
+  if (room > 0 && g.max_tokens > room)
+    fmt::print(stderr, "kvlm run: -n {} does not fit the context of {} tokens; generating at most {}\n", g.max_tokens,
+               engine->max_model_len(), room);
   auto stream = engine->submit(g);
   std::vector<int32_t> ids;
   std::optional<Error> error;
