@@ -197,6 +197,36 @@ TEST(Ops, SoftCap) {
   }
 }
 
+// Batch invariance of the element-wise ops: activations are [tokens, hidden]
+// flat, so an element's place relative to the SIMD width depends on the
+// tokens before it. Its result may not (stories260K has hidden = 172).
+TEST(Ops, ElementwiseOpsDoNotDependOnPosition) {
+  const int64_t n = 45;
+  const auto x = test::random_floats(n, 21, 6.f);
+  const auto y = test::random_floats(n, 22);
+  std::vector<float> whole(n), part(n);
+  using Unary = void (*)(float*, int64_t);
+  using Binary = void (*)(const float*, const float*, float*, int64_t);
+  const std::pair<const char*, Unary> unary[] = {
+      {"gelu", [](float* v, int64_t m) { gelu(v, m); }},
+      {"soft_cap", [](float* v, int64_t m) { soft_cap(v, m, 5.f); }}};
+  const std::pair<const char*, Binary> binary[] = {{"swiglu", swiglu}, {"geglu", geglu}};
+  for (int64_t k = 1; k < 8; ++k) {
+    for (const auto& [name, f] : unary) {
+      whole = x;
+      f(whole.data(), n);
+      part.assign(x.begin() + k, x.end());
+      f(part.data(), n - k);
+      for (int64_t i = 0; i < n - k; ++i) ASSERT_EQ(part[i], whole[i + k]) << name << " offset " << k << " i " << i;
+    }
+    for (const auto& [name, f] : binary) {
+      f(x.data(), y.data(), whole.data(), n);
+      f(x.data() + k, y.data() + k, part.data(), n - k);
+      for (int64_t i = 0; i < n - k; ++i) ASSERT_EQ(part[i], whole[i + k]) << name << " offset " << k << " i " << i;
+    }
+  }
+}
+
 TEST(Ops, ElementwiseArithmetic) {
   for (int64_t n : kLengths) {
     const auto a = test::random_floats(n, 13);

@@ -58,6 +58,34 @@ inline __m256 gelu_ps(__m256 x) {
   const __m256 t = simd::tanh_ps(inner);
   return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x), _mm256_add_ps(_mm256_set1_ps(1.f), t));
 }
+
+// Element-wise ops must give an element the same bits wherever it sits: the
+// activations are [num_tokens, hidden] flat arrays, and whether a token's
+// element falls in the SIMD body or the tail depends on the tokens before it
+// (hidden = 172 in stories260K). So the tail runs the same vector code on a
+// zero-padded copy, never a scalar twin with other rounding (std::exp/tanh).
+template <typename F>
+void unary_ps(const float* x, float* y, int64_t n, F f) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, f(_mm256_loadu_ps(x + i)));
+  if (i == n) return;
+  alignas(32) float buf[8] = {};
+  std::copy(x + i, x + n, buf);
+  _mm256_store_ps(buf, f(_mm256_load_ps(buf)));
+  std::copy(buf, buf + (n - i), y + i);
+}
+
+template <typename F>
+void binary_ps(const float* a, const float* b, float* y, int64_t n, F f) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, f(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
+  if (i == n) return;
+  alignas(32) float ba[8] = {}, bb[8] = {};
+  std::copy(a + i, a + n, ba);
+  std::copy(b + i, b + n, bb);
+  _mm256_store_ps(ba, f(_mm256_load_ps(ba), _mm256_load_ps(bb)));
+  std::copy(ba, ba + (n - i), y + i);
+}
 #endif
 
 }  // namespace
@@ -203,43 +231,36 @@ void softmax(float* x, int64_t num_rows, int64_t n) {
 }
 
 void swiglu(const float* gate, const float* up, float* out, int64_t n) {
-  int64_t i = 0;
 #if KVLM_AVX2
-  for (; i + 8 <= n; i += 8) {
-    _mm256_storeu_ps(out + i, _mm256_mul_ps(silu_ps(_mm256_loadu_ps(gate + i)), _mm256_loadu_ps(up + i)));
-  }
+  binary_ps(gate, up, out, n, [](__m256 g, __m256 u) { return _mm256_mul_ps(silu_ps(g), u); });
+#else
+  for (int64_t i = 0; i < n; ++i) out[i] = ref::silu(gate[i]) * up[i];
 #endif
-  for (; i < n; ++i) out[i] = ref::silu(gate[i]) * up[i];
 }
 
 void geglu(const float* gate, const float* up, float* out, int64_t n) {
-  int64_t i = 0;
 #if KVLM_AVX2
-  for (; i + 8 <= n; i += 8) {
-    _mm256_storeu_ps(out + i, _mm256_mul_ps(gelu_ps(_mm256_loadu_ps(gate + i)), _mm256_loadu_ps(up + i)));
-  }
+  binary_ps(gate, up, out, n, [](__m256 g, __m256 u) { return _mm256_mul_ps(gelu_ps(g), u); });
+#else
+  for (int64_t i = 0; i < n; ++i) out[i] = ref::gelu_tanh(gate[i]) * up[i];
 #endif
-  for (; i < n; ++i) out[i] = ref::gelu_tanh(gate[i]) * up[i];
 }
 
 void gelu(float* x, int64_t n) {
-  int64_t i = 0;
 #if KVLM_AVX2
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, gelu_ps(_mm256_loadu_ps(x + i)));
+  unary_ps(x, x, n, [](__m256 v) { return gelu_ps(v); });
+#else
+  for (int64_t i = 0; i < n; ++i) x[i] = ref::gelu_tanh(x[i]);
 #endif
-  for (; i < n; ++i) x[i] = ref::gelu_tanh(x[i]);
 }
 
 void soft_cap(float* x, int64_t n, float cap) {
-  int64_t i = 0;
 #if KVLM_AVX2
   const __m256 cv = _mm256_set1_ps(cap);
-  for (; i + 8 <= n; i += 8) {
-    const __m256 t = simd::tanh_ps(_mm256_div_ps(_mm256_loadu_ps(x + i), cv));
-    _mm256_storeu_ps(x + i, _mm256_mul_ps(cv, t));
-  }
+  unary_ps(x, x, n, [cv](__m256 v) { return _mm256_mul_ps(cv, simd::tanh_ps(_mm256_div_ps(v, cv))); });
+#else
+  for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
 #endif
-  for (; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
 }
 
 void add_inplace(float* y, const float* x, int64_t n) {
