@@ -37,6 +37,11 @@ struct Engine::Live {
   double first_scheduled_s = -1;
   double last_token_s = -1;
   int32_t logprobs;  // GenerateRequest::logprobs
+  // Prompt logprobs: computed for positions < next_prompt_position (a
+  // preempted request recomputes its prompt; nothing is sent twice), sent
+  // with the first generated token.
+  int32_t next_prompt_position = 0;
+  std::vector<SampledLogprobs> prompt_logprobs;
   RequestStats stats;
 };
 
@@ -140,6 +145,7 @@ std::shared_ptr<RequestStream> Engine::submit(GenerateRequest g) {
   request->num_prompt_tokens = num_prompt;
   request->max_tokens = g.max_tokens;
   request->cache_salt = g.cache_salt;
+  request->prompt_logits = g.prompt_logprobs;
   request->arrival_s = clock_.now_s();
   if (!g.ignore_eos)
     for (int32_t id = 0; id < vocab; ++id)
@@ -244,9 +250,17 @@ void Engine::step() {
   const size_t vocab = static_cast<size_t>(model_->config().vocab_size);
   size_t row = 0;
   for (const auto& s : out.seqs) {
-    if (!s.sample) continue;
+    if (!s.sample && s.num_prompt_logits == 0) continue;
     const Request* r = scheduler_->find(s.id);
     Live& live = *live_.at(s.id);
+    for (int32_t i = 0; i < s.num_prompt_logits; ++i, ++row) {
+      const int32_t pos = s.num_computed + i;  // its logits predict token pos + 1
+      if (pos != live.next_prompt_position) continue;
+      live.prompt_logprobs.push_back(token_logprobs(logits.subspan(row * vocab, vocab), r->tokens[pos + 1],
+                                                    std::max(live.logprobs, 0)));
+      live.next_prompt_position = pos + 1;
+    }
+    if (!s.sample) continue;
     const std::span<const float> row_logits = logits.subspan(row * vocab, vocab);
     sampled.push_back(live.sampler.sample(row_logits, r->tokens));
     logprobs.push_back(live.logprobs >= 0 ? token_logprobs(row_logits, sampled.back(), live.logprobs)
@@ -282,7 +296,8 @@ void Engine::postprocess(const SchedulerOutput& out, const std::vector<int32_t>&
     std::string text = stopped_by_token ? "" : live.stop.push(live.detok.push(token));
     std::vector<SampledLogprobs> lp;
     if (live.logprobs >= 0 && !stopped_by_token) lp.push_back(token_lp);
-    live.stream->push({token}, std::move(text), std::move(lp));
+    live.stream->push({token}, std::move(text), std::move(lp), std::move(live.prompt_logprobs));
+    live.prompt_logprobs.clear();
     if (fin != finished_by_id.end()) {
       finish_live(s.id, *fin->second->finish_reason, fin->second);
     } else if (live.stop.stopped()) {

@@ -55,6 +55,10 @@ struct GenerateRequest {
   // < 0: none; 0: the log-probability of each generated token; N: and the N
   // most likely tokens at each step (token_logprobs in runner/sampler.h).
   int32_t logprobs = -1;
+  // Also the log-probability of each prompt token after the first (with the
+  // `logprobs` top alternatives), delivered with the first generated token.
+  // Such a prompt is computed in full (no prefix-cache hit).
+  bool prompt_logprobs = false;
 };
 
 // Engine-wide counters, as a metrics endpoint exports them.

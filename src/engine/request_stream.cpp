@@ -32,7 +32,8 @@ RequestStats RequestStream::stats() const {
   return stats_;
 }
 
-void RequestStream::push(std::vector<int32_t> tokens, std::string text, std::vector<SampledLogprobs> logprobs) {
+void RequestStream::push(std::vector<int32_t> tokens, std::string text, std::vector<SampledLogprobs> logprobs,
+                         std::vector<SampledLogprobs> prompt_logprobs) {
   {
     std::lock_guard lock(mu_);
     if (final_produced_) return;
@@ -42,9 +43,10 @@ void RequestStream::push(std::vector<int32_t> tokens, std::string text, std::vec
       back.tokens.insert(back.tokens.end(), tokens.begin(), tokens.end());
       back.text += text;
       back.logprobs.insert(back.logprobs.end(), logprobs.begin(), logprobs.end());
+      back.prompt_logprobs.insert(back.prompt_logprobs.end(), prompt_logprobs.begin(), prompt_logprobs.end());
     } else {
       events_.push_back(StreamEvent{std::move(tokens), std::move(text), false, std::nullopt, std::nullopt,
-                                    std::move(logprobs)});
+                                    std::move(logprobs), std::move(prompt_logprobs)});
     }
   }
   cv_.notify_all();
@@ -56,7 +58,7 @@ void RequestStream::finish(FinishReason reason, RequestStats stats, std::string 
     if (final_produced_) return;
     final_produced_ = true;
     stats_ = std::move(stats);
-    events_.push_back(StreamEvent{{}, std::move(final_text), true, reason, std::nullopt, {}});
+    events_.push_back(StreamEvent{{}, std::move(final_text), true, reason, std::nullopt, {}, {}});
   }
   cv_.notify_all();
 }
@@ -66,7 +68,7 @@ void RequestStream::fail(Error error) {
     std::lock_guard lock(mu_);
     if (final_produced_) return;
     final_produced_ = true;
-    events_.push_back(StreamEvent{{}, {}, true, std::nullopt, std::move(error), {}});
+    events_.push_back(StreamEvent{{}, {}, true, std::nullopt, std::move(error), {}, {}});
   }
   cv_.notify_all();
 }

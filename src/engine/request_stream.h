@@ -39,6 +39,9 @@ struct StreamEvent {
   // With GenerateRequest::logprobs >= 0: one entry per generated token whose
   // text is part of the output (an end-of-generation token has none).
   std::vector<SampledLogprobs> logprobs;
+  // With GenerateRequest::prompt_logprobs: prompt tokens 1.. in order (the
+  // first token has no logprob), all in the event of the first token.
+  std::vector<SampledLogprobs> prompt_logprobs;
 };
 
 class RequestStream {
@@ -56,7 +59,8 @@ class RequestStream {
   RequestStats stats() const;
 
   // Producer side (engine thread).
-  void push(std::vector<int32_t> tokens, std::string text, std::vector<SampledLogprobs> logprobs = {});
+  void push(std::vector<int32_t> tokens, std::string text, std::vector<SampledLogprobs> logprobs = {},
+            std::vector<SampledLogprobs> prompt_logprobs = {});
   void finish(FinishReason reason, RequestStats stats, std::string final_text = {});
   void fail(Error error);
 

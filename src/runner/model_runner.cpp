@@ -32,6 +32,7 @@ std::span<const float> ModelRunner::execute(const SchedulerOutput& out) {
     }
     for (size_t g = 0; g < num_groups; ++g)
       seqs_[g].push_back(AttentionSeq{begin, n, s.num_computed + n, s.block_tables[g]});
+    for (int32_t i = 0; i < s.num_prompt_logits; ++i) logit_rows_.push_back(begin + i);
     if (s.sample) logit_rows_.push_back(begin + n - 1);
   }
 

@@ -17,8 +17,9 @@ class ModelRunner {
  public:
   ModelRunner(const Model& model, DType kv_dtype, int32_t block_size, int32_t num_blocks);
 
-  // Runs the step. Returns [num sampled seqs, vocab] logits, one row per seq
-  // with sample == true, in the order of out.seqs. Valid until the next call.
+  // Runs the step. Returns the logits rows, [rows, vocab], in the order of
+  // out.seqs: for each seq its num_prompt_logits prompt rows, then its
+  // sampling row if sample == true. Valid until the next call.
   std::span<const float> execute(const SchedulerOutput& out);
 
   const KvStorage& storage() const { return storage_; }

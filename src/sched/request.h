@@ -32,6 +32,9 @@ struct Request {
   int32_t max_tokens = 16;           // generated tokens allowed
   std::vector<int32_t> stop_token_ids;  // generation ends after sampling one of these
   uint64_t cache_salt = 0;           // separates prefix-cache namespaces (0: shared)
+  // Logits are wanted for every prompt position (prompt log-probabilities):
+  // the prompt is computed in full, never served by the prefix cache.
+  bool prompt_logits = false;
   double arrival_s = 0;              // clock time of submission
   RequestStatus status = RequestStatus::kWaiting;
   std::optional<FinishReason> finish_reason;

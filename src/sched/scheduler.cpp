@@ -76,6 +76,8 @@ ScheduledSeq Scheduler::make_seq(const Request& r, int32_t num_new) const {
   auto first = r.tokens.begin() + r.num_computed_tokens;
   s.new_tokens.assign(first, first + num_new);
   s.sample = r.num_computed_tokens + num_new == r.num_tokens();
+  if (r.prompt_logits)
+    s.num_prompt_logits = std::clamp(r.num_prompt_tokens - 1 - r.num_computed_tokens, 0, num_new);
   for (int32_t g = 0; g < kv_.num_groups(); ++g) {
     const BlockTable& t = kv_.table(r.id, g);
     std::vector<int32_t>& ids = s.block_tables.emplace_back();
@@ -133,7 +135,7 @@ SchedulerOutput Scheduler::schedule() {
     // to compute): with none free, skip hashing its prompt.
     if (kv_.pool().num_free_blocks() == 0) break;
     Request* r = waiting_.front();
-    PrefixHit hit = kv_.find_prefix(r->tokens, r->cache_salt);
+    PrefixHit hit = r->prompt_logits ? PrefixHit{} : kv_.find_prefix(r->tokens, r->cache_salt);
     const int32_t num_new = std::min(r->num_tokens() - hit.num_tokens, budget);
     // Head-of-line blocking is deliberate: skipping a big request for
     // smaller ones behind it could starve it forever.

@@ -35,6 +35,10 @@ struct ScheduledSeq {
   int32_t num_computed = 0;   // tokens already cached = slot of the first new token
   std::vector<int32_t> new_tokens;  // tokens [num_computed, num_computed + new_tokens.size())
   bool sample = false;        // all known tokens computed after this step: sample the next
+  // Leading new tokens that are prompt positions whose next-token logits are
+  // wanted (Request::prompt_logits): positions num_computed .. + this - 1,
+  // never the last prompt position (that one is the sampling row).
+  int32_t num_prompt_logits = 0;
   std::vector<std::vector<int32_t>> block_tables;  // [group] physical block ids
   std::vector<int32_t> num_released;               // [group] leading stale entries
 };

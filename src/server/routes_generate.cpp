@@ -1,6 +1,7 @@
 // POST /v1/completions and /v1/chat/completions: validate, build the prompt,
 // submit to the engine, then answer with one JSON body or an SSE stream.
 #include <chrono>
+#include <limits>
 #include <ctime>
 
 #include <fmt/format.h>
@@ -66,7 +67,25 @@ struct Generation {
   int64_t created;
   openai::GenerationOptions options;
   std::vector<int32_t> prompt;
+  bool echo = false;        // completions: the response starts with the prompt
+  std::string prompt_text;  // what echo repeats
 };
+
+// An echoed prompt's tokens with their logprobs: the first has none (NaN),
+// token i has prompt_lps[i - 1] (its probability after tokens 0..i-1).
+std::vector<openai::LogprobEntry> prompt_entries(const Tokenizer& tok, const std::vector<int32_t>& prompt,
+                                                 const std::vector<SampledLogprobs>& prompt_lps) {
+  std::vector<openai::LogprobEntry> out;
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    openai::LogprobEntry e{{tok.token_to_piece(prompt[i]), std::numeric_limits<float>::quiet_NaN()}, {}};
+    if (i > 0 && i - 1 < prompt_lps.size()) {
+      e.chosen.logprob = prompt_lps[i - 1].chosen.logprob;
+      for (const TokenLogprob& t : prompt_lps[i - 1].top) e.top.push_back({tok.token_to_piece(t.token), t.logprob});
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
+}
 
 void run(ServerContext& ctx, Generation gen, const httplib::Request& req, httplib::Response& res) {
   Engine& engine = ctx.engine;
@@ -97,6 +116,8 @@ void run(ServerContext& ctx, Generation gen, const httplib::Request& req, httpli
   g.stop = gen.options.stop;
   g.ignore_eos = gen.options.ignore_eos;
   g.logprobs = gen.options.logprobs;
+  g.prompt_logprobs = gen.echo && gen.options.logprobs >= 0;
+  const std::vector<int32_t> echoed_ids = gen.echo ? g.prompt_tokens : std::vector<int32_t>{};
   if (gen.options.cache_salt) {
     const Hash128 h = hash128(gen.options.cache_salt->data(), gen.options.cache_salt->size());
     g.cache_salt = h.lo | 1;  // never 0, which means "shared"
@@ -117,7 +138,7 @@ void run(ServerContext& ctx, Generation gen, const httplib::Request& req, httpli
   const bool want_logprobs = gen.options.logprobs >= 0;
   if (!gen.options.stream) {
     std::string text;
-    std::vector<SampledLogprobs> logprobs;
+    std::vector<SampledLogprobs> logprobs, prompt_logprobs;
     std::optional<FinishReason> reason;
     // Nothing is written until the end, so look at the connection instead: a
     // client that gave up (timeout, Ctrl-C) gets its request cancelled.
@@ -141,6 +162,7 @@ void run(ServerContext& ctx, Generation gen, const httplib::Request& req, httpli
       }
       text += ev->text;
       logprobs.insert(logprobs.end(), ev->logprobs.begin(), ev->logprobs.end());
+      prompt_logprobs.insert(prompt_logprobs.end(), ev->prompt_logprobs.begin(), ev->prompt_logprobs.end());
       if (ev->error) {
         send_error(res, from_error(*ev->error));
         return;
@@ -155,9 +177,11 @@ void run(ServerContext& ctx, Generation gen, const httplib::Request& req, httpli
     Json lp = nullptr;
     if (want_logprobs) {
       int64_t offset = 0;
-      const auto entries = logprob_entries(tok, logprobs);
+      auto entries = gen.echo ? prompt_entries(tok, echoed_ids, prompt_logprobs) : std::vector<openai::LogprobEntry>{};
+      for (auto& e : logprob_entries(tok, logprobs)) entries.push_back(std::move(e));
       lp = gen.chat ? openai::chat_logprobs(entries) : openai::completion_logprobs(entries, &offset);
     }
+    if (gen.echo) text = gen.prompt_text + text;
     Json body = gen.chat ? openai::chat_response(gen.id, gen.created, ctx.model_name, text, reason_name(reason), usage, lp)
                          : openai::completion_response(gen.id, gen.created, ctx.model_name, text, reason_name(reason),
                                                        usage, lp);
@@ -177,7 +201,7 @@ void run(ServerContext& ctx, Generation gen, const httplib::Request& req, httpli
   const RequestId rid = stream->id();
   res.set_chunked_content_provider(
       "text/event-stream",
-      [&ctx, want_logprobs, gen = std::move(gen), stream, state, usage_of](size_t, httplib::DataSink& sink) {
+      [&ctx, want_logprobs, echoed_ids, gen = std::move(gen), stream, state, usage_of](size_t, httplib::DataSink& sink) {
         auto ev = stream->next_for(kHeartbeat);
         if (!ev) {
           if (stream->done()) {
@@ -193,14 +217,20 @@ void run(ServerContext& ctx, Generation gen, const httplib::Request& req, httpli
           const bool finished = ev->finished;
           const std::string reason = finished ? reason_name(ev->finish_reason) : "";
           if (!ev->text.empty() || !ev->logprobs.empty() || state->first || finished) {
+            const Tokenizer& tok = ctx.engine.tokenizer();
+            // Echo: the first chunk starts with the prompt (its logprobs came with the first token).
+            const bool echo_now = gen.echo && state->first;
+            const std::string text = echo_now ? gen.prompt_text + ev->text : ev->text;
             Json lp = nullptr;
-            if (want_logprobs && !ev->logprobs.empty()) {
-              const auto entries = logprob_entries(ctx.engine.tokenizer(), ev->logprobs);
+            if (want_logprobs && (echo_now || !ev->logprobs.empty())) {
+              auto entries = echo_now ? prompt_entries(tok, echoed_ids, ev->prompt_logprobs)
+                                      : std::vector<openai::LogprobEntry>{};
+              for (auto& e : logprob_entries(tok, ev->logprobs)) entries.push_back(std::move(e));
               lp = gen.chat ? openai::chat_logprobs(entries) : openai::completion_logprobs(entries, &state->text_offset);
             }
-            Json chunk = gen.chat ? openai::chat_chunk(gen.id, gen.created, ctx.model_name, ev->text, reason,
+            Json chunk = gen.chat ? openai::chat_chunk(gen.id, gen.created, ctx.model_name, text, reason,
                                                        state->first, lp)
-                                  : openai::completion_chunk(gen.id, gen.created, ctx.model_name, ev->text, reason, lp);
+                                  : openai::completion_chunk(gen.id, gen.created, ctx.model_name, text, reason, lp);
             out += sse(chunk);
             state->first = false;
           }
@@ -230,10 +260,19 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
   if (auto* e = std::get_if<openai::RequestError>(&parsed)) return send_error(res, *e);
   auto& r = std::get<openai::CompletionRequest>(parsed);
   Generation gen{false, openai::new_id("cmpl"), unix_now(), std::move(r.options), {}};
+  gen.echo = r.echo;
   if (auto* text = std::get_if<std::string>(&r.prompt)) {
     gen.prompt = ctx.engine.tokenizer().encode(*text, /*add_special=*/true, /*parse_special=*/true);
+    if (gen.echo) gen.prompt_text = *text;
   } else {
     gen.prompt = std::get<std::vector<int32_t>>(r.prompt);
+    if (gen.echo) {
+      try {
+        gen.prompt_text = ctx.engine.tokenizer().decode(gen.prompt);
+      } catch (const Error& e) {
+        return send_error(res, {400, e.what(), std::string("prompt")});
+      }
+    }
   }
   run(ctx, std::move(gen), req, res);
 }

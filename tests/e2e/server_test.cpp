@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <thread>
 
 #include <httplib.h>
@@ -214,6 +215,39 @@ TEST_F(ServerTest, LogprobsDescribeTheChosenTokens) {
   EXPECT_EQ(joined, cj["choices"][0]["message"]["content"]);
   // Without logprobs the field is null.
   EXPECT_TRUE(Json::parse(curl_post(url("/v1/completions"), R"({"prompt":"Once","max_tokens":2})").second)["choices"][0]["logprobs"].is_null());
+}
+
+// echo with logprobs, as evaluation harnesses score text: the prompt comes
+// back with each token's log-probability, the first one null, and the numbers
+// are kvlm logits' log_softmax.
+TEST_F(ServerTest, EchoReturnsThePromptsLogprobs) {
+  const std::vector<int> ids = {1, 403, 407, 261, 378, 261, 403};
+  auto [status, body] = curl_post(url("/v1/completions"),
+                                  Json{{"prompt", ids}, {"max_tokens", 1}, {"temperature", 0}, {"logprobs", 1}, {"echo", true}}.dump());
+  ASSERT_EQ(status, 200) << body;
+  const Json choice = Json::parse(body)["choices"][0];
+  const Json& lp = choice["logprobs"];
+  ASSERT_EQ(lp["token_logprobs"].size(), ids.size() + 1) << body;
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  std::string tokens;
+  for (const auto& id : ids) tokens += (tokens.empty() ? "" : ",") + std::to_string(id);
+  auto logits = test::run_kvlm({"logits", "-m", stories(), "--tokens", tokens});
+  ASSERT_EQ(logits.exit_code, 0) << logits.err;
+  const Json rows = Json::parse(logits.out)["logits"];
+  for (size_t i = 1; i < ids.size(); ++i) {
+    // log_softmax of the row after token i - 1, at token i.
+    double max = -1e30, sum = 0;
+    for (const auto& v : rows[i - 1]) max = std::max(max, v.get<double>());
+    for (const auto& v : rows[i - 1]) sum += std::exp(v.get<double>() - max);
+    const double want = rows[i - 1][ids[i]].get<double>() - max - std::log(sum);
+    EXPECT_NEAR(lp["token_logprobs"][i].get<double>(), want, 1e-4) << i;
+  }
+  // The text starts with the prompt's text; without logprobs echo still works.
+  auto [s2, plain] = curl_post(url("/v1/completions"), R"({"prompt":"Once upon a time","max_tokens":3,"echo":true})");
+  ASSERT_EQ(s2, 200) << plain;
+  EXPECT_EQ(Json::parse(plain)["choices"][0]["text"].get<std::string>().rfind("Once upon a time", 0), 0u) << plain;
+  EXPECT_TRUE(Json::parse(plain)["choices"][0]["logprobs"].is_null());
 }
 
 TEST_F(ServerTest, BadRequestsGetOpenAiErrors) {

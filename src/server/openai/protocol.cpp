@@ -190,7 +190,7 @@ std::variant<CompletionRequest, RequestError> parse_completion_request(const Jso
   return guarded<CompletionRequest>([&] {
     CompletionRequest r;
     r.options = parse_options(body, /*chat=*/false);
-    refuse_if_set(body, "echo", "echoing the prompt is not supported");
+    r.echo = boolean(body, "echo").value_or(false);
     if (field(body, "suffix")) invalid("suffix", "'suffix' is not supported");
     const Json* prompt = field(body, "prompt");
     if (!prompt) invalid("prompt", "'prompt' is required");
@@ -305,14 +305,19 @@ Json completion_logprobs(const std::vector<LogprobEntry>& entries, int64_t* offs
   Json tokens = Json::array(), token_logprobs = Json::array(), top_logprobs = Json::array(), offsets = Json::array();
   for (const LogprobEntry& e : entries) {
     tokens.push_back(token_text(e.chosen.bytes));
+    offsets.push_back(*offset);
+    *offset += static_cast<int64_t>(e.chosen.bytes.size());
+    if (std::isnan(e.chosen.logprob)) {  // nothing predicts an echoed prompt's first token
+      token_logprobs.push_back(nullptr);
+      top_logprobs.push_back(nullptr);
+      continue;
+    }
     token_logprobs.push_back(e.chosen.logprob);
     // As vLLM: the top tokens and the chosen one, keyed by their text.
     Json top = Json::object();
     for (const LogprobToken& t : e.top) top[token_text(t.bytes)] = t.logprob;
     top[token_text(e.chosen.bytes)] = e.chosen.logprob;
     top_logprobs.push_back(std::move(top));
-    offsets.push_back(*offset);
-    *offset += static_cast<int64_t>(e.chosen.bytes.size());
   }
   return Json{{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top_logprobs},
               {"text_offset", offsets}};

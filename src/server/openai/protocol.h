@@ -47,6 +47,9 @@ struct GenerationOptions {
 
 struct CompletionRequest {
   GenerationOptions options;
+  // The response starts with the prompt (and, with logprobs, the prompt
+  // tokens' log-probabilities: how evaluation harnesses score text).
+  bool echo = false;
   // A text prompt or token ids (a single prompt; lists of prompts are refused).
   std::variant<std::string, std::vector<int32_t>> prompt;
 };
@@ -75,7 +78,7 @@ struct LogprobToken {
   float logprob = 0.f;
 };
 struct LogprobEntry {
-  LogprobToken chosen;
+  LogprobToken chosen;  // logprob NaN: none (an echoed prompt's first token; JSON null)
   std::vector<LogprobToken> top;  // most likely first
 };
 // A token's text in JSON: its bytes if they are valid UTF-8, else vLLM's

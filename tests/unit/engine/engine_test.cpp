@@ -192,6 +192,57 @@ TEST(EnginePrefix, SlidingWindowModelCachesThePrefixToo) {
   expect_pool_whole(*engine);
 }
 
+// Prompt log-probabilities: one per prompt token after the first, the same
+// whether the prompt runs in one step or in chunks next to other requests,
+// never taken from the prefix cache, and equal to the sequence evaluator's
+// log_softmax of the logits.
+TEST(EnginePromptLogprobs, SameInAnyChunkingAndMatchTheEvaluator) {
+  auto jobs = make_jobs(6, 48, 3);
+  auto model = Model::load(test::shared_path("models/stories260K.gguf"));
+  auto collect = [](RequestStream& s) {
+    std::vector<SampledLogprobs> lps;
+    while (auto ev = s.next()) lps.insert(lps.end(), ev->prompt_logprobs.begin(), ev->prompt_logprobs.end());
+    return lps;
+  };
+  auto with_prompt_logprobs = [](const Job& j) {
+    GenerateRequest g = greedy(j);
+    g.prompt_logprobs = true;
+    g.logprobs = 2;
+    return g;
+  };
+  auto whole = make_engine(EngineConfig{});
+  auto first = collect(*whole->submit(with_prompt_logprobs(jobs[0])));
+  ASSERT_EQ(first.size(), jobs[0].prompt.size() - 1);
+  // Against the evaluator: logits after token i give token i + 1.
+  SequenceEvaluator eval(*model, static_cast<int32_t>(jobs[0].prompt.size()));
+  for (size_t i = 0; i + 1 < jobs[0].prompt.size(); ++i) {
+    auto logits = eval.eval(std::span<const int32_t>(&jobs[0].prompt[i], 1), false);
+    const SampledLogprobs want = token_logprobs(logits, jobs[0].prompt[i + 1], 2);
+    EXPECT_EQ(first[i].chosen.token, jobs[0].prompt[i + 1]);
+    EXPECT_NEAR(first[i].chosen.logprob, want.chosen.logprob, 1e-5) << i;
+    EXPECT_EQ(first[i].top[0].token, want.top[0].token) << i;
+  }
+
+  EngineConfig small_steps;
+  small_steps.max_batched_tokens = 7;  // every prompt in chunks, mixed with the others' decodes
+  auto chunked = make_engine(small_steps);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const Job& j : jobs) streams.push_back(chunked->submit(with_prompt_logprobs(j)));
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    auto lps = collect(*streams[k]);
+    auto alone = collect(*whole->submit(with_prompt_logprobs(jobs[k])));
+    ASSERT_EQ(lps.size(), jobs[k].prompt.size() - 1) << k;
+    for (size_t i = 0; i < lps.size(); ++i) {
+      EXPECT_EQ(lps[i].chosen.logprob, alone[i].chosen.logprob) << "job " << k << " token " << i;
+      EXPECT_EQ(lps[i].top[1].token, alone[i].top[1].token);
+    }
+    // The 48-token prefix is cached in `whole` by now, but these requests compute it.
+    EXPECT_EQ(streams[k]->stats().num_cached_tokens, 0);
+  }
+  expect_pool_whole(*whole);
+  expect_pool_whole(*chunked);
+}
+
 TEST(EngineErrors, PromptLongerThanContextIsRefused) {
   EngineConfig c;
   c.max_model_len = 64;

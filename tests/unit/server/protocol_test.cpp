@@ -49,7 +49,7 @@ TEST(Protocol, ValidationNamesTheParameter) {
   for (Case c : {Case{R"({"prompt":"x","temperature":"hot"})", "temperature"},
                  Case{R"({"prompt":"x","top_p":0})", "top_p"}, Case{R"({"prompt":"x","max_tokens":0})", "max_tokens"},
                  Case{R"({"prompt":"x","stop":[1]})", "stop"}, Case{R"({"prompt":"x","n":3})", "n"},
-                 Case{R"({"prompt":"x","logprobs":21})", "logprobs"}, Case{R"({"prompt":"x","echo":true})", "echo"},
+                 Case{R"({"prompt":"x","logprobs":21})", "logprobs"}, Case{R"({"prompt":"x","echo":1})", "echo"},
                  Case{R"({"prompt":"x","stream_options":{"include_usage":true}})", "stream_options"},
                  Case{R"({"prompt":"x","logit_bias":{"a":1}})", "logit_bias"},
                  Case{R"({"prompt":"x","presence_penalty":3})", "presence_penalty"}}) {
