@@ -32,18 +32,20 @@ std::string shared_path(const std::string& rel) {
 std::string kvlm_binary() { return KVLM_BIN; }
 
 std::string temp_dir() {
-  static std::string dir = [] {
-    std::string d = (std::filesystem::temp_directory_path() /
-                     ("kvlm-test-" + std::to_string(::getpid())))
-                        .string();
-    std::filesystem::create_directories(d);
+  // Never destroyed: the atexit handler below runs after function-local
+  // statics registered before it are gone, and it still needs the path.
+  static const std::string* dir = [] {
+    auto* d = new std::string((std::filesystem::temp_directory_path() /
+                               ("kvlm-test-" + std::to_string(::getpid())))
+                                  .string());
+    std::filesystem::create_directories(*d);
     std::atexit([] {
       std::error_code ec;
       std::filesystem::remove_all(temp_dir(), ec);
     });
     return d;
   }();
-  return dir;
+  return *dir;
 }
 
 std::string read_file(const std::string& path) {
