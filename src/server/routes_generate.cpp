@@ -50,13 +50,21 @@ std::string reason_name(std::optional<FinishReason> r) {
 
 std::string sse(const Json& j) { return "data: " + j.dump() + "\n\n"; }
 
-std::vector<openai::LogprobEntry> logprob_entries(const Tokenizer& tok, const std::vector<SampledLogprobs>& lps) {
+// The logprobs entries of a response or a chunk: an echoed prompt's first
+// token (nothing predicts it: NaN), the prompt's other tokens (prompt_lps, sent
+// only for an echo), then the generated tokens.
+std::vector<openai::LogprobEntry> logprob_entries(const Tokenizer& tok, std::optional<int32_t> echoed_first,
+                                                  const std::vector<SampledLogprobs>& prompt_lps,
+                                                  const std::vector<SampledLogprobs>& lps) {
   std::vector<openai::LogprobEntry> out;
-  out.reserve(lps.size());
-  for (const SampledLogprobs& lp : lps) {
-    openai::LogprobEntry e{{tok.token_to_piece(lp.chosen.token), lp.chosen.logprob}, {}};
-    for (const TokenLogprob& t : lp.top) e.top.push_back({tok.token_to_piece(t.token), t.logprob});
-    out.push_back(std::move(e));
+  out.reserve(1 + prompt_lps.size() + lps.size());
+  if (echoed_first) out.push_back({{tok.token_to_piece(*echoed_first), std::numeric_limits<float>::quiet_NaN()}, {}});
+  for (const auto* list : {&prompt_lps, &lps}) {
+    for (const SampledLogprobs& lp : *list) {
+      openai::LogprobEntry e{{tok.token_to_piece(lp.chosen.token), lp.chosen.logprob}, {}};
+      for (const TokenLogprob& t : lp.top) e.top.push_back({tok.token_to_piece(t.token), t.logprob});
+      out.push_back(std::move(e));
+    }
   }
   return out;
 }
@@ -70,22 +78,6 @@ struct Generation {
   bool echo = false;        // completions: the response starts with the prompt
   std::string prompt_text;  // what echo repeats
 };
-
-// An echoed prompt's tokens with their logprobs: the first has none (NaN),
-// token i has prompt_lps[i - 1] (its probability after tokens 0..i-1).
-std::vector<openai::LogprobEntry> prompt_entries(const Tokenizer& tok, const std::vector<int32_t>& prompt,
-                                                 const std::vector<SampledLogprobs>& prompt_lps) {
-  std::vector<openai::LogprobEntry> out;
-  for (size_t i = 0; i < prompt.size(); ++i) {
-    openai::LogprobEntry e{{tok.token_to_piece(prompt[i]), std::numeric_limits<float>::quiet_NaN()}, {}};
-    if (i > 0 && i - 1 < prompt_lps.size()) {
-      e.chosen.logprob = prompt_lps[i - 1].chosen.logprob;
-      for (const TokenLogprob& t : prompt_lps[i - 1].top) e.top.push_back({tok.token_to_piece(t.token), t.logprob});
-    }
-    out.push_back(std::move(e));
-  }
-  return out;
-}
 
 void run(ServerContext& ctx, Generation gen, const httplib::Request& req, httplib::Response& res) {
   Engine& engine = ctx.engine;
@@ -117,7 +109,9 @@ void run(ServerContext& ctx, Generation gen, const httplib::Request& req, httpli
   g.ignore_eos = gen.options.ignore_eos;
   g.logprobs = gen.options.logprobs;
   g.prompt_logprobs = gen.echo && gen.options.logprobs >= 0;
-  const std::vector<int32_t> echoed_ids = gen.echo ? g.prompt_tokens : std::vector<int32_t>{};
+  // The echoed prompt's other tokens come back as prompt logprobs.
+  const std::optional<int32_t> echoed_first =
+      gen.echo && !g.prompt_tokens.empty() ? std::optional<int32_t>(g.prompt_tokens[0]) : std::nullopt;
   if (gen.options.cache_salt) {
     const Hash128 h = hash128(gen.options.cache_salt->data(), gen.options.cache_salt->size());
     g.cache_salt = h.lo | 1;  // never 0, which means "shared"
@@ -177,8 +171,7 @@ void run(ServerContext& ctx, Generation gen, const httplib::Request& req, httpli
     Json lp = nullptr;
     if (want_logprobs) {
       int64_t offset = 0;
-      auto entries = gen.echo ? prompt_entries(tok, echoed_ids, prompt_logprobs) : std::vector<openai::LogprobEntry>{};
-      for (auto& e : logprob_entries(tok, logprobs)) entries.push_back(std::move(e));
+      const auto entries = logprob_entries(tok, echoed_first, prompt_logprobs, logprobs);
       lp = gen.chat ? openai::chat_logprobs(entries) : openai::completion_logprobs(entries, &offset);
     }
     if (gen.echo) text = gen.prompt_text + text;
@@ -201,7 +194,7 @@ void run(ServerContext& ctx, Generation gen, const httplib::Request& req, httpli
   const RequestId rid = stream->id();
   res.set_chunked_content_provider(
       "text/event-stream",
-      [&ctx, want_logprobs, echoed_ids, gen = std::move(gen), stream, state, usage_of](size_t, httplib::DataSink& sink) {
+      [&ctx, want_logprobs, echoed_first, gen = std::move(gen), stream, state, usage_of](size_t, httplib::DataSink& sink) {
         auto ev = stream->next_for(kHeartbeat);
         if (!ev) {
           if (stream->done()) {
@@ -223,9 +216,8 @@ void run(ServerContext& ctx, Generation gen, const httplib::Request& req, httpli
             const std::string text = echo_now ? gen.prompt_text + ev->text : ev->text;
             Json lp = nullptr;
             if (want_logprobs && (echo_now || !ev->logprobs.empty())) {
-              auto entries = echo_now ? prompt_entries(tok, echoed_ids, ev->prompt_logprobs)
-                                      : std::vector<openai::LogprobEntry>{};
-              for (auto& e : logprob_entries(tok, ev->logprobs)) entries.push_back(std::move(e));
+              const auto entries =
+                  logprob_entries(tok, echo_now ? echoed_first : std::nullopt, ev->prompt_logprobs, ev->logprobs);
               lp = gen.chat ? openai::chat_logprobs(entries) : openai::completion_logprobs(entries, &state->text_offset);
             }
             Json chunk = gen.chat ? openai::chat_chunk(gen.id, gen.created, ctx.model_name, text, reason,
