@@ -251,8 +251,7 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
   auto parsed = openai::parse_completion_request(*body);
   if (auto* e = std::get_if<openai::RequestError>(&parsed)) return send_error(res, *e);
   auto& r = std::get<openai::CompletionRequest>(parsed);
-  Generation gen{false, openai::new_id("cmpl"), unix_now(), std::move(r.options), {}};
-  gen.echo = r.echo;
+  Generation gen{false, openai::new_id("cmpl"), unix_now(), std::move(r.options), {}, r.echo, {}};
   if (auto* text = std::get_if<std::string>(&r.prompt)) {
     gen.prompt = ctx.engine.tokenizer().encode(*text, /*add_special=*/true, /*parse_special=*/true);
     if (gen.echo) gen.prompt_text = *text;
@@ -276,7 +275,7 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, ht
   if (auto* e = std::get_if<openai::RequestError>(&parsed)) return send_error(res, *e);
   auto& r = std::get<openai::ChatRequest>(parsed);
   if (!ctx.chat_template) return send_error(res, {400, ctx.chat_template_error, std::string("messages")});
-  Generation gen{true, openai::new_id("chatcmpl"), unix_now(), std::move(r.options), {}};
+  Generation gen{true, openai::new_id("chatcmpl"), unix_now(), std::move(r.options), {}, false, {}};
   try {
     gen.prompt = encode_chat(ctx.engine.tokenizer(), *ctx.chat_template, r.messages, /*add_generation_prompt=*/true,
                              r.template_extra);
