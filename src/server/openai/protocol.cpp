@@ -59,12 +59,6 @@ std::optional<std::string> string(const Json& body, const char* key) {
   return v->get<std::string>();
 }
 
-void refuse_if_set(const Json& body, const char* key, const char* why) {
-  const Json* v = field(body, key);
-  if (v && !(v->is_boolean() && !v->get<bool>()) && !(v->is_number() && v->get<double>() == 0))
-    invalid(key, fmt::format("'{}' is not supported: {}", key, why));
-}
-
 GenerationOptions parse_options(const Json& body, bool chat) {
   if (!body.is_object()) invalid("body", "the request body must be a JSON object");
   GenerationOptions o;
