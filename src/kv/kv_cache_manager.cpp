@@ -33,6 +33,11 @@ KvCacheConfig validated(KvCacheConfig c) {
 
 int32_t ceil_div(int32_t a, int32_t b) { return (a + b - 1) / b; }
 
+// A table's blocks that are held (its released, stale entries excluded).
+std::span<const BlockId> live_blocks(const BlockTable& t) {
+  return std::span<const BlockId>(t.blocks).subspan(static_cast<size_t>(t.num_released));
+}
+
 }  // namespace
 
 KvCacheManager::KvCacheManager(KvCacheConfig config)
@@ -110,11 +115,6 @@ PrefixHit KvCacheManager::find_prefix(std::span<const int32_t> tokens, uint64_t 
     for (int32_t i = 0; i < n; ++i) t.blocks.push_back(i < t.num_released ? BlockId(0) : *cached[g][i]);
   }
   return hit;
-}
-
-// The hit's blocks that the request will hold (the stale entries excluded).
-static std::vector<BlockId> live_blocks(const BlockTable& t) {
-  return {t.blocks.begin() + t.num_released, t.blocks.end()};
 }
 
 bool KvCacheManager::can_allocate(RequestId id, int32_t num_new, const PrefixHit* hit) const {
