@@ -250,7 +250,6 @@ void Engine::step() {
   const size_t vocab = static_cast<size_t>(model_->config().vocab_size);
   size_t row = 0;
   for (const auto& s : out.seqs) {
-    if (!s.sample && s.num_prompt_logits == 0) continue;
     const Request* r = scheduler_->find(s.id);
     Live& live = *live_.at(s.id);
     for (int32_t i = 0; i < s.num_prompt_logits; ++i, ++row) {
