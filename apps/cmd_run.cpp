@@ -65,9 +65,10 @@ int cmd_run(int argc, char** argv) {
   }
   // Like llama.cpp, generation stops at the end of the context; say so up front.
   const int32_t room = engine->max_model_len() - static_cast<int32_t>(g.prompt_tokens.size());
-  if (room > 0 && g.max_tokens > room)
-    fmt::print(stderr, "kvlm run: -n {} does not fit the context of {} tokens; generating at most {}\n", g.max_tokens,
-               engine->max_model_len(), room);
+  const bool unbounded = engine->config().kv_budget.enabled() && engine->config().kv_budget.shift;
+  if (room > 0 && g.max_tokens > room && !unbounded)
+    fmt::print(stderr, "kvlm run: -n {} does not fit the context of {} tokens; generating at most {} "
+               "(--kv-budget with --kv-shift runs past it)\n", g.max_tokens, engine->max_model_len(), room);
   auto stream = engine->submit(g);
   std::vector<int32_t> ids;
   std::optional<Error> error;

@@ -19,6 +19,33 @@ void add_engine_options(CLI::App& app, EngineOptions& o) {
   app.add_option("--max-seqs", o.max_seqs, "running sequences at most")->capture_default_str();
   app.add_flag("--no-prefix-cache", o.no_prefix_cache, "disable prefix caching");
   app.add_flag("-v,--verbose", o.verbose, "log engine details to stderr");
+  add_kv_budget_options(app, o);
+}
+
+void add_kv_budget_options(CLI::App& app, EngineOptions& o) {
+  app.add_option("--kv-budget", o.kv_budget,
+                 "KV tokens a sequence may hold (0: unbounded); a policy drops the rest");
+  app.add_option("--kv-policy", o.kv_policy, "eviction policy under --kv-budget: " + kv_policy_names())
+      ->capture_default_str();
+  app.add_option("--kv-sinks", o.kv_sinks, "first tokens always kept (sinks, entropy, lru, fifo)")
+      ->capture_default_str();
+  app.add_flag("--kv-shift", o.kv_shift,
+               "renumber positions inside the cache (StreamingLLM): run past the trained context");
+}
+
+KvBudget make_kv_budget(const EngineOptions& o) {
+  KvBudget b;
+  if (o.kv_budget < 0) throw_error(ErrorCode::kInvalidArgument, "--kv-budget must be >= 0, got {}", o.kv_budget);
+  auto kind = parse_kv_policy(o.kv_policy);
+  if (!kind)
+    throw_error(ErrorCode::kInvalidArgument, "--kv-policy: unknown policy '{}' ({})", o.kv_policy, kv_policy_names());
+  if (o.kv_shift && o.kv_budget == 0)
+    throw_error(ErrorCode::kInvalidArgument, "--kv-shift needs a --kv-budget");
+  b.budget_tokens = o.kv_budget;
+  b.policy = *kind;
+  b.num_sinks = o.kv_sinks;
+  b.shift = o.kv_shift;
+  return b;
 }
 
 DType parse_kv_type(const std::string& name) {
@@ -41,6 +68,7 @@ EngineConfig make_engine_config(const EngineOptions& o) {
   c.max_batched_tokens = o.max_batched_tokens;
   c.max_seqs = o.max_seqs;
   c.prefix_caching = !o.no_prefix_cache;
+  c.kv_budget = make_kv_budget(o);
   return c;
 }
 

@@ -23,7 +23,17 @@ struct EngineOptions {
   int max_seqs = 64;
   bool no_prefix_cache = false;
   bool verbose = false;
+  // KV budget per sequence (0: unbounded) and its eviction policy.
+  int kv_budget = 0;
+  std::string kv_policy = "sinks";
+  int kv_sinks = 4;
+  bool kv_shift = false;
 };
+
+// Budget flags alone (perplexity takes them without the other engine flags).
+void add_kv_budget_options(CLI::App& app, EngineOptions& o);
+// The budget the flags describe; Error(kInvalidArgument) naming the flag.
+KvBudget make_kv_budget(const EngineOptions& o);
 
 void add_engine_options(CLI::App& app, EngineOptions& o);
 // "f16" / "f32" / "q8_0" -> DType; Error(kInvalidArgument) naming --kv-type otherwise.

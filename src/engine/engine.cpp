@@ -43,6 +43,8 @@ struct Engine::Live {
   int32_t next_prompt_position = 0;
   std::vector<SampledLogprobs> prompt_logprobs;
   RequestStats stats;
+  KvBudget kv_budget;
+  int32_t peak_resident_tokens = 0;
 };
 
 Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> tokenizer, EngineConfig config,
@@ -128,7 +130,8 @@ Engine::~Engine() {
 std::shared_ptr<RequestStream> Engine::submit(GenerateRequest g) {
   const int32_t num_prompt = static_cast<int32_t>(g.prompt_tokens.size());
   if (num_prompt == 0) throw_error(ErrorCode::kInvalidArgument, "the prompt is empty");
-  if (num_prompt >= max_model_len_)
+  const KvBudget budget = checked_budget(g.kv_budget.value_or(config_.kv_budget));
+  if (num_prompt >= max_model_len_ && !(budget.enabled() && budget.shift))
     throw_error(ErrorCode::kOutOfRange,
                 "the prompt has {} tokens; the context holds {} (prompt and at least one generated token)",
                 num_prompt, max_model_len_);
@@ -146,6 +149,7 @@ std::shared_ptr<RequestStream> Engine::submit(GenerateRequest g) {
   request->max_tokens = g.max_tokens;
   request->cache_salt = g.cache_salt;
   request->prompt_logits = g.prompt_logprobs;
+  request->kv_budget = budget;
   request->arrival_s = clock_.now_s();
   if (!g.ignore_eos)
     for (int32_t id = 0; id < vocab; ++id)
@@ -159,11 +163,25 @@ std::shared_ptr<RequestStream> Engine::submit(GenerateRequest g) {
     stream = std::make_shared<RequestStream>(request->id);
     auto live = std::make_unique<Live>(stream, *tokenizer_, g, request->arrival_s);
     live->stats.num_prompt_tokens = num_prompt;
+    live->kv_budget = budget;
     metrics_.num_prompt_tokens += num_prompt;
     inbox_.emplace_back(std::move(request), std::move(live));
   }
   cv_.notify_all();
   return stream;
+}
+
+KvBudget Engine::checked_budget(KvBudget b) const {
+  if (!b.enabled()) return b;
+  if (model_->kv_groups().size() != 1)
+    throw_error(ErrorCode::kInvalidArgument,
+                "kv_budget needs a model whose layers share one KV cache; {} has sliding-window layers",
+                model_->config().arch_name);
+  if (b.shift && model_->max_positions())
+    throw_error(ErrorCode::kInvalidArgument,
+                "kv_shift renumbers rotary positions; {} has learned positions and cannot shift them",
+                model_->config().arch_name);
+  return validated_budget(b, config_.block_size);
 }
 
 void Engine::cancel(RequestId id) {
@@ -254,7 +272,8 @@ void Engine::step() {
     Live& live = *live_.at(s.id);
     for (int32_t i = 0; i < s.num_prompt_logits; ++i, ++row) {
       const int32_t pos = s.num_computed + i;  // its logits predict token pos + 1
-      if (pos != live.next_prompt_position) continue;
+      // Rows past the prompt exist for entropy policies only.
+      if (!r->prompt_logits || pos >= r->num_prompt_tokens - 1 || pos != live.next_prompt_position) continue;
       live.prompt_logprobs.push_back(token_logprobs(logits.subspan(row * vocab, vocab), r->tokens[pos + 1],
                                                     std::max(live.logprobs, 0)));
       live.next_prompt_position = pos + 1;
@@ -266,7 +285,12 @@ void Engine::step() {
                                           : SampledLogprobs{});
     ++row;
   }
-  auto finished = scheduler_->update(out, sampled);
+  for (const auto& s : out.seqs) {  // held after this step's writes, before any eviction
+    Live& live = *live_.at(s.id);
+    live.peak_resident_tokens =
+        std::max(live.peak_resident_tokens, s.slot_begin + static_cast<int32_t>(s.new_tokens.size()));
+  }
+  auto finished = scheduler_->update(out, sampled, runner_->kv_stats());
   postprocess(out, sampled, logprobs, std::move(finished));
 }
 
@@ -325,6 +349,14 @@ void Engine::finish_live(RequestId id, FinishReason reason, const Request* reque
   std::string tail;
   if (reason != FinishReason::kAborted && !live.stop.stopped()) tail = live.stop.push(live.detok.flush()) + live.stop.flush();
   live.stream->finish(reason, live.stats, std::move(tail));
+  log_debug("request {} {}: prompt {}, generated {}, cached {}, kv {} (most resident {} tokens)", id.value(),
+            finish_reason_name(reason), live.stats.num_prompt_tokens, live.stats.num_generated_tokens,
+            live.stats.num_cached_tokens,
+            live.kv_budget.enabled() ? fmt::format("budget {} {}{}", live.kv_budget.budget_tokens,
+                                                   kv_policy_name(live.kv_budget.policy),
+                                                   live.kv_budget.shift ? " shift" : "")
+                                     : std::string("unbounded"),
+            live.peak_resident_tokens);
   std::lock_guard lock(mu_);
   metrics_.num_requests_finished++;
   switch (reason) {
@@ -333,6 +365,7 @@ void Engine::finish_live(RequestId id, FinishReason reason, const Request* reque
     case FinishReason::kAborted: metrics_.num_requests_aborted++; break;
   }
   metrics_.e2e_s.observe(live.stats.e2e_s);
+  if (live.peak_resident_tokens > 0) metrics_.resident_tokens.observe(live.peak_resident_tokens);
   metrics_.queue_s.observe(live.stats.queue_s);
   if (live.stats.num_generated_tokens > 0) metrics_.ttft_s.observe(live.stats.ttft_s);
   for (double gap : live.stats.itl_s) metrics_.itl_s.observe(gap);
@@ -350,6 +383,8 @@ void Engine::publish_metrics() {
   metrics_.num_prefix_hit_tokens = kv.num_prefix_hit_tokens();
   metrics_.num_preemptions = scheduler_->num_preemptions();
   metrics_.num_prefix_evicted_blocks = kv.pool().num_evicted_cached_blocks();
+  for (KvPolicyKind k : all_kv_policies())
+    metrics_.num_kv_evicted_tokens[static_cast<size_t>(k)] = kv.num_evicted_tokens(k);
 }
 
 }  // namespace kvlm

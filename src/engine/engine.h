@@ -5,7 +5,9 @@
 // Thread safety: submit(), cancel(), metrics() may be called from any thread.
 #pragma once
 
+#include <array>
 #include <atomic>
+#include <optional>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -20,6 +22,7 @@
 #include "common/clock.h"
 #include "engine/histogram.h"
 #include "engine/request_stream.h"
+#include "kv/kv_policy.h"
 #include "runner/sampler.h"
 
 namespace kvlm {
@@ -43,6 +46,7 @@ struct EngineConfig {
   int32_t max_batched_tokens = 2048;     // token budget per step
   int32_t max_seqs = 64;                 // running sequences at most
   bool prefix_caching = true;
+  KvBudget kv_budget;                    // for requests that name none (disabled: unbounded)
 };
 
 struct GenerateRequest {
@@ -59,13 +63,15 @@ struct GenerateRequest {
   // `logprobs` top alternatives), delivered with the first generated token.
   // Such a prompt is computed in full (no prefix-cache hit).
   bool prompt_logprobs = false;
+  // KV budget and eviction policy; nullopt: EngineConfig::kv_budget.
+  std::optional<KvBudget> kv_budget;
 };
 
 // Engine-wide counters, as a metrics endpoint exports them.
 struct EngineMetrics {
   EngineMetrics()
-      : ttft_s(latency_buckets_s()), itl_s(latency_buckets_s()), e2e_s(latency_buckets_s()),
-        queue_s(latency_buckets_s()) {}
+      : resident_tokens(token_buckets()), ttft_s(latency_buckets_s()), itl_s(latency_buckets_s()),
+        e2e_s(latency_buckets_s()), queue_s(latency_buckets_s()) {}
   int32_t num_running = 0;
   int32_t num_waiting = 0;
   int32_t num_kv_blocks = 0;
@@ -83,6 +89,8 @@ struct EngineMetrics {
   int64_t num_requests_length = 0;       // finished by max_tokens or the context
   int64_t num_requests_aborted = 0;      // cancelled, disconnected or failed
   int64_t num_prefix_evicted_blocks = 0; // cached blocks reused for other content
+  std::array<int64_t, 8> num_kv_evicted_tokens{};  // by KvPolicyKind: tokens dropped by budgets
+  Histogram resident_tokens;             // most KV tokens a finished request held at once
   // Latency distributions of finished requests, in seconds.
   Histogram ttft_s, itl_s, e2e_s, queue_s;
 };
@@ -122,6 +130,8 @@ class Engine {
                    const std::vector<SampledLogprobs>& logprobs, std::vector<std::unique_ptr<Request>> finished);
   void finish_live(RequestId id, FinishReason reason, const Request* request);
   void publish_metrics();
+  // The budget a request runs under, checked against the model.
+  KvBudget checked_budget(KvBudget b) const;
 
   std::unique_ptr<Model> model_;
   std::unique_ptr<Tokenizer> tokenizer_;

@@ -44,4 +44,10 @@ std::vector<double> latency_buckets_s() {
           0.75,  1.0,    2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 60.0};
 }
 
+std::vector<double> token_buckets() {
+  std::vector<double> b;
+  for (double x = 16; x <= (1 << 20); x *= 2) b.push_back(x);
+  return b;
+}
+
 }  // namespace kvlm

@@ -32,5 +32,7 @@ class Histogram {
 
 // Bucket bounds in seconds for latencies from 1 ms to a minute.
 std::vector<double> latency_buckets_s();
+// Bucket bounds in tokens, powers of two from 16 to 1M.
+std::vector<double> token_buckets();
 
 }  // namespace kvlm

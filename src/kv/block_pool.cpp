@@ -144,4 +144,11 @@ void BlockPool::cache(BlockId id, const BlockHash& h) {
   if (prefix_cache_.insert(h, id)) m.hash = h;
 }
 
+void BlockPool::uncache(BlockId id) {
+  BlockMeta& m = meta_[id.value()];
+  if (!m.hash) return;
+  prefix_cache_.erase(*m.hash, id);
+  m.hash.reset();
+}
+
 }  // namespace kvlm

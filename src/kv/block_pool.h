@@ -90,6 +90,8 @@ class BlockPool {
   // No-op if prefix caching is off, the block already has a hash, or another
   // block already caches `h`.
   void cache(BlockId id, const BlockHash& h);
+  // Forgets block `id`'s hash (its content is about to change in place).
+  void uncache(BlockId id);
 
   const BlockMeta& meta(BlockId id) const { return meta_[id.value()]; }
   std::vector<BlockId> free_queue_order() const { return free_queue_.to_vector(); }

@@ -72,13 +72,14 @@ int32_t KvCacheManager::num_blocks_for(int32_t num_tokens) const {
   return n;
 }
 
-PrefixHit KvCacheManager::find_prefix(std::span<const int32_t> tokens, uint64_t extra_key) {
+PrefixHit KvCacheManager::find_prefix(std::span<const int32_t> tokens, uint64_t extra_key,
+                                      int32_t max_hit_tokens) {
   PrefixHit hit;
   if (!pool_.prefix_caching() || tokens.empty()) return hit;
   hit.num_query_tokens = static_cast<int32_t>(tokens.size());
   const int32_t bs = config_.block_size;
   // At least one token must be computed: its logits start the generation.
-  const int32_t max_blocks = (static_cast<int32_t>(tokens.size()) - 1) / bs;
+  const int32_t max_blocks = std::min((static_cast<int32_t>(tokens.size()) - 1) / bs, max_hit_tokens / bs);
   // cached[g][i]: group g's cached copy of block i. A full group ends the
   // search at its first miss; a window group may miss blocks that a hit
   // leaves out of sight, so the chain goes on past its misses.
@@ -148,12 +149,17 @@ bool KvCacheManager::can_allocate(RequestId id, int32_t num_new, const PrefixHit
   return pool_.can_allocate(num_needed);
 }
 
-bool KvCacheManager::allocate(RequestId id, int32_t num_new, const PrefixHit* hit) {
+bool KvCacheManager::allocate(RequestId id, int32_t num_new, const PrefixHit* hit, const KvBudget& budget) {
   if (!can_allocate(id, num_new, hit)) return false;
   auto [it, is_new] = requests_.try_emplace(id);
   RequestBlocks& r = it->second;
   if (is_new) {
     r.tables.resize(static_cast<size_t>(num_groups()));
+    if (budget.enabled()) {
+      KVLM_ASSERT(num_groups() == 1, "KV budgets need a model with one KV group");
+      r.budget = validated_budget(budget, config_.block_size);
+      r.policy = make_kv_policy(r.budget, config_.block_size);
+    }
     if (hit) {
       num_prefix_query_tokens_ += hit->num_query_tokens;
       num_prefix_hit_tokens_ += hit->num_tokens;
@@ -166,6 +172,7 @@ bool KvCacheManager::allocate(RequestId id, int32_t num_new, const PrefixHit* hi
       r.num_computed = hit->num_tokens;
       r.num_slots = hit->num_tokens;
       r.block_hashes = hit->hashes;
+      if (r.policy) r.policy->grow_to(hit->num_tokens);
     }
   }
   int32_t num_tokens = r.num_computed + num_new;
@@ -178,18 +185,22 @@ bool KvCacheManager::allocate(RequestId id, int32_t num_new, const PrefixHit* hi
   return true;
 }
 
-void KvCacheManager::on_computed(RequestId id, std::span<const int32_t> tokens,
-                                 int32_t num_computed, uint64_t extra_key) {
+bool KvCacheManager::on_computed(RequestId id, std::span<const int32_t> tokens,
+                                 int32_t num_computed_tokens, uint64_t extra_key) {
   auto it = requests_.find(id);
   KVLM_ASSERT(it != requests_.end(), "on_computed for a request without blocks");
   RequestBlocks& r = it->second;
+  // Slots, not tokens: a request that dropped tokens holds fewer slots.
+  const int32_t num_computed = num_computed_tokens - r.num_evicted;
   KVLM_ASSERT(num_computed >= r.num_computed, "num_computed went backwards");
   KVLM_ASSERT(num_computed <= r.num_slots, "computed more tokens than the table has slots for");
   KVLM_ASSERT(static_cast<int32_t>(tokens.size()) >= num_computed, "fewer tokens than computed");
+  if (r.policy) r.policy->grow_to(num_computed);
   r.num_computed = num_computed;
   const int32_t bs = config_.block_size;
 
-  if (pool_.prefix_caching()) {
+  // Block i holds tokens [i*bs, (i+1)*bs) only until the first drop.
+  if (pool_.prefix_caching() && r.num_evicted == 0) {
     const int32_t num_full = num_computed / bs;
     for (auto i = static_cast<int32_t>(r.block_hashes.size()); i < num_full; ++i) {
       std::optional<BlockHash> parent;
@@ -213,6 +224,8 @@ void KvCacheManager::on_computed(RequestId id, std::span<const int32_t> tokens,
     pool_.free(std::span<const BlockId>(t.blocks).subspan(t.num_released, num_dead - t.num_released));
     t.num_released = num_dead;
   }
+  if (r.policy && r.num_computed >= r.budget.budget_tokens + bs) return evict(r);
+  return true;
 }
 
 void KvCacheManager::free(RequestId id) {

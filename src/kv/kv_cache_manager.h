@@ -12,9 +12,21 @@
 // hit of n blocks needs all n cached in every full-attention group, but only
 // the blocks still inside the window of the first new query in a window
 // group; the window group's older entries start out released.
+//
+// KV budgets (kv_policy.h): a request may hold at most budget + one block of
+// tokens. Its slots then stop being its token positions: slot s holds the
+// s-th *resident* token. When its resident tokens reach budget + block_size
+// (its newest block has just filled), its policy names block_size tokens to
+// drop; whole blocks leave the table, single tokens are compacted away by
+// slot moves, and blocks shared with the prefix cache or another request are
+// copied first. The byte work is queued as KvOps (take_ops()) for the runner.
+// Budgets need a model with one KV group.
 #pragma once
 
+#include <array>
+#include <climits>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -22,6 +34,8 @@
 #include "common/strong_id.h"
 #include "kv/block_hash.h"
 #include "kv/block_pool.h"
+#include "kv/kv_ops.h"
+#include "kv/kv_policy.h"
 
 namespace kvlm {
 
@@ -65,7 +79,10 @@ class KvCacheManager {
   // least one token to compute (its logits are needed). The statistics count
   // the lookup when allocate() admits the request with it, so a request
   // retried every step while the pool is short counts once.
-  PrefixHit find_prefix(std::span<const int32_t> tokens, uint64_t extra_key = 0);
+  // max_hit_tokens caps the hit (a budgeted request may not skip past its
+  // first eviction point).
+  PrefixHit find_prefix(std::span<const int32_t> tokens, uint64_t extra_key = 0,
+                        int32_t max_hit_tokens = INT32_MAX);
 
   // Feasibility and mutation in a pair (STYLE.md): can the request, which has
   // num_computed tokens in its table (or `hit` if it is new), grow to hold
@@ -74,13 +91,36 @@ class KvCacheManager {
   // Takes the hit's blocks (if any) and allocates the rest. Returns false and
   // changes nothing if the pool is short. A non-empty `hit` must come from
   // find_prefix with no pool change in between, for a request without blocks.
-  bool allocate(RequestId id, int32_t num_new, const PrefixHit* hit = nullptr);
+  // `budget` (validated) applies to a new request; ignored for one with blocks.
+  bool allocate(RequestId id, int32_t num_new, const PrefixHit* hit = nullptr, const KvBudget& budget = {});
 
   // After a step: the request has num_computed tokens computed. Publishes its
   // newly full blocks to the prefix cache (tokens = all its tokens so far) and
   // releases window-group blocks no future query can see.
-  void on_computed(RequestId id, std::span<const int32_t> tokens, int32_t num_computed,
-                   uint64_t extra_key = 0);
+  // A budgeted request that reaches budget + block_size resident tokens sheds
+  // block_size of them here. Returns false if that needed a block copy the
+  // pool could not give: the caller must preempt the request (its replay
+  // reaches the same state).
+  [[nodiscard]] bool on_computed(RequestId id, std::span<const int32_t> tokens, int32_t num_computed,
+                                 uint64_t extra_key = 0);
+
+  // Budgets. Tokens a request may compute in its next step before its policy
+  // must run (unbounded: INT32_MAX); for a request without blocks, after `hit`.
+  int32_t max_new_tokens(RequestId id, const KvBudget& budget, const PrefixHit* hit = nullptr) const;
+  // The most a budgeted request's prefix hit may cover (INT32_MAX unbounded;
+  // 0 when its policy needs statistics from every query).
+  int32_t max_hit_tokens(const KvBudget& budget) const;
+  // Resident (slot) count and tokens dropped so far.
+  int32_t num_resident(RequestId id) const;
+  int32_t num_evicted(RequestId id) const;
+  // Statistics for the request's policy (no-op without one): attention rows
+  // (kv_policy.h) and predictive entropies of its slots.
+  void observe_attention(RequestId id, int32_t first_query_slot, int64_t first_query_token, int32_t num_rows,
+                         int32_t num_context, std::span<const float> weights);
+  void observe_entropy(RequestId id, int32_t slot, float entropy);
+  // The byte work queued by evictions since the last call, in order.
+  KvOps take_ops();
+  int64_t num_evicted_tokens(KvPolicyKind kind) const { return num_evicted_tokens_[static_cast<size_t>(kind)]; }
 
   // Releases all of a request's blocks (finished, aborted or preempted), its
   // last block first so cached blocks are evicted newest-first.
@@ -97,10 +137,17 @@ class KvCacheManager {
  private:
   struct RequestBlocks {
     std::vector<BlockTable> tables;       // [num_groups]
-    int32_t num_computed = 0;             // as of the last allocate (hit) / on_computed
-    int32_t num_slots = 0;                // tokens the tables have room for
+    int32_t num_computed = 0;             // resident slots, as of the last allocate (hit) / on_computed
+    int32_t num_slots = 0;                // slots the tables have room for
     std::vector<BlockHash> block_hashes;  // chain hashes of its full blocks, published in every group
+    KvBudget budget;                      // disabled: unbounded
+    std::unique_ptr<KvPolicy> policy;     // set iff budget.enabled()
+    int32_t num_evicted = 0;              // tokens dropped (then nothing more is published)
   };
+  // kv_eviction.cpp: sheds block_size tokens of a request at its budget.
+  bool evict(RequestBlocks& r);
+  void drop_whole_blocks(RequestBlocks& r, std::vector<bool>& dropped, std::vector<int32_t>& old_slot);
+  bool make_private(BlockTable& t, size_t index);
   int32_t blocks_needed(const RequestBlocks* r, int32_t group, int32_t num_tokens) const;
   // Leading blocks of a window group that no query at slot >= num_computed sees.
   int32_t num_invisible_blocks(int32_t group, int32_t num_computed) const;
@@ -110,6 +157,8 @@ class KvCacheManager {
   std::unordered_map<RequestId, RequestBlocks> requests_;
   int64_t num_prefix_query_tokens_ = 0;
   int64_t num_prefix_hit_tokens_ = 0;
+  KvOps ops_;
+  std::array<int64_t, 8> num_evicted_tokens_{};
 };
 
 }  // namespace kvlm

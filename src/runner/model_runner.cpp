@@ -1,11 +1,82 @@
 #include "runner/model_runner.h"
 
+#include <cmath>
+#include <limits>
+
 #include "common/assert.h"
 
 namespace kvlm {
+namespace {
+
+// Entropy (nats) of softmax(logits), in double so the order of the sum is all
+// that decides the bits.
+float entropy_of(std::span<const float> logits) {
+  float max_logit = -std::numeric_limits<float>::infinity();
+  for (float x : logits) max_logit = std::max(max_logit, x);
+  double z = 0, weighted = 0;
+  for (float x : logits) {
+    const double d = static_cast<double>(x) - max_logit;
+    const double e = std::exp(d);
+    z += e;
+    weighted += e * d;
+  }
+  return static_cast<float>(std::log(z) - weighted / z);
+}
+
+}  // namespace
 
 ModelRunner::ModelRunner(const Model& model, DType kv_dtype, int32_t block_size, int32_t num_blocks)
-    : model_(model), storage_(model, kv_dtype, block_size, num_blocks) {}
+    : model_(model), storage_(model, kv_dtype, block_size, num_blocks) {
+  for (const KvGroupSpec& g : model.kv_groups()) group_layers_.push_back(g.layers);
+}
+
+void ModelRunner::run_kv_ops(const KvOps& ops) {
+  const KvCacheView& kv = storage_.view();
+  for (const KvOp& op : ops) {
+    for (int32_t l : group_layers_.at(static_cast<size_t>(op.group))) {
+      switch (op.kind) {
+        case KvOp::Kind::kCopyBlock: kv_copy_block(kv.layout, kv.layers[l], op.src, op.dst); break;
+        case KvOp::Kind::kMoveSlot: kv_move_slot(kv.layout, kv.layers[l], op.src, op.dst); break;
+        case KvOp::Kind::kRotateKey: kv_rotate_key(kv.layout, kv.layers[l], op.dst, op.delta, model_.config().rope); break;
+      }
+    }
+  }
+}
+
+// Averages the attention the kernel summed over heads and layers, and takes
+// the entropy of each logits row of seqs whose policy wants them.
+void ModelRunner::collect_stats(const SchedulerOutput& out) {
+  const ModelConfig& c = model_.config();
+  const size_t vocab = static_cast<size_t>(c.vocab_size);
+  size_t row = 0;
+  for (size_t i = 0; i < out.seqs.size(); ++i) {
+    const ScheduledSeq& s = out.seqs[i];
+    const auto n = static_cast<int32_t>(s.new_tokens.size());
+    SeqKvStats& st = kv_stats_[i];
+    if (s.collect_attention) {
+      const int32_t ctx = s.slot_begin + n, num_kv = c.num_kv_heads;
+      size_t num_layers = 0;
+      for (const auto& layers : group_layers_) num_layers += layers.size();
+      const float norm = 1.f / static_cast<float>(c.num_heads * static_cast<int64_t>(num_layers));
+      st.attention.assign(static_cast<size_t>(n) * ctx, 0.f);
+      const std::vector<float>& raw = raw_attention_[i];
+      for (int32_t r = 0; r < n; ++r)
+        for (int32_t h = 0; h < num_kv; ++h)
+          for (int32_t j = 0; j < ctx; ++j)
+            st.attention[static_cast<size_t>(r) * ctx + j] += raw[(static_cast<size_t>(r) * num_kv + h) * ctx + j];
+      for (float& w : st.attention) w *= norm;
+    }
+    const int32_t num_rows = s.num_prompt_logits + (s.sample ? 1 : 0);
+    if (s.collect_entropy) {
+      st.entropy.assign(static_cast<size_t>(n), std::numeric_limits<float>::quiet_NaN());
+      for (int32_t k = 0; k < num_rows; ++k) {
+        const int32_t token = k < s.num_prompt_logits ? k : n - 1;
+        st.entropy[static_cast<size_t>(token)] = entropy_of(std::span<const float>(logits_).subspan((row + k) * vocab, vocab));
+      }
+    }
+    row += static_cast<size_t>(num_rows);
+  }
+}
 
 std::span<const float> ModelRunner::execute(const SchedulerOutput& out) {
   const size_t num_groups = model_.kv_groups().size();
@@ -15,23 +86,32 @@ std::span<const float> ModelRunner::execute(const SchedulerOutput& out) {
   logit_rows_.clear();
   slots_.assign(num_groups, {});
   seqs_.assign(num_groups, {});
+  run_kv_ops(out.kv_ops);
+  kv_stats_.assign(out.seqs.size(), {});
+  raw_attention_.resize(out.seqs.size());
 
-  for (const ScheduledSeq& s : out.seqs) {
+  for (size_t si = 0; si < out.seqs.size(); ++si) {
+    const ScheduledSeq& s = out.seqs[si];
     KVLM_ASSERT(s.block_tables.size() == num_groups, "one block table per KV group");
     const int32_t begin = static_cast<int32_t>(tokens_.size());
     const int32_t n = static_cast<int32_t>(s.new_tokens.size());
     for (int32_t i = 0; i < n; ++i) {
-      const int32_t slot = s.num_computed + i;  // logical slot == position
+      const int32_t slot = s.slot_begin + i;  // logical slot: the i-th resident token
       tokens_.push_back(s.new_tokens[i]);
-      positions_.push_back(slot);
+      positions_.push_back(s.position_begin + i);
       for (size_t g = 0; g < num_groups; ++g) {
         const auto& table = s.block_tables[g];
         KVLM_ASSERT(static_cast<size_t>(slot / bs) < table.size(), "block table covers the slot");
         slots_[g].push_back(static_cast<int64_t>(table[slot / bs]) * bs + slot % bs);
       }
     }
+    float* stats = nullptr;
+    if (s.collect_attention) {
+      raw_attention_[si].assign(static_cast<size_t>(n) * model_.config().num_kv_heads * (s.slot_begin + n), 0.f);
+      stats = raw_attention_[si].data();
+    }
     for (size_t g = 0; g < num_groups; ++g)
-      seqs_[g].push_back(AttentionSeq{begin, n, s.num_computed + n, s.block_tables[g]});
+      seqs_[g].push_back(AttentionSeq{begin, n, s.slot_begin + n, s.block_tables[g], stats});
     for (int32_t i = 0; i < s.num_prompt_logits; ++i) logit_rows_.push_back(begin + i);
     if (s.sample) logit_rows_.push_back(begin + n - 1);
   }
@@ -42,6 +122,7 @@ std::span<const float> ModelRunner::execute(const SchedulerOutput& out) {
   const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
   logits_.resize(logit_rows_.size() * vocab);
   if (!tokens_.empty()) model_.forward(batch, storage_.view(), scratch_, logits_.data());
+  collect_stats(out);
   return logits_;
 }
 

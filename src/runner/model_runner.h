@@ -20,7 +20,11 @@ class ModelRunner {
   // Runs the step. Returns the logits rows, [rows, vocab], in the order of
   // out.seqs: for each seq its num_prompt_logits prompt rows, then its
   // sampling row if sample == true. Valid until the next call.
+  // First runs out.kv_ops (evictions' byte work), in order.
   std::span<const float> execute(const SchedulerOutput& out);
+  // What the last execute() observed for KV policies, one entry per seq of
+  // its output (entries empty for seqs that collect nothing).
+  std::span<const SeqKvStats> kv_stats() const { return kv_stats_; }
 
   const KvStorage& storage() const { return storage_; }
   const Model& model() const { return model_; }
@@ -34,6 +38,12 @@ class ModelRunner {
   std::vector<std::vector<int64_t>> slots_;          // [group][T]
   std::vector<std::vector<AttentionSeq>> seqs_;      // [group][num seqs]
   std::vector<float> logits_;
+  std::vector<std::vector<float>> raw_attention_;  // [seq][T_seq * kv_heads * context]
+  std::vector<SeqKvStats> kv_stats_;
+  std::vector<std::vector<int32_t>> group_layers_;  // [group] layer indices
+
+  void run_kv_ops(const KvOps& ops);
+  void collect_stats(const SchedulerOutput& out);
 };
 
 }  // namespace kvlm

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/strong_id.h"
+#include "kv/kv_policy.h"
 
 namespace kvlm {
 
@@ -35,6 +36,9 @@ struct Request {
   // Logits are wanted for every prompt position (prompt log-probabilities):
   // the prompt is computed in full, never served by the prefix cache.
   bool prompt_logits = false;
+  // KV budget and eviction policy (disabled: unbounded). With a budget the
+  // request's slots are its resident tokens, not its positions.
+  KvBudget kv_budget;
   double arrival_s = 0;              // clock time of submission
   RequestStatus status = RequestStatus::kWaiting;
   std::optional<FinishReason> finish_reason;

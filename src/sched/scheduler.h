@@ -32,22 +32,40 @@ struct SchedulerConfig {
 // One request's share of a step. Plain data: the runner needs nothing else.
 struct ScheduledSeq {
   RequestId id;
-  int32_t num_computed = 0;   // tokens already cached = slot of the first new token
+  int32_t num_computed = 0;   // tokens already computed (index of the first new token)
+  int32_t slot_begin = 0;     // KV slot of the first new token (== num_computed until tokens were dropped)
+  int32_t position_begin = 0; // its position: num_computed, or slot_begin with --kv-shift
   std::vector<int32_t> new_tokens;  // tokens [num_computed, num_computed + new_tokens.size())
   bool sample = false;        // all known tokens computed after this step: sample the next
   // Leading new tokens that are prompt positions whose next-token logits are
   // wanted (Request::prompt_logits): positions num_computed .. + this - 1,
-  // never the last prompt position (that one is the sampling row).
+  // never the last prompt position (that one is the sampling row). With an
+  // entropy policy: every new token but the sampling row.
   int32_t num_prompt_logits = 0;
+  bool collect_attention = false;  // its KV policy needs the attention weights
+  bool collect_entropy = false;    // its KV policy needs each row's entropy
   std::vector<std::vector<int32_t>> block_tables;  // [group] physical block ids
   std::vector<int32_t> num_released;               // [group] leading stale entries
 };
 
+// What a step observed for one sequence's KV policy (ModelRunner fills it).
+struct SeqKvStats {
+  // [new tokens][slot_begin + new tokens]: query row r's attention to each
+  // slot, averaged over heads and layers. Empty unless collect_attention.
+  std::vector<float> attention;
+  // [new tokens] predictive entropy of each row with logits (NaN elsewhere).
+  // Empty unless collect_entropy.
+  std::vector<float> entropy;
+};
+
 struct SchedulerOutput {
+  // KV byte work (evictions of the previous step) to run before this step's
+  // forward pass, in order.
+  KvOps kv_ops;
   std::vector<ScheduledSeq> seqs;       // running requests first, then newly admitted
   int32_t num_tokens = 0;               // sum of new_tokens sizes, <= the budget
   std::vector<RequestId> preempted;     // preempted during this schedule() call
-  bool empty() const { return seqs.empty(); }
+  bool empty() const { return seqs.empty() && kv_ops.empty(); }
 };
 
 class Scheduler {
@@ -64,10 +82,11 @@ class Scheduler {
 
   // After the forward pass of `out`: advances num_computed_tokens, appends
   // `sampled` (one token per seq with sample == true, in order), publishes
-  // full blocks to the prefix cache, applies stop conditions. Returns the
-  // requests that finished (their blocks already released).
-  std::vector<std::unique_ptr<Request>> update(const SchedulerOutput& out,
-                                               std::span<const int32_t> sampled);
+  // full blocks to the prefix cache, feeds `kv_stats` (one per seq, or
+  // empty) to KV policies, which may evict, and applies stop conditions.
+  // Returns the requests that finished (their blocks already released).
+  std::vector<std::unique_ptr<Request>> update(const SchedulerOutput& out, std::span<const int32_t> sampled,
+                                               std::span<const SeqKvStats> kv_stats = {});
 
   // Ends a request now (cancel, disconnect, stop string). Returns it, or
   // nullptr if unknown or already finished.
@@ -83,6 +102,8 @@ class Scheduler {
 
  private:
   ScheduledSeq make_seq(const Request& r, int32_t num_new) const;
+  void observe(const ScheduledSeq& s, const SeqKvStats& stats);
+  bool at_length_limit(const Request& r) const;
   void preempt(Request& r);
   std::unique_ptr<Request> remove(RequestId id);
 

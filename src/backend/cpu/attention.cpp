@@ -135,9 +135,15 @@ void accumulate_block(const KvLayout& layout, const uint8_t* vb, int64_t o0, int
 }
 
 // One query row, up to 4 heads of one GQA group, F32/F16 storage read in place.
+// stat_row (nullable): the weights of the num_q heads, in head order, are
+// added to stat_row[lo .. hi).
+void add_weights(float* stat_row, int64_t lo, const float* weights, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) stat_row[lo + j] += weights[j];
+}
+
 void attend_direct(const KvLayout& layout, const KvLayer& layer, const AttentionSeq& seq, int32_t kv_head,
                    int64_t lo, int64_t hi, const float* const* qs, int num_q, const AttentionParams& params,
-                   std::vector<float>& scores, float* const* outs) {
+                   std::vector<float>& scores, float* const* outs, float* stat_row) {
   const int64_t n = hi - lo;
   const int32_t bs = layout.block_size;
   scores.resize(static_cast<size_t>(num_q * n));
@@ -154,6 +160,7 @@ void attend_direct(const KvLayout& layout, const KvLayer& layer, const Attention
   for (int g = 0; g < num_q; ++g) {
     if (params.softcap > 0.f) soft_cap(rows[g], n, params.softcap);
     softmax(rows[g], 1, n);
+    if (stat_row) add_weights(stat_row, lo, rows[g], n);
     std::memset(outs[g], 0, sizeof(float) * layout.head_dim);
   }
   for (int64_t s = lo; s < hi;) {
@@ -179,9 +186,9 @@ void gather_rows(const KvLayout& layout, uint8_t* base, const AttentionSeq& seq,
 }
 
 // Same sums as attend_direct, over dequantized rows (Q8_0 storage).
-void attend_gathered(const KvLayout& layout, const float* keys, const float* values, int64_t n,
+void attend_gathered(const KvLayout& layout, const float* keys, const float* values, int64_t lo, int64_t n,
                      const float* const* qs, int num_q, const AttentionParams& params, std::vector<float>& scores,
-                     float* const* outs) {
+                     float* const* outs, float* stat_row) {
   const int64_t hd = layout.head_dim;
   scores.resize(static_cast<size_t>(n));
   for (int g = 0; g < num_q; ++g) {
@@ -192,6 +199,7 @@ void attend_gathered(const KvLayout& layout, const float* keys, const float* val
     }
     if (params.softcap > 0.f) soft_cap(scores.data(), n, params.softcap);
     softmax(scores.data(), 1, n);
+    if (stat_row) add_weights(stat_row, lo, scores.data(), n);
     float* out = outs[g];
     for (int64_t c = 0; c < hd; ++c) {
       float acc = 0.f;
@@ -300,6 +308,8 @@ void paged_attention(const KvLayout& layout, const KvLayer& layer, const float* 
       int64_t lo, hi;
       visible_range(seq, i, params.window, &lo, &hi);
       const int64_t token = seq.token_begin + i;
+      float* stat_row = seq.attn_stats ? seq.attn_stats + (static_cast<int64_t>(i) * num_kv + item.kv_head) * seq.num_context
+                                       : nullptr;
       for (int32_t g0 = 0; g0 < group; g0 += 4) {
         const int num_q = std::min(4, group - g0);
         const float* qs[4];
@@ -310,10 +320,10 @@ void paged_attention(const KvLayout& layout, const KvLayer& layer, const float* 
           outs[g] = out + head * hd;
         }
         if (layout.keys_transposed()) {
-          attend_direct(layout, layer, seq, item.kv_head, lo, hi, qs, num_q, params, sc.scores, outs);
+          attend_direct(layout, layer, seq, item.kv_head, lo, hi, qs, num_q, params, sc.scores, outs, stat_row);
         } else {
-          attend_gathered(layout, &sc.keys[(lo - base) * hd], &sc.values[(lo - base) * hd], hi - lo, qs, num_q,
-                          params, sc.scores, outs);
+          attend_gathered(layout, &sc.keys[(lo - base) * hd], &sc.values[(lo - base) * hd], lo, hi - lo, qs, num_q,
+                          params, sc.scores, outs, stat_row);
         }
       }
     }
@@ -353,6 +363,10 @@ void paged_attention_reference(const KvLayout& layout, const KvLayer& layer, con
         }
         double sum = 0;
         for (double& x : w) sum += (x = std::exp(x - max_score));
+        if (seq.attn_stats) {
+          float* stat_row = seq.attn_stats + (static_cast<int64_t>(i) * layout.num_kv_heads + kvh) * seq.num_context;
+          for (int64_t s = lo; s < hi; ++s) stat_row[s] += static_cast<float>(w[s - lo] / sum);
+        }
         std::vector<double> acc(hd, 0.0);
         for (int64_t s = lo; s < hi; ++s) {
           const int64_t slot = block_of(layout, seq, s) * layout.block_size + s % layout.block_size;
@@ -362,6 +376,53 @@ void paged_attention_reference(const KvLayout& layout, const KvLayer& layer, con
         float* oh = out + (token * params.num_heads + h) * hd;
         for (int32_t c = 0; c < hd; ++c) oh[c] = static_cast<float>(acc[c]);
       }
+    }
+  }
+}
+
+void kv_copy_block(const KvLayout& layout, const KvLayer& layer, int64_t src_block, int64_t dst_block) {
+  const size_t n = layout.block_bytes();
+  std::memcpy(layer.k + static_cast<size_t>(dst_block) * n, layer.k + static_cast<size_t>(src_block) * n, n);
+  std::memcpy(layer.v + static_cast<size_t>(dst_block) * n, layer.v + static_cast<size_t>(src_block) * n, n);
+}
+
+void kv_move_slot(const KvLayout& layout, const KvLayer& layer, int64_t src_slot, int64_t dst_slot) {
+  const int32_t bs = layout.block_size;
+  const size_t row = layout.row_bytes();
+  const size_t elem = static_cast<size_t>(dtype_info(layout.dtype).block_bytes);  // one element (F32/F16)
+  for (int32_t h = 0; h < layout.num_kv_heads; ++h) {
+    const uint8_t* kb_src = block_head(layout, layer.k, src_slot / bs, h);
+    uint8_t* kb_dst = block_head(layout, layer.k, dst_slot / bs, h);
+    if (layout.keys_transposed()) {
+      for (int64_t c = 0; c < layout.head_dim; ++c)
+        std::memcpy(kb_dst + (c * bs + dst_slot % bs) * elem, kb_src + (c * bs + src_slot % bs) * elem, elem);
+    } else {
+      std::memcpy(kb_dst + (dst_slot % bs) * row, kb_src + (src_slot % bs) * row, row);
+    }
+    std::memcpy(block_head(layout, layer.v, dst_slot / bs, h) + (dst_slot % bs) * row,
+                block_head(layout, layer.v, src_slot / bs, h) + (src_slot % bs) * row, row);
+  }
+}
+
+void kv_rotate_key(const KvLayout& layout, const KvLayer& layer, int64_t slot, int32_t delta, const RopeParams& rope_params) {
+  const int32_t bs = layout.block_size;
+  const int64_t hd = layout.head_dim, o = slot % bs;
+  std::vector<float> keys(static_cast<size_t>(layout.num_kv_heads * hd));
+  for (int32_t h = 0; h < layout.num_kv_heads; ++h) kv_read_key(layout, layer, slot, h, keys.data() + h * hd);
+  rope(keys.data(), &delta, 1, layout.num_kv_heads, hd, rope_params);
+  for (int32_t h = 0; h < layout.num_kv_heads; ++h) {
+    uint8_t* kb = block_head(layout, layer.k, slot / bs, h);
+    const float* src = keys.data() + h * hd;
+    switch (layout.dtype) {
+      case DType::kF32:
+        for (int64_t c = 0; c < hd; ++c) reinterpret_cast<float*>(kb)[c * bs + o] = src[c];
+        break;
+      case DType::kF16:
+        for (int64_t c = 0; c < hd; ++c) reinterpret_cast<uint16_t*>(kb)[c * bs + o] = f32_to_fp16(src[c]);
+        break;
+      default:
+        quantize_row(layout.dtype, src, kb + o * layout.row_bytes(), hd);
+        break;
     }
   }
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <span>
 
+#include "backend/cpu/ops.h"
 #include "backend/dtype.h"
 
 namespace kvlm {
@@ -49,6 +50,11 @@ struct AttentionSeq {
   int32_t num_context = 0;
   std::span<const int32_t> block_table;  // physical block ids; entries before the
                                          // window may be stale (never read)
+  // Optional attention statistics for KV policies: [num_tokens][num_kv_heads]
+  // [num_context]; each call adds, for query row i and KV head h, the softmax
+  // weights of h's query heads (summed in head order) to the visible slots.
+  // Layers add in turn, so the sum is the same however the step was batched.
+  float* attn_stats = nullptr;
 };
 
 struct AttentionParams {
@@ -73,6 +79,14 @@ void paged_attention(const KvLayout& layout, const KvLayer& layer, const float* 
 void paged_attention_reference(const KvLayout& layout, const KvLayer& layer, const float* q,
                                std::span<const AttentionSeq> seqs, const AttentionParams& params,
                                float* out);
+
+// KV byte work for evictions (kv/kv_ops.h), exact for every KV dtype:
+// copies a whole block, moves one slot's K and V (physical slots), and
+// re-rotates the key stored in a slot by `delta` positions (RoPE rotations
+// compose, so rotating by the delta re-positions a key without recomputing it).
+void kv_copy_block(const KvLayout& layout, const KvLayer& layer, int64_t src_block, int64_t dst_block);
+void kv_move_slot(const KvLayout& layout, const KvLayer& layer, int64_t src_slot, int64_t dst_slot);
+void kv_rotate_key(const KvLayout& layout, const KvLayer& layer, int64_t slot, int32_t delta, const RopeParams& rope);
 
 // Reads one stored key or value back as f32 (tests, KV re-rotation).
 // slot: physical slot. out: [head_dim].

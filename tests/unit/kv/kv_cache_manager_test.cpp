@@ -37,7 +37,7 @@ void compute(KvCacheManager& kv, RequestId id, const std::vector<int32_t>& token
              const PrefixHit* hit = nullptr) {
   int32_t start = hit ? hit->num_tokens : 0;
   ASSERT_TRUE(kv.allocate(id, static_cast<int32_t>(tokens.size()) - start, hit));
-  kv.on_computed(id, tokens, static_cast<int32_t>(tokens.size()));
+  ASSERT_TRUE(kv.on_computed(id, tokens, static_cast<int32_t>(tokens.size())));
 }
 
 TEST(KvCacheManager, PrefixHitCountsFullBlocksLeavingOneToken) {
@@ -86,7 +86,7 @@ TEST(KvCacheManager, SaltedRequestsShareOnlyWithinSalt) {
   KvCacheManager kv(config(8, 4));
   std::vector<int32_t> t = iota_tokens(9);
   ASSERT_TRUE(kv.allocate(RequestId(1), 9));
-  kv.on_computed(RequestId(1), t, 9, /*extra_key=*/7);
+  ASSERT_TRUE(kv.on_computed(RequestId(1), t, 9, /*extra_key=*/7));
   EXPECT_EQ(kv.find_prefix(t).num_tokens, 0);
   EXPECT_EQ(kv.find_prefix(t, 7).num_tokens, 8);
   kv.free(RequestId(1));
@@ -124,13 +124,13 @@ TEST(KvCacheManager, GrowsTableAcrossSteps) {
   RequestId id(3);
   ASSERT_TRUE(kv.allocate(id, 5));  // slots 0..4
   EXPECT_EQ(kv.table(id, 0).blocks, ids({0, 1}));
-  kv.on_computed(id, t, 5);
+  ASSERT_TRUE(kv.on_computed(id, t, 5));
   ASSERT_TRUE(kv.allocate(id, 1));  // slot 5: same block
   EXPECT_EQ(kv.table(id, 0).blocks.size(), 2u);
-  kv.on_computed(id, t, 6);
+  ASSERT_TRUE(kv.on_computed(id, t, 6));
   ASSERT_TRUE(kv.allocate(id, 3));  // slots 6..8
   EXPECT_EQ(kv.table(id, 0).blocks, ids({0, 1, 2}));
-  kv.on_computed(id, t, 9);
+  ASSERT_TRUE(kv.on_computed(id, t, 9));
   EXPECT_EQ(kv.pool().num_cached_blocks(), 0u);  // caching off
   EXPECT_EQ(kv.find_prefix(t).num_tokens, 0);
   EXPECT_EQ(kv.num_prefix_query_tokens(), 0);
@@ -217,12 +217,12 @@ TEST(KvCacheManager, WindowGroupReleasesBlocksOutOfSight) {
   RequestId id(1);
   std::vector<int32_t> t = iota_tokens(64);
   ASSERT_TRUE(kv.allocate(id, 10));
-  kv.on_computed(id, t, 10);
+  ASSERT_TRUE(kv.on_computed(id, t, 10));
   // Next query at slot 10 sees 3..10: slots 0..2 are dead, no whole block yet.
   EXPECT_EQ(kv.table(id, 1).num_released, 0);
   for (int32_t n = 11; n <= 40; ++n) {
     ASSERT_TRUE(kv.allocate(id, 1));
-    kv.on_computed(id, t, n);
+    ASSERT_TRUE(kv.on_computed(id, t, n));
     int32_t expect = std::max(0, (n - 8 + 1) / 4);
     ASSERT_EQ(kv.table(id, 1).num_released, expect) << "after " << n << " tokens";
   }
@@ -236,12 +236,12 @@ TEST(KvCacheManager, WindowGroupReleasesBlocksOutOfSight) {
 
   ASSERT_TRUE(kv.allocate(id, 1));  // slot 40 opens block 10 in both groups
   EXPECT_EQ(kv.pool().num_used_blocks(), 14);
-  kv.on_computed(id, t, 41);  // (41-7)/4 = 8: nothing more to release
+  ASSERT_TRUE(kv.on_computed(id, t, 41));  // (41-7)/4 = 8: nothing more to release
   EXPECT_EQ(kv.table(id, 1).num_released, 8);
   ASSERT_TRUE(kv.allocate(id, 1));
-  kv.on_computed(id, t, 42);  // 35/4 = 8
+  ASSERT_TRUE(kv.on_computed(id, t, 42));  // 35/4 = 8
   ASSERT_TRUE(kv.allocate(id, 1));
-  kv.on_computed(id, t, 43);  // 36/4 = 9: slots 32..35 fell out
+  ASSERT_TRUE(kv.on_computed(id, t, 43));  // 36/4 = 9: slots 32..35 fell out
   EXPECT_EQ(kv.table(id, 1).num_released, 9);
   EXPECT_EQ(kv.pool().num_used_blocks(), 11 + 2);
   // 10 full blocks are cached in the full group; the window group holds (or
@@ -263,12 +263,12 @@ TEST(KvCacheManager, WindowReleaseOrderAndBigChunks) {
   std::vector<int32_t> t = iota_tokens(12);
   ASSERT_TRUE(kv.allocate(id, 10));  // every written slot needs a block
   EXPECT_EQ(kv.table(id, 0).blocks, ids({0, 1, 2, 3, 4}));
-  kv.on_computed(id, t, 10);  // next query at 10 sees 7..10: blocks 0..2 dead
+  ASSERT_TRUE(kv.on_computed(id, t, 10));  // next query at 10 sees 7..10: blocks 0..2 dead
   EXPECT_EQ(kv.table(id, 0).num_released, 3);
   EXPECT_EQ(kv.pool().free_queue_order(), ids({5, 6, 7, 0, 1, 2}));
   ASSERT_TRUE(kv.allocate(id, 1));
   EXPECT_EQ(kv.table(id, 0).blocks, ids({0, 1, 2, 3, 4, 5}));
-  kv.on_computed(id, t, 11);  // (11-3)/2 = 4
+  ASSERT_TRUE(kv.on_computed(id, t, 11));  // (11-3)/2 = 4
   EXPECT_EQ(kv.table(id, 0).num_released, 4);
   kv.free(id);  // only the live blocks, last first
   EXPECT_EQ(kv.pool().free_queue_order(), ids({6, 7, 0, 1, 2, 3, 5, 4}));
