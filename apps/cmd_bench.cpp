@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "apps/bench_kv.h"
 #include "apps/commands.h"
 #include "apps/engine_options.h"
 #include "common/error.h"
@@ -234,7 +235,7 @@ int bench_model(int argc, char** argv) {
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
-  const char* usage = "usage: kvlm bench (batch | model) [options]   (kvlm bench <kind> --help)\n";
+  const char* usage = "usage: kvlm bench (batch | model | kv) [options]   (kvlm bench <kind> --help)\n";
   if (argc < 2) {
     std::fputs(usage, stderr);
     return 2;
@@ -242,11 +243,12 @@ int cmd_bench(int argc, char** argv) {
   std::string kind = argv[1];
   if (kind == "batch") return bench_batch(argc - 1, argv + 1);
   if (kind == "model") return bench_model(argc - 1, argv + 1);
+  if (kind == "kv") return bench_kv(argc - 1, argv + 1);
   if (kind == "-h" || kind == "--help") {
     std::fputs(usage, stdout);
     return 0;
   }
-  throw_error(ErrorCode::kInvalidArgument, "unknown benchmark '{}' (batch, model)", kind);
+  throw_error(ErrorCode::kInvalidArgument, "unknown benchmark '{}' (batch, model, kv)", kind);
 }
 
 }  // namespace kvlm::apps

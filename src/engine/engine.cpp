@@ -346,6 +346,7 @@ void Engine::finish_live(RequestId id, FinishReason reason, const Request* reque
   const double now = clock_.now_s();
   live.stats.queue_s = (live.first_scheduled_s < 0 ? now : live.first_scheduled_s) - live.arrival_s;
   live.stats.e2e_s = now - live.arrival_s;
+  live.stats.peak_resident_tokens = live.peak_resident_tokens;
   std::string tail;
   if (reason != FinishReason::kAborted && !live.stop.stopped()) tail = live.stop.push(live.detok.flush()) + live.stop.flush();
   live.stream->finish(reason, live.stats, std::move(tail));

@@ -24,6 +24,7 @@ struct RequestStats {
   int32_t num_cached_tokens = 0;     // prompt tokens served by the prefix cache
   int32_t num_generated_tokens = 0;
   int32_t num_preemptions = 0;
+  int32_t peak_resident_tokens = 0;  // most KV tokens the request held at once (its budget's effect)
   double queue_s = 0;                // arrival -> first scheduled
   double ttft_s = 0;                 // arrival -> first generated token
   double e2e_s = 0;                  // arrival -> finished

@@ -1,0 +1,51 @@
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "apps/bench_kv.h"
+#include "common/error.h"
+
+namespace kvlm::apps {
+namespace {
+
+// gnuplot reads strings in double quotes; keep titles printable and unquoted.
+std::string plot_text(const std::string& s) {
+  std::string out;
+  for (char c : s) out += (c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20) ? '_' : c;
+  return out;
+}
+
+}  // namespace
+
+void write_kv_plot(const std::string& png_path, const std::vector<KvPlotSeries>& series, double full_perplexity,
+                   const std::string& title) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / fmt::format("kvlm-plot-{}", ::getpid());
+  fs::create_directories(dir);
+  std::string script = fmt::format(
+      "set terminal pngcairo size 900,560 noenhanced\nset output \"{}\"\nset title \"{}\"\n"
+      "set xlabel \"KV budget (tokens per sequence)\"\nset ylabel \"perplexity\"\nset logscale x 2\n"
+      "set key outside right\nset grid\n",
+      plot_text(png_path), plot_text(title));
+  std::string plots;
+  for (size_t i = 0; i < series.size(); ++i) {
+    const fs::path data = dir / fmt::format("s{}.dat", i);
+    std::ofstream f(data);
+    for (auto [x, y] : series[i].points) f << x << ' ' << y << '\n';
+    plots += fmt::format("{}\"{}\" using 1:2 with linespoints lw 2 title \"{}\"", plots.empty() ? "" : ", ",
+                         plot_text(data.string()), plot_text(series[i].name));
+  }
+  plots += fmt::format(", {} with lines dt 2 lw 2 lc rgb \"black\" title \"full cache\"", full_perplexity);
+  script += "plot " + plots + "\n";
+  const fs::path script_path = dir / "plot.gp";
+  std::ofstream(script_path) << script;
+  const int rc = std::system(fmt::format("gnuplot \"{}\" 2>&1", script_path.string()).c_str());
+  fs::remove_all(dir);
+  if (rc != 0)
+    throw_error(ErrorCode::kUnavailable, "gnuplot failed (exit {}); install it (Debian: gnuplot-nox) to write plots", rc);
+}
+
+}  // namespace kvlm::apps
