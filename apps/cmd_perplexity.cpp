@@ -11,6 +11,7 @@
 
 #include "apps/commands.h"
 #include "apps/engine_options.h"
+#include "apps/stream_scoring.h"
 #include "backend/threads.h"
 #include "common/error.h"
 #include "common/mapped_file.h"
@@ -19,6 +20,28 @@
 #include "tokenizer/tokenizer.h"
 
 namespace kvlm::apps {
+
+namespace {
+
+int perplexity_with_budget(const EngineOptions& o, const std::string& text_path, int n_ctx, int max_chunks) {
+  const KvBudget budget = make_kv_budget(o);
+  EngineOptions engine_options = o;
+  engine_options.kv_budget = 0;  // the budget goes with each chunk
+  engine_options.kv_shift = false;
+  auto engine = start_engine(engine_options);
+  const std::string text = read_file_bytes(text_path);
+  const std::vector<int32_t> tokens = engine->tokenizer().encode(text, /*add_special=*/true, /*parse_special=*/false);
+  fmt::print(stderr, "perplexity: {} tokens, {} chunks of {}, KV budget {} ({}{})\n", tokens.size(),
+             num_stream_chunks(tokens.size(), n_ctx, max_chunks), n_ctx, budget.budget_tokens,
+             kv_policy_name(budget.policy), budget.shift ? ", shift" : "");
+  const StreamScore s = score_stream(*engine, tokens, n_ctx, max_chunks, budget);
+  fmt::print(stderr, "{} tokens scored, {:.1f} tokens/s evaluated, at most {} KV tokens per sequence\n", s.num_scored,
+             s.num_evaluated / s.seconds, s.peak_resident_tokens);
+  fmt::print("PPL = {:.4f} +/- {:.4f}\n", s.perplexity(), s.perplexity_error());
+  return 0;
+}
+
+}  // namespace
 
 int cmd_perplexity(int argc, char** argv) {
   CLI::App app{"Perplexity of a model over a text file (llama.cpp's method)", "kvlm perplexity"};
@@ -30,7 +53,17 @@ int cmd_perplexity(int argc, char** argv) {
   app.add_option("-t,--threads", threads, "compute threads (default: all cores)");
   app.add_option("--kv-type", kv_type, "KV cache type: f16, f32, q8_0")->capture_default_str();
   app.add_option("--chunks", max_chunks, "score at most this many chunks (0 = all)");
+  EngineOptions budget_options;
+  add_kv_budget_options(app, budget_options);
   CLI11_PARSE(app, argc, argv);
+  if (budget_options.kv_budget > 0) {
+    // A budget needs the engine's scheduler: each chunk streams through it.
+    budget_options.model_path = model_path;
+    budget_options.threads = threads;
+    budget_options.kv_type = kv_type;
+    budget_options.max_model_len = n_ctx + 1;
+    return perplexity_with_budget(budget_options, text_path, n_ctx, max_chunks);
+  }
 
   set_num_threads(threads);
   const DType kv_dtype = parse_kv_type(kv_type);

@@ -11,6 +11,7 @@ PACKAGES=(
   nlohmann-json3-dev libcpp-httplib-dev libcli11-dev
   libpcre2-dev libxxhash-dev libfmt-dev
   curl
+  gnuplot-nox
 )
 
 apt_install() {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "engine/engine.h"
+#include "kv/kv_policy.h"
 
 namespace kvlm {
 namespace {
@@ -31,6 +32,11 @@ class Writer {
   }
   void labelled(const char* name, const char* type, const char* help,
                 std::initializer_list<std::pair<const char*, double>> values, const char* label) {
+    header(name, type, help);
+    for (const auto& [v, x] : values) out_ += fmt::format("{}{{{},{}=\"{}\"}} {}\n", name, labels_, label, v, x);
+  }
+  void labelled(const char* name, const char* type, const char* help,
+                const std::vector<std::pair<std::string, double>>& values, const char* label) {
     header(name, type, help);
     for (const auto& [v, x] : values) out_ += fmt::format("{}{{{},{}=\"{}\"}} {}\n", name, labels_, label, v, x);
   }
@@ -80,6 +86,12 @@ std::string prometheus_text(const EngineMetrics& m, const std::string& model_nam
               {"length", static_cast<double>(m.num_requests_length)},
               {"abort", static_cast<double>(m.num_requests_aborted)}},
              "finished_reason");
+  std::vector<std::pair<std::string, double>> evicted;
+  for (KvPolicyKind k : all_kv_policies())
+    evicted.emplace_back(kv_policy_name(k), static_cast<double>(m.num_kv_evicted_tokens[static_cast<size_t>(k)]));
+  w.labelled("kvlm_kv_evicted_tokens_total", "counter", "KV tokens dropped by per-sequence budgets, by policy.",
+             evicted, "policy");
+  w.histogram("kvlm_kv_resident_tokens", "Most KV tokens a finished request held at once.", m.resident_tokens);
   w.histogram("kvlm_time_to_first_token_seconds", "Time from arrival to the first generated token.", m.ttft_s);
   w.histogram("kvlm_inter_token_latency_seconds", "Time between consecutive generated tokens.", m.itl_s);
   w.histogram("kvlm_e2e_request_latency_seconds", "Time from arrival to finish.", m.e2e_s);

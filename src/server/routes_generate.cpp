@@ -79,17 +79,30 @@ struct Generation {
   std::string prompt_text;  // what echo repeats
 };
 
+// The server's --kv-* defaults with the request's own kv_* fields over them.
+KvBudget request_budget(const Engine& engine, const openai::GenerationOptions& o) {
+  KvBudget b = engine.config().kv_budget;
+  if (o.kv_budget) b.budget_tokens = *o.kv_budget;
+  if (o.kv_policy) b.policy = *o.kv_policy;
+  if (o.kv_sinks) b.num_sinks = *o.kv_sinks;
+  if (o.kv_shift) b.shift = *o.kv_shift;
+  return b;
+}
+
 void run(ServerContext& ctx, Generation gen, const httplib::Request& req, httplib::Response& res) {
   Engine& engine = ctx.engine;
   const int32_t num_prompt = static_cast<int32_t>(gen.prompt.size());
-  const int32_t limit = engine.max_model_len();
+  const KvBudget budget = request_budget(engine, gen.options);
+  // With a budget and kv_shift, positions stay inside the budget: no context end.
+  const int32_t limit = budget.enabled() && budget.shift ? INT32_MAX : engine.max_model_len();
   if (num_prompt >= limit) {
     send_error(res, {400, fmt::format("This model's maximum context length is {} tokens. However, your prompt has {} tokens; "
                                       "leave room for at least one generated token.", limit, num_prompt),
                      std::string(gen.chat ? "messages" : "prompt")});
     return;
   }
-  int32_t max_tokens = gen.options.max_tokens.value_or(limit - num_prompt);
+  int32_t max_tokens = gen.options.max_tokens.value_or(
+      limit == INT32_MAX ? std::max(engine.max_model_len() - num_prompt, 16) : limit - num_prompt);
   if (num_prompt + max_tokens > limit) {
     if (gen.options.max_tokens) {
       send_error(res, {400, fmt::format("This model's maximum context length is {} tokens. However, you requested {} tokens "
@@ -109,6 +122,7 @@ void run(ServerContext& ctx, Generation gen, const httplib::Request& req, httpli
   g.ignore_eos = gen.options.ignore_eos;
   g.logprobs = gen.options.logprobs;
   g.prompt_logprobs = gen.echo && gen.options.logprobs >= 0;
+  g.kv_budget = budget;
   // The echoed prompt's other tokens come back as prompt logprobs.
   const std::optional<int32_t> echoed_first =
       gen.echo && !g.prompt_tokens.empty() ? std::optional<int32_t>(g.prompt_tokens[0]) : std::nullopt;

@@ -126,6 +126,13 @@ GenerationOptions parse_options(const Json& body, bool chat) {
   }
   o.ignore_eos = boolean(body, "ignore_eos").value_or(false);
   o.cache_salt = string(body, "cache_salt");
+  if (auto n = integer(body, "kv_budget", 0, 1 << 30)) o.kv_budget = static_cast<int32_t>(*n);
+  if (auto name = string(body, "kv_policy")) {
+    o.kv_policy = parse_kv_policy(*name);
+    if (!o.kv_policy) invalid("kv_policy", fmt::format("'kv_policy' must be one of: {}", kv_policy_names()));
+  }
+  if (auto n = integer(body, "kv_sinks", 0, 1 << 20)) o.kv_sinks = static_cast<int32_t>(*n);
+  o.kv_shift = boolean(body, "kv_shift");
   return o;
 }
 

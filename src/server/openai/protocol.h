@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kv/kv_policy.h"
 #include "runner/sampler.h"
 
 namespace kvlm::openai {
@@ -43,6 +44,13 @@ struct GenerationOptions {
   // < 0: no logprobs; else the number of top log-probabilities per token
   // (completions: `logprobs`; chat: `logprobs: true` with `top_logprobs`).
   int32_t logprobs = -1;
+  // Extensions: this request's KV budget and eviction policy (unset: the
+  // server's --kv-budget/--kv-policy/--kv-sinks/--kv-shift). kv_budget 0:
+  // unbounded.
+  std::optional<int32_t> kv_budget;
+  std::optional<KvPolicyKind> kv_policy;
+  std::optional<int32_t> kv_sinks;
+  std::optional<bool> kv_shift;
 };
 
 struct CompletionRequest {

@@ -1,0 +1,158 @@
+// KV budgets through `kvlm serve` and `kvlm run`: the server's --kv-* flags
+// are the default, a request's kv_* fields override them, the output equals
+// the CLI's under the same budget, --kv-shift runs past the trained context,
+// metrics count the evicted tokens, and bad values are 400s naming the field.
+#include <gtest/gtest.h>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "support/test_support.h"
+
+namespace kvlm {
+namespace {
+
+using Json = nlohmann::json;
+
+class KvBudgetServer : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = new test::ServerProcess({"-m", test::shared_path("models/stories260K.gguf"), "-t", "1", "--kv-budget",
+                                       "48", "--kv-policy", "sinks", "--max-model-len", "512"});
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  static std::pair<int, Json> post(const Json& body) {
+    httplib::Client c("127.0.0.1", server_->port());
+    c.set_read_timeout(60);
+    auto r = c.Post("/v1/completions", body.dump(), "application/json");
+    if (!r) return {0, Json()};
+    return {r->status, Json::parse(r->body)};
+  }
+  static double metric(const std::string& series) {
+    httplib::Client c("127.0.0.1", server_->port());
+    auto r = c.Get("/metrics");
+    if (!r) return -1;
+    const size_t at = r->body.find("\n" + series + " ");
+    if (at == std::string::npos) return -1;
+    return std::stod(r->body.substr(at + series.size() + 2));
+  }
+  // `kvlm run` with the same prompt, greedy, under the given budget flags.
+  static std::string cli_text(int max_tokens, const std::vector<std::string>& kv_flags) {
+    std::vector<std::string> args = {"run", "-m", test::shared_path("models/stories260K.gguf"), "-p", "Once upon a time",
+                                     "-n", std::to_string(max_tokens), "--temp", "0", "--ignore-eos", "-t", "1"};
+    args.insert(args.end(), kv_flags.begin(), kv_flags.end());
+    test::CommandResult r = test::run_kvlm(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out.substr(0, r.out.size() - 1);  // run ends the text with a newline
+  }
+  static Json greedy(int max_tokens) {
+    return {{"prompt", "Once upon a time"}, {"max_tokens", max_tokens}, {"temperature", 0}, {"ignore_eos", true}};
+  }
+  static test::ServerProcess* server_;
+};
+test::ServerProcess* KvBudgetServer::server_ = nullptr;
+
+TEST_F(KvBudgetServer, ServerDefaultAppliesAndEqualsTheCli) {
+  const double before = metric(R"(kvlm_kv_evicted_tokens_total{model_name="llama",policy="sinks"})");
+  auto [status, body] = post(greedy(150));
+  ASSERT_EQ(status, 200) << body.dump();
+  EXPECT_EQ(body["choices"][0]["text"].get<std::string>(), cli_text(150, {"--kv-budget", "48", "--kv-policy", "sinks"}));
+  EXPECT_NE(body["choices"][0]["text"].get<std::string>(), cli_text(150, {}));
+  const double after = metric(R"(kvlm_kv_evicted_tokens_total{model_name="llama",policy="sinks"})");
+  EXPECT_GE(after - before, 96) << "154 tokens under a budget of 48 drop at least 6 blocks";
+}
+
+TEST_F(KvBudgetServer, RequestFieldsOverrideTheDefault) {
+  Json h2o = greedy(120);
+  h2o["kv_budget"] = 32;
+  h2o["kv_policy"] = "h2o";
+  auto [status, body] = post(h2o);
+  ASSERT_EQ(status, 200) << body.dump();
+  EXPECT_EQ(body["choices"][0]["text"].get<std::string>(), cli_text(120, {"--kv-budget", "32", "--kv-policy", "h2o"}));
+  EXPECT_GT(metric(R"(kvlm_kv_evicted_tokens_total{model_name="llama",policy="h2o"})"), 0);
+
+  Json unbounded = greedy(120);
+  unbounded["kv_budget"] = 0;
+  auto [status2, body2] = post(unbounded);
+  ASSERT_EQ(status2, 200) << body2.dump();
+  EXPECT_EQ(body2["choices"][0]["text"].get<std::string>(), cli_text(120, {}));
+}
+
+TEST_F(KvBudgetServer, ShiftRunsPastTheTrainedContext) {
+  Json long_run = greedy(700);  // stories260K was trained on 512 tokens (the server runs with --max-model-len 512)
+  auto [refused, err] = post(long_run);
+  EXPECT_EQ(refused, 400) << err.dump();
+  long_run["kv_shift"] = true;
+  auto [status, body] = post(long_run);
+  ASSERT_EQ(status, 200) << body.dump();
+  EXPECT_EQ(body["usage"]["completion_tokens"].get<int>(), 700);
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "length");
+}
+
+TEST_F(KvBudgetServer, BadValuesAreFourHundredsNamingTheField) {
+  for (const auto& [key, value] : std::vector<std::pair<std::string, Json>>{
+           {"kv_policy", "lfu"}, {"kv_policy", 3}, {"kv_budget", -1}, {"kv_budget", "64"}, {"kv_shift", "yes"},
+           {"kv_sinks", 1.5}}) {
+    Json body = greedy(4);
+    body[key] = value;
+    auto [status, resp] = post(body);
+    EXPECT_EQ(status, 400) << key << "=" << value.dump() << ": " << resp.dump();
+    EXPECT_EQ(resp["error"]["param"], key) << resp.dump();
+  }
+  Json tiny = greedy(4);
+  tiny["kv_budget"] = 8;  // less than two blocks
+  auto [status, resp] = post(tiny);
+  EXPECT_EQ(status, 400) << resp.dump();
+  EXPECT_NE(resp["error"]["message"].get<std::string>().find("kv_budget"), std::string::npos) << resp.dump();
+}
+
+TEST(KvBudgetCli, GptTwoRefusesTheShiftClearly) {
+  test::CommandResult r = test::run_kvlm({"run", "-m", test::shared_path("models/synth-gpt2-F16.gguf"), "-p", "Hello",
+                                          "-n", "4", "--kv-budget", "32", "--kv-shift"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("learned positions"), std::string::npos) << r.err;
+}
+
+// Perplexity through the engine: a budget larger than the chunk changes
+// nothing, a small one costs quality; bench kv tabulates every policy.
+TEST(KvBudgetCli, PerplexityUnderABudget) {
+  const std::vector<std::string> base = {"perplexity", "-m", test::shared_path("models/stories260K.gguf"), "-f",
+                                         test::shared_path("text/tinystories_sample.txt"), "-c", "256", "--chunks", "4"};
+  auto ppl = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    test::CommandResult r = test::run_kvlm(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out.rfind("PPL = ", 0), 0u) << r.out;
+    return std::stod(r.out.substr(6));
+  };
+  const double full = ppl({});
+  EXPECT_DOUBLE_EQ(ppl({"--kv-budget", "1024"}), full);
+  EXPECT_GT(ppl({"--kv-budget", "32", "--kv-policy", "window"}), full);
+}
+
+TEST(KvBudgetCli, BenchKvTabulatesEveryPolicyAndPlots) {
+  const std::string png = test::temp_dir() + "/kv.png";
+  test::CommandResult r = test::run_kvlm({"bench", "kv", "-m", test::shared_path("models/stories260K.gguf"), "-f",
+                                          test::shared_path("text/tinystories_sample.txt"), "-c", "128", "--chunks",
+                                          "2", "--budgets", "32,64", "--policies", "all", "--json", "--plot", png});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json j = Json::parse(r.out);
+  ASSERT_EQ(j["rows"].size(), 1u + 8u * 2u);
+  EXPECT_EQ(j["rows"][0]["policy"], "full");
+  EXPECT_EQ(j["rows"][0]["peak_resident_tokens"], 128);
+  for (size_t i = 1; i < j["rows"].size(); ++i) {
+    const Json& row = j["rows"][i];
+    EXPECT_EQ(row["peak_resident_tokens"].get<int>(), row["budget"].get<int>() + 16) << row.dump();
+    EXPECT_GT(row["perplexity"].get<double>(), 1.0) << row.dump();
+  }
+  const std::string bytes = test::read_file(png);
+  ASSERT_GT(bytes.size(), 1000u);
+  EXPECT_EQ(bytes.substr(1, 3), "PNG");
+}
+
+}  // namespace
+}  // namespace kvlm
