@@ -1,5 +1,6 @@
 // kvlm run: one request through the engine, the continuation streamed to
 // stdout as it is generated, speeds on stderr.
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -16,6 +17,24 @@
 #include "tokenizer/tokenizer.h"
 
 namespace kvlm::apps {
+
+namespace {
+
+// exp(mean negative log-probability) of each run of `segment` generated
+// tokens: a generation that stays fluent keeps it flat; one that falls apart
+// (positions past the trained context, a lost cache) sees it climb.
+void print_self_perplexity(const std::vector<float>& logprobs, int segment) {
+  std::vector<std::string> parts;
+  for (size_t begin = 0; begin < logprobs.size(); begin += static_cast<size_t>(segment)) {
+    const size_t end = std::min(logprobs.size(), begin + static_cast<size_t>(segment));
+    double nll = 0;
+    for (size_t i = begin; i < end; ++i) nll -= logprobs[i];
+    parts.push_back(fmt::format("{:.3f}", std::exp(nll / static_cast<double>(end - begin))));
+  }
+  fmt::print(stderr, "self-perplexity per {} tokens: {}\n", segment, fmt::join(parts, " "));
+}
+
+}  // namespace
 
 int cmd_run(int argc, char** argv) {
   CLI::App app{"Generate a continuation of a prompt, streamed to stdout", "kvlm run"};
@@ -41,6 +60,9 @@ int cmd_run(int argc, char** argv) {
   app.add_option("--stop", g.stop, "stop string (repeatable)");
   app.add_flag("--ignore-eos", g.ignore_eos, "keep generating after an end-of-generation token");
   app.add_flag("--show-ids", show_ids, "print the generated token ids on stderr");
+  int self_ppl = 0;
+  app.add_option("--self-ppl", self_ppl,
+                 "print on stderr the perplexity the model assigns to its own output, per N generated tokens");
   app.add_flag("--chat", chat, "the prompt is a user message: apply the model's chat template");
   app.add_option("--system", system, "system message (with --chat)");
   app.add_option("--chat-template-file", chat_template_file, "Jinja chat template to use instead of the model's");
@@ -69,8 +91,11 @@ int cmd_run(int argc, char** argv) {
   if (room > 0 && g.max_tokens > room && !unbounded)
     fmt::print(stderr, "kvlm run: -n {} does not fit the context of {} tokens; generating at most {} "
                "(--kv-budget with --kv-shift runs past it)\n", g.max_tokens, engine->max_model_len(), room);
+  if (self_ppl < 0) throw_error(ErrorCode::kInvalidArgument, "--self-ppl must be positive");
+  if (self_ppl > 0) g.logprobs = 0;
   auto stream = engine->submit(g);
   std::vector<int32_t> ids;
+  std::vector<float> logprobs;
   std::optional<Error> error;
   while (auto ev = stream->next()) {
     if (!ev->text.empty()) {
@@ -78,6 +103,7 @@ int cmd_run(int argc, char** argv) {
       std::fflush(stdout);
     }
     ids.insert(ids.end(), ev->tokens.begin(), ev->tokens.end());
+    for (const auto& lp : ev->logprobs) logprobs.push_back(lp.chosen.logprob);
     if (ev->error) error = ev->error;
   }
   if (error) throw *error;
@@ -90,6 +116,7 @@ int cmd_run(int argc, char** argv) {
              st.num_generated_tokens > 1 ? (st.num_generated_tokens - 1) / std::max(gen_s, 1e-9) : 0.0,
              g.sampling.seed);
   if (show_ids) fmt::print(stderr, "ids: {}\n", fmt::join(ids, " "));
+  if (self_ppl > 0) print_self_perplexity(logprobs, self_ppl);
   return 0;
 }
 

@@ -4,6 +4,8 @@
 // metrics count the evicted tokens, and bad values are 400s naming the field.
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
@@ -152,6 +154,24 @@ TEST(KvBudgetCli, BenchKvTabulatesEveryPolicyAndPlots) {
   const std::string bytes = test::read_file(png);
   ASSERT_GT(bytes.size(), 1000u);
   EXPECT_EQ(bytes.substr(1, 3), "PNG");
+}
+
+// StreamingLLM's claim on stories260K (trained on 512 tokens): with a budget
+// of 256 and the shift, 4,096 sampled tokens stay as fluent as the first 512
+// (the model's perplexity on its own output does not climb).
+TEST(KvBudgetCli, ShiftedGenerationStaysFluentFarPastTheContext) {
+  test::CommandResult r = test::run_kvlm({"run", "-m", test::shared_path("models/stories260K.gguf"), "-p",
+                                          "Once upon a time", "-n", "4096", "--temp", "0.8", "--seed", "1",
+                                          "--ignore-eos", "--kv-budget", "256", "--kv-shift", "--self-ppl", "512"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string key = "self-perplexity per 512 tokens: ";
+  const size_t at = r.err.find(key);
+  ASSERT_NE(at, std::string::npos) << r.err;
+  std::istringstream in(r.err.substr(at + key.size(), r.err.find('\n', at) - at - key.size()));
+  std::vector<double> ppl;
+  for (double x; in >> x;) ppl.push_back(x);
+  ASSERT_EQ(ppl.size(), 8u) << r.err;
+  for (double x : ppl) EXPECT_LT(x, 1.5 * ppl[0]) << r.err;
 }
 
 }  // namespace
