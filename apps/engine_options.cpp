@@ -29,6 +29,9 @@ void add_kv_budget_options(CLI::App& app, EngineOptions& o) {
       ->capture_default_str();
   app.add_option("--kv-sinks", o.kv_sinks, "first tokens always kept (sinks, entropy, lru, fifo)")
       ->capture_default_str();
+  app.add_option("--kv-recent", o.kv_recent,
+                 "newest tokens always kept (h2o, tova, entropy, lru); 0: the policy's default")
+      ->capture_default_str();
   app.add_flag("--kv-shift", o.kv_shift,
                "renumber positions inside the cache (StreamingLLM): run past the trained context");
 }
@@ -44,6 +47,7 @@ KvBudget make_kv_budget(const EngineOptions& o) {
   b.budget_tokens = o.kv_budget;
   b.policy = *kind;
   b.num_sinks = o.kv_sinks;
+  b.num_recent = o.kv_recent;
   b.shift = o.kv_shift;
   return b;
 }

@@ -27,6 +27,7 @@ struct EngineOptions {
   int kv_budget = 0;
   std::string kv_policy = "sinks";
   int kv_sinks = 4;
+  int kv_recent = 0;
   bool kv_shift = false;
 };
 

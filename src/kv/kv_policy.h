@@ -31,7 +31,7 @@ enum class KvPolicyKind {
   kWindow,      // the most recent tokens
   kSinks,       // StreamingLLM: the first num_sinks tokens plus the most recent
   kH2o,         // heavy hitters (largest accumulated attention) plus a recent half
-  kTova,        // drop the tokens the newest query attends to least
+  kTova,        // drop the tokens the newest queries (since the last drop) attend to least
   kEntropy,     // drop the resident block with the highest mean predictive entropy
   kEntropyLow,  // ... the lowest
   kLru,         // drop the block attended (above uniform) least recently
@@ -59,6 +59,10 @@ struct KvBudget {
   int32_t budget_tokens = 0;
   KvPolicyKind policy = KvPolicyKind::kSinks;
   int32_t num_sinks = 4;  // tokens kept at the start (sinks, entropy, lru, fifo)
+  // Newest tokens always kept (h2o, tova, entropy, lru); 0: the policy's
+  // default (h2o: half the budget; tova: the newest token; block policies:
+  // the newest block).
+  int32_t num_recent = 0;
   bool shift = false;     // renumber positions inside the cache (StreamingLLM)
   bool enabled() const { return budget_tokens > 0; }
 };
@@ -109,6 +113,10 @@ class KvPolicy {
   std::vector<int32_t> pick_block(int32_t first_block, int32_t last_block, bool use_mean, bool highest) const;
   // Blocks kept at the start for the sinks (ceil(num_sinks / block_size)).
   int32_t num_sink_blocks() const;
+  // Newest blocks a block policy keeps (ceil(num_recent / block_size), at least 1).
+  int32_t num_recent_blocks() const;
+  // Called after on_evict() (TOVA starts a new round of queries).
+  virtual void after_evict() {}
 
   KvPolicyKind kind_;
   KvBudget budget_;

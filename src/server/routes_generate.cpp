@@ -85,6 +85,7 @@ KvBudget request_budget(const Engine& engine, const openai::GenerationOptions& o
   if (o.kv_budget) b.budget_tokens = *o.kv_budget;
   if (o.kv_policy) b.policy = *o.kv_policy;
   if (o.kv_sinks) b.num_sinks = *o.kv_sinks;
+  if (o.kv_recent) b.num_recent = *o.kv_recent;
   if (o.kv_shift) b.shift = *o.kv_shift;
   return b;
 }

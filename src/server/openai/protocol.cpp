@@ -132,6 +132,7 @@ GenerationOptions parse_options(const Json& body, bool chat) {
     if (!o.kv_policy) invalid("kv_policy", fmt::format("'kv_policy' must be one of: {}", kv_policy_names()));
   }
   if (auto n = integer(body, "kv_sinks", 0, 1 << 20)) o.kv_sinks = static_cast<int32_t>(*n);
+  if (auto n = integer(body, "kv_recent", 0, 1 << 30)) o.kv_recent = static_cast<int32_t>(*n);
   o.kv_shift = boolean(body, "kv_shift");
   return o;
 }

@@ -50,6 +50,7 @@ struct GenerationOptions {
   std::optional<int32_t> kv_budget;
   std::optional<KvPolicyKind> kv_policy;
   std::optional<int32_t> kv_sinks;
+  std::optional<int32_t> kv_recent;
   std::optional<bool> kv_shift;
 };
 

@@ -80,15 +80,40 @@ TEST(KvPolicy, HeavyHittersTieGoesToTheOldest) {
   EXPECT_EQ(p->choose(kBs), range(0, 4));  // all zero: the oldest candidates
 }
 
-TEST(KvPolicy, TovaUsesOnlyTheNewestQuery) {
+TEST(KvPolicy, TovaSumsTheQueriesSinceTheLastEviction) {
   auto p = policy(KvPolicyKind::kTova, 8);
-  std::vector<float> old(12, 0.f), newest(12, 0.1f);
-  for (int s : {0, 1, 2, 3}) old[s] = 1.f;  // an old query liked 0..3 ...
-  attend(*p, 10, 10, old);
-  for (int s : {0, 5, 8, 9}) newest[s] = 0.01f;  // ... the newest dislikes these
-  newest[11] = 0.f;  // itself: never a candidate
-  attend(*p, 11, 11, newest);
-  EXPECT_EQ(p->choose(kBs), (std::vector<int32_t>{0, 5, 8, 9}));
+  std::vector<float> a(12, 0.1f), b(12, 0.1f);
+  for (int s : {0, 5, 8}) a[s] = 0.01f;  // both queries dislike 0, 5, 8 ...
+  for (int s : {0, 5, 8}) b[s] = 0.01f;
+  a[9] = 0.f;    // ... the first also 9,
+  b[9] = 0.15f;  // which the second likes: 9 sums to 0.15 > 2 * 0.01
+  a[3] = b[3] = 0.05f;
+  a[11] = b[11] = 0.f;  // the newest token: never a candidate
+  attend(*p, 10, 10, a);
+  attend(*p, 11, 11, b);
+  EXPECT_EQ(p->choose(kBs), (std::vector<int32_t>{0, 3, 5, 8}));
+  // A new round after an eviction: old attention no longer counts.
+  p->on_evict(p->choose(kBs));
+  p->grow_to(12);
+  std::vector<float> c(12, 0.5f);
+  for (int s : {1, 2, 6, 7}) c[s] = 0.f;
+  attend(*p, 11, 12, c);
+  EXPECT_EQ(p->choose(kBs), (std::vector<int32_t>{1, 2, 6, 7}));
+}
+
+TEST(KvPolicy, RecentWindowIsKeptWhereAsked) {
+  KvBudget b;
+  b.budget_tokens = 16;
+  b.policy = KvPolicyKind::kTova;
+  b.num_recent = 12;  // of 20 slots only 0..7 are candidates
+  auto p = make_kv_policy(b, kBs);
+  p->grow_to(20);
+  std::vector<float> w(20, 1.f);
+  for (int s = 12; s < 20; ++s) w[s] = 0.f;  // the least attended are all recent
+  attend(*p, 19, 19, w);
+  EXPECT_EQ(p->choose(kBs), range(0, 4));
+  b.num_recent = 17;
+  EXPECT_THROW(make_kv_policy(b, kBs), Error);
 }
 
 TEST(KvPolicy, EntropyDropsTheBlockWithHighestOrLowestMean) {
