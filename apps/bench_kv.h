@@ -1,9 +1,17 @@
 // kvlm bench kv (cmd_bench_kv.cpp) and its plot (kv_plot.cpp).
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "backend/dtype.h"
+
+namespace kvlm {
+class Model;
+}
 
 namespace kvlm::apps {
 
@@ -19,5 +27,18 @@ struct KvPlotSeries {
 // gnuplot-nox). Throws Error(kUnavailable) if gnuplot is missing or fails.
 void write_kv_plot(const std::string& png_path, const std::vector<KvPlotSeries>& series, double full_perplexity,
                    const std::string& title);
+
+// Mean attention mass (fraction, summed over the named slots) of the queries
+// in the second half of each chunk: on the first token, the first 4, and the
+// newest recent_sizes[i] tokens (the query itself included).
+struct AttentionProfile {
+  int64_t num_queries = 0;
+  double first = 0, first4 = 0;
+  std::vector<int32_t> recent_sizes = {16, 32, 64, 128, 256};
+  std::vector<double> recent = std::vector<double>(5, 0.0);
+};
+AttentionProfile attention_profile(const Model& model, DType kv_dtype, const std::vector<int32_t>& tokens,
+                                   int32_t n_ctx, int32_t num_chunks, std::optional<int32_t> bos);
+std::string format_attention_profile(const AttentionProfile& p);
 
 }  // namespace kvlm::apps

@@ -106,6 +106,9 @@ int bench_kv(int argc, char** argv) {
   app.add_option("--chunks", max_chunks, "score at most this many chunks (0 = all)");
   app.add_flag("--json", json, "print JSON instead of the table");
   app.add_option("--plot", plot_path, "write a PNG of perplexity against budget (needs gnuplot)");
+  int profile_chunks = 0;
+  app.add_option("--attention-profile", profile_chunks,
+                 "first print where attention goes (first tokens, newest tokens) over this many chunks");
   CLI11_PARSE(app, argc, argv);
 
   const std::vector<int32_t> budgets = parse_budgets(budgets_arg);
@@ -129,6 +132,13 @@ int bench_kv(int argc, char** argv) {
   fmt::print(stderr, "bench kv: {} tokens, {} chunks of {}{}\n", tokens.size(),
              num_stream_chunks(tokens.size(), n_ctx, max_chunks), n_ctx, shift ? ", kv shift" : "");
 
+  if (profile_chunks > 0) {
+    const Tokenizer& tok = engine->tokenizer();
+    const std::optional<int32_t> bos = tok.add_bos() ? tok.bos_id() : std::nullopt;
+    fmt::print(stderr, "{}\n",
+               format_attention_profile(attention_profile(engine->model(), engine->config().kv_dtype, tokens, n_ctx,
+                                                          profile_chunks, bos)));
+  }
   std::vector<KvRow> rows;
   auto run = [&](std::string name, int32_t budget, std::optional<KvBudget> b) {
     KvRow row{std::move(name), budget, score_stream(*engine, tokens, n_ctx, max_chunks, b), 0};
