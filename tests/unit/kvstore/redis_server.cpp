@@ -153,7 +153,10 @@ RedisCluster::RedisCluster() {
 
 std::string RedisCluster::url() const {
   std::string u = "redis+cluster://";
-  for (size_t i = 0; i < nodes_.size(); ++i) u += (i ? "," : "") + nodes_[i]->endpoint();
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (i > 0) u += ",";
+    u += nodes_[i]->endpoint();
+  }
   return u;
 }
 
