@@ -88,5 +88,34 @@ TEST(RedisClusterStore, KeysSpreadOverNodesAndMovedIsFollowed) {
   for (size_t i = 0; i < n; ++i) EXPECT_EQ(s->load(std::vector<BlockHash>{hashes[i]}).size(), 1u);
 }
 
+TEST(RedisClusterStore, AskDuringMigrationIsFollowedWithoutChangingTheMap) {
+  test::RedisCluster cluster;
+  ASSERT_FALSE(HasFailure());
+  auto s = open_store(cluster.url());
+  auto chain = test::make_chain(40, 8, 128);
+  ASSERT_EQ(s->store(std::span(chain).subspan(0, 1)), 1u);  // loads the slot map
+  // A block whose slot node 0 owns, not yet written anywhere.
+  size_t pick = 1;
+  int32_t slot = -1;
+  for (; pick < chain.size(); ++pick) {
+    slot = redis_key_slot(s->key(chain[pick].hash));
+    // A read on node 0 without MOVED means node 0 owns the slot.
+    if (cluster.node(0).cli({"GET", s->key(chain[pick].hash)}).find("MOVED") == std::string::npos) break;
+  }
+  ASSERT_LT(pick, chain.size());
+  const std::string id0 = trim(cluster.node(0).cli({"CLUSTER", "MYID"}));
+  const std::string id1 = trim(cluster.node(1).cli({"CLUSTER", "MYID"}));
+  const std::string slot_s = std::to_string(slot);
+  ASSERT_EQ(cluster.node(1).cli({"CLUSTER", "SETSLOT", slot_s, "IMPORTING", id0}), "OK\n");
+  ASSERT_EQ(cluster.node(0).cli({"CLUSTER", "SETSLOT", slot_s, "MIGRATING", id1}), "OK\n");
+  // Node 0 lacks the key and the slot is migrating: -ASK to node 1.
+  const int64_t before = s->num_redirects();
+  EXPECT_EQ(s->store(std::span(chain).subspan(pick, 1)), 1u);
+  EXPECT_EQ(s->num_redirects(), before + 1);
+  EXPECT_EQ(cluster.node(1).cli({"CLUSTER", "COUNTKEYSINSLOT", slot_s}), "1\n");
+  EXPECT_EQ(s->load(std::vector<BlockHash>{chain[pick].hash}).size(), 1u);
+  EXPECT_EQ(s->num_redirects(), before + 2);
+}
+
 }  // namespace
 }  // namespace kvlm

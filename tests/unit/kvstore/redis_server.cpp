@@ -108,10 +108,18 @@ void RedisServer::start() {
 
 void RedisServer::kill() {
   if (pid_ <= 0) return;
-  ::kill(pid_, SIGKILL);
+  ::kill(pid_, SIGKILL);  // also ends a frozen server
   int status;
   ::waitpid(pid_, &status, 0);
   pid_ = -1;
+}
+
+void RedisServer::freeze() {
+  if (pid_ > 0) ::kill(pid_, SIGSTOP);
+}
+
+void RedisServer::thaw() {
+  if (pid_ > 0) ::kill(pid_, SIGCONT);
 }
 
 void RedisServer::restart() {

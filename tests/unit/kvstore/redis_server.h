@@ -27,6 +27,9 @@ class RedisServer {
   void kill();
   // Starts again on the same port (after kill()). Fails the test on failure.
   void restart();
+  // SIGSTOP / SIGCONT: a server that accepts connections but never answers.
+  void freeze();
+  void thaw();
   // redis-cli -p PORT args...; stdout.
   std::string cli(const std::vector<std::string>& args) const;
 

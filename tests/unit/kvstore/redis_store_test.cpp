@@ -97,6 +97,34 @@ TEST(RedisStore, KilledServerIsAMissAndRestartedServerHitsAgain) {
   EXPECT_TRUE(s->stats().up);
 }
 
+TEST(RedisStore, FrozenServerTimesOutAsAMissAndTheBreakerKeepsItCheap) {
+  test::RedisServer server;
+  ASSERT_TRUE(server.running());
+  RedisStoreConfig c;
+  c.url = server.url();
+  c.ns = kNs;
+  c.link.command_timeout_s = 0.2;
+  c.link.backoff_min_s = 0.5;
+  c.link.backoff_max_s = 0.5;
+  auto s = RedisStore::open(c);
+  auto chain = test::make_chain(4, 6);
+  auto hashes = test::hashes_of(chain);
+  ASSERT_EQ(s->store(chain), 4u);
+  server.freeze();
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(s->load(hashes).empty());  // the command timeout
+  auto t1 = std::chrono::steady_clock::now();
+  EXPECT_GE(t1 - t0, std::chrono::milliseconds(150));
+  EXPECT_LT(t1 - t0, std::chrono::seconds(2));
+  for (int i = 0; i < 50; ++i) EXPECT_TRUE(s->load(hashes).empty());  // breaker open: no wait
+  EXPECT_LT(std::chrono::steady_clock::now() - t1, std::chrono::milliseconds(100));
+  EXPECT_FALSE(s->stats().up);
+  server.thaw();
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  EXPECT_EQ(s->load(hashes).size(), 4u);
+  EXPECT_TRUE(s->stats().up);
+}
+
 TEST(RedisStore, NoevictionOutOfMemoryErrorsAreDroppedWrites) {
   test::RedisServer server({"--maxmemory", "1mb", "--maxmemory-policy", "noeviction"});
   ASSERT_TRUE(server.running());
