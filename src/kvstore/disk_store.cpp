@@ -118,7 +118,7 @@ void DiskStore::scan() {
 
 void DiskStore::touch(Entry& e) { lru_.splice(lru_.end(), lru_, e.lru); }
 
-void DiskStore::erase(const BlockHash& h, bool remove_file) {
+void DiskStore::erase(BlockHash h, bool remove_file) {  // by value: h may live in lru_
   auto it = index_.find(h);
   if (it == index_.end()) return;
   num_bytes_held_ -= it->second.num_bytes;

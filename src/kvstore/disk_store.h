@@ -67,7 +67,7 @@ class DiskStore final : public KvStore {
   };
   void scan();
   void touch(Entry& e);
-  void erase(const BlockHash& h, bool remove_file);
+  void erase(BlockHash h, bool remove_file);
   bool make_room(uint64_t num_bytes);
   bool write_file(const BlockHash& h, const std::string& bytes);
   bool ensure_shard(const std::string& shard);
