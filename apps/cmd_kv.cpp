@@ -9,19 +9,30 @@
 #include <fmt/format.h>
 
 #include "apps/commands.h"
+#include "apps/tier_options.h"
 #include "common/error.h"
 #include "kvstore/disk_inventory.h"
 #include "kvstore/record.h"
+#include "model/gguf.h"
 
 namespace kvlm::apps {
 namespace {
 
 int kv_stat(int argc, char** argv) {
   CLI::App app{"Records and bytes a disk KV tier holds, per namespace", "kvlm kv stat"};
-  std::string dir;
+  std::string dir, model_path, kv_type = "f16";
+  int32_t block_size = 16;
   app.add_option("--kv-disk", dir, "disk tier directory")->required();
+  app.add_option("-m,--model", model_path, "also name this model's namespace (with --kv-type, --block-size)");
+  app.add_option("--kv-type", kv_type, "KV cache type of the model's namespace")->capture_default_str();
+  app.add_option("--block-size", block_size, "tokens per KV block of the model's namespace")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   auto namespaces = stat_disk_tier(dir);
+  std::optional<Hash128> model_ns;
+  if (!model_path.empty()) {
+    model_ns = kv_namespace_fingerprint(kv_namespace_spec(*GgufFile::open(model_path), kv_type, block_size));
+    fmt::print("namespace of {} (kv {}, block size {}): {}\n", model_path, kv_type, block_size, hash_hex(*model_ns));
+  }
   int64_t num_records = 0, num_bytes = 0, num_bad = 0;
   for (const auto& n : namespaces) {
     num_records += n.num_records;
@@ -32,8 +43,8 @@ int kv_stat(int argc, char** argv) {
              static_cast<double>(num_bytes) / 1048576.0, namespaces.size(),
              num_bad ? fmt::format(", {} bad files (kvlm kv verify)", num_bad) : "");
   for (const auto& n : namespaces)
-    fmt::print("  namespace {}: {} records, {} bytes{}\n", hash_hex(n.ns), n.num_records, n.num_bytes,
-               n.num_bad ? fmt::format(", {} bad files", n.num_bad) : "");
+    fmt::print("  namespace {}: {} records, {} bytes{}{}\n", hash_hex(n.ns), n.num_records, n.num_bytes,
+               n.num_bad ? fmt::format(", {} bad files", n.num_bad) : "", model_ns == n.ns ? " (this model)" : "");
   return 0;
 }
 

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "apps/commands.h"
+#include "apps/tier_options.h"
 #include "common/error.h"
 #include "kvstore/disk_store.h"
 #include "kvstore/redis_store.h"
@@ -49,23 +50,24 @@ std::vector<KvRecord> make_prefix(int32_t num_blocks, int32_t block_size, size_t
 
 int cmd_kv_bench(int argc, char** argv) {
   CLI::App app{"Store/load throughput and latency of a KV tier", "kvlm kv bench"};
-  std::string disk, redis;
+  TierOptions tiers;
   int32_t prefix_tokens = 1024, block_size = 16, iterations = 10;
   size_t block_bytes = 360448;
-  app.add_option("--kv-disk", disk, "disk tier directory (a scratch namespace is used and removed)");
-  app.add_option("--kv-redis", redis, "redis://HOST:PORT[/DB] or redis+cluster://HOST:PORT,...");
+  add_tier_options(app, tiers);  // a scratch namespace is used (disk: removed after)
   app.add_option("--prefix-tokens", prefix_tokens, "tokens per batch (one prompt prefix)")->check(CLI::PositiveNumber);
   app.add_option("--block-size", block_size, "tokens per block")->check(CLI::PositiveNumber);
   app.add_option("--block-bytes", block_bytes, "KV bytes per block")->check(CLI::PositiveNumber);
   app.add_option("--iterations", iterations, "batches stored and loaded")->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
-  if (disk.empty() == redis.empty()) throw_error(ErrorCode::kInvalidArgument, "give one of --kv-disk or --kv-redis");
+  if (tiers.disk.empty() == tiers.redis.empty())
+    throw_error(ErrorCode::kInvalidArgument, "give one of --kv-disk or --kv-redis");
 
   std::mt19937_64 rng(std::random_device{}());
   const Hash128 ns{rng(), rng()};  // a scratch namespace: never collides with a real one
+  const TierStackConfig config = *make_tier_config(tiers, ns, block_bytes);
   std::unique_ptr<KvStore> store;
-  if (!disk.empty()) store = DiskStore::open(DiskStoreConfig{disk, 0, ns});
-  else store = RedisStore::open(RedisStoreConfig{redis, "", 300, ns, {}});
+  if (config.disk) store = DiskStore::open(*config.disk);
+  else store = RedisStore::open(*config.redis);
 
   const int32_t num_blocks = prefix_tokens / block_size;
   std::vector<double> store_s, load_s;
@@ -97,7 +99,7 @@ int cmd_kv_bench(int argc, char** argv) {
              block_bytes);
   line("store", store_s);
   line("load", load_s);
-  if (!disk.empty()) {
+  if (config.disk) {
     // Leave no scratch records behind.
     std::error_code ec;
     std::filesystem::remove_all(static_cast<DiskStore&>(*store).ns_dir(), ec);

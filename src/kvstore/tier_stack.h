@@ -5,10 +5,10 @@
 // for per-sequence KV budgets). What the engine will call, all from its step
 // thread, none of it blocking on a tier:
 //
-//   at start:        tiers = TierStack::open(config)  (config from --kv-disk,
-//                    --kv-disk-size, --kv-redis, --kv-redis-password-file,
-//                    --kv-redis-ttl; namespace = kv_namespace_fingerprint of
-//                    the model, --kv-type, --block-size)
+//   at start:        tiers = TierStack::open(config), config from
+//                    apps/tier_options.h: make_tier_config(flags,
+//                    kv_namespace_fingerprint(kv_namespace_spec(gguf,
+//                    --kv-type, --block-size)), KvStorage::bytes_per_block)
 //   block full:      when KvCacheManager::on_computed publishes a newly full
 //                    block (hash h, parent p, its block_size tokens), the
 //                    runner copies its bytes out (KvStorage::read_block) and

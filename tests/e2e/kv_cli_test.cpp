@@ -87,6 +87,35 @@ TEST(KvCli, StatVerifyClear) {
   EXPECT_TRUE(contains(r.err, "unknown kv tool 'frob'")) << r.err;
 }
 
+TEST(KvCli, StatNamesAModelsNamespace) {
+  const std::string dir = test::temp_dir() + "/kv-ns";
+  fs::create_directories(dir);
+  const std::string model = test::shared_path("models/stories260K.gguf");
+  auto ns_line = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"kv", "stat", "--kv-disk", dir, "-m", model};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto r = test::run_kvlm(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out.substr(0, r.out.find('\n'));
+  };
+  const std::string f16 = ns_line({});
+  EXPECT_TRUE(contains(f16, "(kv f16, block size 16): ")) << f16;
+  EXPECT_EQ(ns_line({}), f16);  // stable across processes
+  const std::string q8 = ns_line({"--kv-type", "q8_0"});
+  const std::string bs32 = ns_line({"--block-size", "32"});
+  auto hex = [](const std::string& line) { return line.substr(line.size() - 32); };
+  EXPECT_NE(hex(q8), hex(f16));
+  EXPECT_NE(hex(bs32), hex(f16));
+  // A record stored under that namespace is listed as this model's.
+  auto ns = parse_hash_hex(hex(f16));
+  ASSERT_TRUE(ns.has_value());
+  DiskStore::open(DiskStoreConfig{dir, 0, *ns})->store(chain(2, 3));
+  auto r = test::run_kvlm({"kv", "stat", "--kv-disk", dir, "-m", model});
+  EXPECT_TRUE(contains(r.out, "namespace " + hex(f16) + ": 2 records, " +
+                                  std::to_string(2 * encoded_record_bytes(16, 256)) + " bytes (this model)"))
+      << r.out;
+}
+
 TEST(KvCli, BenchOnADiskTierLeavesNothingBehind) {
   const std::string dir = test::temp_dir() + "/kv-bench";
   fs::create_directories(dir);
