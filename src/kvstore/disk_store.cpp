@@ -113,6 +113,7 @@ void DiskStore::scan() {
     index_[f.hash] = Entry{f.num_bytes, std::prev(lru_.end())};
     num_bytes_held_ += f.num_bytes;
   }
+  publish_size();
   make_room(0);  // the cap may have shrunk since the last run
 }
 
@@ -124,6 +125,7 @@ void DiskStore::erase(BlockHash h, bool remove_file) {  // by value: h may live 
   num_bytes_held_ -= it->second.num_bytes;
   lru_.erase(it->second.lru);
   index_.erase(it);
+  publish_size();
   if (remove_file) ::unlink(record_path(h).c_str());
 }
 
@@ -241,6 +243,7 @@ size_t DiskStore::store(std::span<const KvRecord> records) {
     lru_.push_back(r.hash);
     index_[r.hash] = Entry{size, std::prev(lru_.end())};
     num_bytes_held_ += size;
+    publish_size();
     counters_.num_blocks_written.fetch_add(1, std::memory_order_relaxed);
     counters_.num_bytes_written.fetch_add(static_cast<int64_t>(size), std::memory_order_relaxed);
     ++num_new;
@@ -248,13 +251,18 @@ size_t DiskStore::store(std::span<const KvRecord> records) {
   return num_new;
 }
 
+void DiskStore::publish_size() {
+  num_records_now_.store(static_cast<int64_t>(index_.size()), std::memory_order_relaxed);
+  num_bytes_now_.store(static_cast<int64_t>(num_bytes_held_), std::memory_order_relaxed);
+}
+
 TierStats DiskStore::stats() const {
+  // No lock: the I/O thread may hold mu_ through a slow read or write.
   TierStats s;
   s.name = "disk";
   counters_.snapshot(s);
-  std::lock_guard<std::mutex> lock(mu_);
-  s.num_records = static_cast<int64_t>(index_.size());
-  s.num_bytes_held = static_cast<int64_t>(num_bytes_held_);
+  s.num_records = num_records_now_.load(std::memory_order_relaxed);
+  s.num_bytes_held = num_bytes_now_.load(std::memory_order_relaxed);
   return s;
 }
 

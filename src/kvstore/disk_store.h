@@ -20,6 +20,7 @@
 // Failures (ENOSPC, EIO, permissions) are misses and counters, never thrown.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -49,7 +50,7 @@ class DiskStore final : public KvStore {
   size_t probe(std::span<const BlockHash> hashes) override;
   std::vector<KvRecord> load(std::span<const BlockHash> hashes) override;
   size_t store(std::span<const KvRecord> records) override;
-  TierStats stats() const override;
+  TierStats stats() const override;  // never waits for I/O
 
   // Whether the index holds `h` (tests, write-back decisions).
   bool contains(const BlockHash& h) const;
@@ -71,6 +72,7 @@ class DiskStore final : public KvStore {
   bool make_room(uint64_t num_bytes);
   bool write_file(const BlockHash& h, const std::string& bytes);
   bool ensure_shard(const std::string& shard);
+  void publish_size();  // copies the index size to the atomics stats() reads
 
   DiskStoreConfig config_;
   std::string ns_dir_;
@@ -80,6 +82,7 @@ class DiskStore final : public KvStore {
   std::unordered_set<std::string> shards_made_;
   uint64_t num_bytes_held_ = 0;
   uint64_t num_tmp_ = 0;
+  std::atomic<int64_t> num_records_now_{0}, num_bytes_now_{0};
   TierCounters counters_;
   RateLimitedLog warn_{"disk"};
 };

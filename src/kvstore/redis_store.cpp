@@ -36,9 +36,13 @@ RedisStore::RedisStore(const RedisStoreConfig& config, std::unique_ptr<RedisRout
 
 std::string RedisStore::key(const BlockHash& h) const { return key_prefix_ + hash_hex(h.value); }
 
-int64_t RedisStore::num_redirects() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return router_->num_redirects();
+int64_t RedisStore::num_redirects() const { return num_redirects_.load(std::memory_order_relaxed); }
+
+std::vector<std::optional<RedisReply>> RedisStore::execute(std::span<const RedisCommand> commands) {
+  auto replies = router_->execute(commands);
+  up_.store(router_->up(), std::memory_order_relaxed);
+  num_redirects_.store(router_->num_redirects(), std::memory_order_relaxed);
+  return replies;
 }
 
 void RedisStore::note_failure(const char* what, const std::string& why) {
@@ -51,7 +55,7 @@ size_t RedisStore::probe(std::span<const BlockHash> hashes) {
   for (const auto& h : hashes) cmds.push_back({"EXISTS", key(h)});
   std::lock_guard<std::mutex> lock(mu_);
   counters_.num_lookups.fetch_add(1, std::memory_order_relaxed);
-  auto replies = router_->execute(cmds);
+  auto replies = execute(cmds);
   size_t n = 0;
   while (n < replies.size() && replies[n] && replies[n]->type == RedisReply::Type::kInteger &&
          replies[n]->integer == 1)
@@ -68,7 +72,7 @@ std::vector<KvRecord> RedisStore::load(std::span<const BlockHash> hashes) {
   std::lock_guard<std::mutex> lock(mu_);
   counters_.num_lookups.fetch_add(1, std::memory_order_relaxed);
   counters_.num_lookup_blocks.fetch_add(static_cast<int64_t>(hashes.size()), std::memory_order_relaxed);
-  auto replies = router_->execute(cmds);
+  auto replies = execute(cmds);
   std::vector<KvRecord> out;
   for (size_t i = 0; i < replies.size(); ++i) {
     const auto& r = replies[i];
@@ -103,7 +107,7 @@ size_t RedisStore::store(std::span<const KvRecord> records) {
     cmds.push_back(std::move(c));
   }
   std::lock_guard<std::mutex> lock(mu_);
-  auto replies = router_->execute(cmds);
+  auto replies = execute(cmds);
   size_t num_new = 0;
   for (size_t i = 0; i < replies.size(); ++i) {
     const auto& r = replies[i];
@@ -126,8 +130,7 @@ TierStats RedisStore::stats() const {
   TierStats s;
   s.name = "redis";
   counters_.snapshot(s);
-  std::lock_guard<std::mutex> lock(mu_);
-  s.up = router_->up();
+  s.up = up_.load(std::memory_order_relaxed);  // no lock: a call may be waiting on a timeout
   return s;
 }
 

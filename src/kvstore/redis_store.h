@@ -19,6 +19,7 @@
 // decode. Warnings at most one every few seconds.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -47,7 +48,7 @@ class RedisStore final : public KvStore {
   size_t probe(std::span<const BlockHash> hashes) override;
   std::vector<KvRecord> load(std::span<const BlockHash> hashes) override;
   size_t store(std::span<const KvRecord> records) override;
-  TierStats stats() const override;
+  TierStats stats() const override;  // never waits for the network
 
   std::string key(const BlockHash& h) const;
   // MOVED/ASK replies followed so far (cluster tests).
@@ -56,11 +57,15 @@ class RedisStore final : public KvStore {
  private:
   RedisStore(const RedisStoreConfig& config, std::unique_ptr<RedisRouter> router);
   void note_failure(const char* what, const std::string& why);
+  // router_->execute, then publishes up_ and num_redirects_. Holds mu_.
+  std::vector<std::optional<RedisReply>> execute(std::span<const RedisCommand> commands);
 
   RedisStoreConfig config_;
   std::string key_prefix_;
   mutable std::mutex mu_;  // the router's links are single-threaded
   std::unique_ptr<RedisRouter> router_;
+  std::atomic<bool> up_{true};
+  std::atomic<int64_t> num_redirects_{0};
   TierCounters counters_;
   RateLimitedLog warn_{"redis"};
 };
