@@ -18,6 +18,12 @@
 // memory; after a restart it starts from the files' modification times).
 //
 // Failures (ENOSPC, EIO, permissions) are misses and counters, never thrown.
+//
+// Two processes may share DIR (writes are renames of whole files; a record
+// the other removed is a miss, counted as an error and dropped from the
+// index; a starting process removes temporary files, so another's write in
+// flight may be dropped), but each keeps its own size accounting, so the cap
+// holds per process, not for the directory.
 #pragma once
 
 #include <atomic>

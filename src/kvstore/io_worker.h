@@ -6,7 +6,8 @@
 //    dropped (counted): a tier is a cache, and blocking the step thread to
 //    save a block would cost more than recomputing it later.
 //  - Lookups: a queue the thread serves before writes (a lookup holds a
-//    request in its loading state; a write delays nobody). Results wait in a
+//    request in its loading state; a write delays nobody), so a lookup waits
+//    at most for the one write batch in progress. Results wait in a
 //    completion list that the engine takes with poll_completions(), which
 //    only try-locks: if the I/O thread holds the lock this instant, the
 //    completions come at the next step.
