@@ -167,18 +167,34 @@ std::vector<std::optional<RedisReply>> ClusterRedisRouter::execute(std::span<con
     groups[idx < 0 ? int16_t{0} : idx].push_back(i);
   }
   bool any_up = groups.empty();
-  for (const auto& [idx, members] : groups) {
+  // Send to every node first, then read: the nodes work in parallel and the
+  // call costs one round trip, not one per node.
+  struct Sent {
+    std::vector<size_t> members;
     std::vector<RedisCommand> batch;
-    for (size_t i : members) batch.push_back(commands[i]);
-    RedisLink& l = link(nodes_[static_cast<size_t>(idx)]);
-    auto replies = l.pipeline(batch);
-    if (!replies) {
-      last_error_ = l.last_error();
+    RedisLink* link;
+    bool ok;
+  };
+  std::vector<Sent> sent;
+  for (const auto& [idx, members] : groups) {
+    Sent s{members, {}, &link(nodes_[static_cast<size_t>(idx)]), false};
+    for (size_t i : members) s.batch.push_back(commands[i]);
+    s.ok = s.link->send(s.batch);
+    sent.push_back(std::move(s));
+  }
+  // Every reply is read before any redirect is followed: a redirect sends to
+  // a node whose replies may still be waiting on its connection.
+  std::vector<std::optional<std::vector<RedisReply>>> received;
+  for (auto& s : sent) received.push_back(s.ok ? s.link->receive() : std::nullopt);
+  for (size_t n = 0; n < sent.size(); ++n) {
+    if (!received[n]) {
+      last_error_ = sent[n].link->last_error();
       map_stale_ = true;  // a node may have failed over
       continue;
     }
     any_up = true;
-    for (size_t k = 0; k < members.size(); ++k) out[members[k]] = follow(batch[k], std::move((*replies)[k]), 3);
+    for (size_t k = 0; k < sent[n].members.size(); ++k)
+      out[sent[n].members[k]] = follow(sent[n].batch[k], std::move((*received[n])[k]), 3);
   }
   up_ = any_up;
   return out;

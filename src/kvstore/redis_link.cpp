@@ -97,32 +97,54 @@ bool RedisLink::connect() {
   return true;
 }
 
-std::optional<std::vector<RedisReply>> RedisLink::pipeline(std::span<const RedisCommand> commands) {
-  if (commands.empty()) return std::vector<RedisReply>{};
-  if (num_failures_ > 0 && clock_.now_s() < retry_at_s_) return std::nullopt;  // breaker open
-  if (ctx_ == nullptr && !connect()) return std::nullopt;
+bool RedisLink::send(std::span<const RedisCommand> commands) {
+  num_pending_ = 0;
+  if (num_failures_ > 0 && clock_.now_s() < retry_at_s_) return false;  // breaker open
+  if (ctx_ == nullptr && !connect()) return false;
   for (const auto& c : commands) {
     if (!append(ctx_, c)) {
       fail("append: " + std::string(ctx_->errstr));
-      return std::nullopt;
+      return false;
     }
   }
+  // Write it all now, so the server works while we send to other nodes.
+  int done = 0;
+  while (!done) {
+    if (redisBufferWrite(ctx_, &done) != REDIS_OK) {
+      fail(endpoint_.to_string() + ": " + std::string(ctx_->errstr));
+      return false;
+    }
+  }
+  num_pending_ = commands.size();
+  return true;
+}
+
+std::optional<std::vector<RedisReply>> RedisLink::receive() {
+  if (ctx_ == nullptr) return std::nullopt;
   std::vector<RedisReply> replies;
-  replies.reserve(commands.size());
-  for (size_t i = 0; i < commands.size(); ++i) {
+  replies.reserve(num_pending_);
+  for (size_t i = 0; i < num_pending_; ++i) {
     void* raw = nullptr;
     if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) {
       // I/O error or timeout: the stream is out of step, so the connection
       // cannot be reused.
       fail(endpoint_.to_string() + ": " + (ctx_->err != 0 ? std::string(ctx_->errstr) : "no reply"));
+      num_pending_ = 0;
       return std::nullopt;
     }
     replies.push_back(copy_reply(static_cast<redisReply*>(raw)));
     freeReplyObject(raw);
   }
+  num_pending_ = 0;
   num_failures_ = 0;
   last_error_.clear();
   return replies;
+}
+
+std::optional<std::vector<RedisReply>> RedisLink::pipeline(std::span<const RedisCommand> commands) {
+  if (commands.empty()) return std::vector<RedisReply>{};
+  if (!send(commands)) return std::nullopt;
+  return receive();
 }
 
 }  // namespace kvlm

@@ -60,6 +60,11 @@ class RedisLink {
   // timeout (then the connection is dropped and the breaker opens). A Redis
   // error reply (OOM, MOVED, WRONGTYPE) is a reply, not a failure.
   std::optional<std::vector<RedisReply>> pipeline(std::span<const RedisCommand> commands);
+  // pipeline() in two halves, so a caller can send to several servers before
+  // reading any reply (one round trip for all of them). send() writes every
+  // command; receive() reads their replies. False / nullopt as pipeline().
+  bool send(std::span<const RedisCommand> commands);
+  std::optional<std::vector<RedisReply>> receive();
 
   // False while the breaker is open (the last attempt failed).
   bool up() const { return num_failures_ == 0; }
@@ -76,6 +81,7 @@ class RedisLink {
   const Clock& clock_;
   redisContext* ctx_ = nullptr;  // owned; redisFree in the destructor
   int num_failures_ = 0;         // consecutive
+  size_t num_pending_ = 0;       // replies send() left for receive()
   double retry_at_s_ = 0;        // breaker open until then
   std::string last_error_;
 };
