@@ -13,5 +13,7 @@ int cmd_inspect(int argc, char** argv);     // cmd_inspect.cpp
 int cmd_template(int argc, char** argv);    // cmd_template.cpp
 int cmd_bench(int argc, char** argv);       // cmd_bench.cpp
 int cmd_serve(int argc, char** argv);       // cmd_serve.cpp
+int cmd_kv(int argc, char** argv);          // cmd_kv.cpp
+int cmd_kv_bench(int argc, char** argv);    // cmd_kv_bench.cpp (kvlm kv bench)
 
 }  // namespace kvlm::apps

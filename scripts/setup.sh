@@ -10,6 +10,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcpp-httplib-dev libcli11-dev
   libpcre2-dev libxxhash-dev libfmt-dev
+  libhiredis-dev redis-server redis-tools
   curl
   gnuplot-nox
 )

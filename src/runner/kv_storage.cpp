@@ -6,6 +6,7 @@
 
 #include <sys/mman.h>
 
+#include "common/assert.h"
 #include "common/error.h"
 
 namespace kvlm {
@@ -47,8 +48,8 @@ KvStorage::KvStorage(const Model& model, DType dtype, int32_t block_size, int32_
     : layout_(make_layout(model, dtype, block_size)), num_blocks_(num_blocks) {
   check_dtype(model, dtype);
   const size_t layer_bytes = layout_.block_bytes() * static_cast<size_t>(num_blocks);
-  const size_t num_rows = max_group_layers(model);
-  num_bytes_ = 2 * layer_bytes * num_rows;
+  num_rows_ = max_group_layers(model);
+  num_bytes_ = 2 * layer_bytes * num_rows_;
   void* p = ::mmap(nullptr, num_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED)
     throw_error(ErrorCode::kInvalidArgument, "cannot reserve {} bytes for the KV cache: {}", num_bytes_,
@@ -65,6 +66,36 @@ KvStorage::KvStorage(const Model& model, DType dtype, int32_t block_size, int32_
       view_.layers[l] = KvLayer{base, base + layer_bytes};
       view_.layer_group[l] = static_cast<int32_t>(g);
     }
+  }
+}
+
+void KvStorage::read_block(BlockId id, std::span<std::byte> out) const {
+  KVLM_ASSERT(id.value() >= 0 && id.value() < num_blocks_, "block id out of range");
+  KVLM_ASSERT(out.size() == block_bytes(), "read_block needs exactly block_bytes()");
+  const size_t bb = layout_.block_bytes();
+  const size_t layer_bytes = bb * static_cast<size_t>(num_blocks_);
+  const size_t at = bb * static_cast<size_t>(id.value());
+  std::byte* dst = out.data();
+  for (size_t row = 0; row < num_rows_; ++row) {
+    const uint8_t* k = bytes_ + 2 * layer_bytes * row;  // row's K; its V follows at + layer_bytes
+    std::memcpy(dst, k + at, bb);
+    std::memcpy(dst + bb, k + layer_bytes + at, bb);
+    dst += 2 * bb;
+  }
+}
+
+void KvStorage::write_block(BlockId id, std::span<const std::byte> in) {
+  KVLM_ASSERT(id.value() >= 0 && id.value() < num_blocks_, "block id out of range");
+  KVLM_ASSERT(in.size() == block_bytes(), "write_block needs exactly block_bytes()");
+  const size_t bb = layout_.block_bytes();
+  const size_t layer_bytes = bb * static_cast<size_t>(num_blocks_);
+  const size_t at = bb * static_cast<size_t>(id.value());
+  const std::byte* src = in.data();
+  for (size_t row = 0; row < num_rows_; ++row) {
+    uint8_t* k = bytes_ + 2 * layer_bytes * row;
+    std::memcpy(k + at, src, bb);
+    std::memcpy(k + layer_bytes + at, src + bb, bb);
+    src += 2 * bb;
   }
 }
 

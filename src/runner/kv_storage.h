@@ -6,7 +6,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
+
+#include "common/strong_id.h"
 
 #include "model/forward_batch.h"
 #include "model/model.h"
@@ -34,9 +37,19 @@ class KvStorage {
   size_t num_bytes() const { return num_bytes_; }
   const KvCacheView& view() const { return view_; }
 
+  // One block's bytes as a KV tier keeps them (kvstore/tier_stack.h): for
+  // each layer row in order, its K block then its V block, each
+  // view().layout.block_bytes() long; block_bytes() in all (equal to
+  // bytes_per_block(model, dtype, block_size)). Preconditions: id is a block
+  // of this storage; the span is exactly block_bytes() long.
+  size_t block_bytes() const { return 2 * layout_.block_bytes() * num_rows_; }
+  void read_block(BlockId id, std::span<std::byte> out) const;
+  void write_block(BlockId id, std::span<const std::byte> in);
+
  private:
   KvLayout layout_;
   int32_t num_blocks_;
+  size_t num_rows_ = 0;  // layer rows (max layers of one KV group)
   // Anonymous mapping: the kernel hands out zeroed pages on first touch, so a
   // large pool costs address space up front and memory only as it fills.
   uint8_t* bytes_ = nullptr;

@@ -1,0 +1,279 @@
+#include "kvstore/disk_store.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/error.h"
+
+namespace kvlm {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr std::string_view kExt = ".kvr";
+
+// Reads a whole file; nullopt on any error (then errno says why).
+std::optional<std::string> read_whole(const std::string& path, uint64_t max_bytes) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct stat st;
+  std::optional<std::string> out;
+  if (::fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) <= max_bytes) {
+    std::string buf(static_cast<size_t>(st.st_size), '\0');
+    size_t got = 0;
+    while (got < buf.size()) {
+      ssize_t n = ::read(fd, buf.data() + got, buf.size() - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+    }
+    buf.resize(got);  // a file shrunk under us reads as truncated
+    out = std::move(buf);
+  }
+  ::close(fd);
+  return out;
+}
+
+// The header of a record file (kRecordHeaderBytes) and its size.
+RecordStatus peek_file(const std::string& path, RecordHeader* header) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return RecordStatus::kTruncated;
+  struct stat st;
+  std::byte buf[kRecordHeaderBytes];
+  ssize_t n = -1;
+  if (::fstat(fd, &st) == 0) n = ::pread(fd, buf, sizeof(buf), 0);
+  ::close(fd);
+  if (n != static_cast<ssize_t>(sizeof(buf))) return RecordStatus::kTruncated;
+  return peek_record_header(std::span<const std::byte>(buf, sizeof(buf)), static_cast<uint64_t>(st.st_size),
+                            header);
+}
+
+}  // namespace
+
+std::unique_ptr<DiskStore> DiskStore::open(const DiskStoreConfig& config) {
+  std::unique_ptr<DiskStore> s(new DiskStore(config));
+  std::error_code ec;
+  fs::create_directories(s->ns_dir_, ec);
+  if (ec || !fs::is_directory(s->ns_dir_, ec))
+    throw_error(ErrorCode::kInvalidArgument, "--kv-disk {}: cannot create {}: {}", config.dir, s->ns_dir_,
+                ec ? ec.message() : "not a directory");
+  s->scan();
+  return s;
+}
+
+DiskStore::DiskStore(const DiskStoreConfig& config)
+    : config_(config), ns_dir_(config.dir + "/" + hash_hex(config.ns)) {}
+
+std::string DiskStore::record_path(const BlockHash& h) const {
+  std::string hex = hash_hex(h.value);
+  return ns_dir_ + "/" + hex.substr(0, 2) + "/" + hex + std::string(kExt);
+}
+
+void DiskStore::scan() {
+  struct Found {
+    BlockHash hash;
+    uint64_t num_bytes;
+    fs::file_time_type mtime;
+  };
+  std::vector<Found> found;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(ns_dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!it->is_regular_file(ec)) continue;
+    const std::string path = it->path().string();
+    const std::string file = it->path().filename().string();
+    std::optional<Hash128> name_hash;
+    if (file.size() == 32 + kExt.size() && file.ends_with(kExt)) name_hash = parse_hash_hex(file.substr(0, 32));
+    RecordHeader h;
+    RecordStatus st = name_hash ? peek_file(path, &h) : RecordStatus::kBadMagic;
+    if (st == RecordStatus::kOk && h.ns != config_.ns) st = RecordStatus::kWrongNamespace;
+    if (st == RecordStatus::kOk && h.hash.value != *name_hash) st = RecordStatus::kWrongHash;
+    const bool is_tmp = file.find(".tmp.") != std::string::npos;
+    if (st != RecordStatus::kOk) {
+      if (!is_tmp) {
+        counters_.num_corrupt.fetch_add(1, std::memory_order_relaxed);
+        warn_.warn("removing {}: {}", path, record_status_name(st));
+      }
+      fs::remove(it->path(), ec);
+      ec.clear();
+      continue;
+    }
+    found.push_back({h.hash, encoded_record_bytes(h.num_tokens, h.payload_bytes), it->last_write_time(ec)});
+    ec.clear();
+  }
+  std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) { return a.mtime < b.mtime; });
+  for (const Found& f : found) {
+    lru_.push_back(f.hash);
+    index_[f.hash] = Entry{f.num_bytes, std::prev(lru_.end())};
+    num_bytes_held_ += f.num_bytes;
+  }
+  publish_size();
+  make_room(0);  // the cap may have shrunk since the last run
+}
+
+void DiskStore::touch(Entry& e) { lru_.splice(lru_.end(), lru_, e.lru); }
+
+void DiskStore::erase(BlockHash h, bool remove_file) {  // by value: h may live in lru_
+  auto it = index_.find(h);
+  if (it == index_.end()) return;
+  num_bytes_held_ -= it->second.num_bytes;
+  lru_.erase(it->second.lru);
+  index_.erase(it);
+  publish_size();
+  if (remove_file) ::unlink(record_path(h).c_str());
+}
+
+bool DiskStore::make_room(uint64_t num_bytes) {
+  if (config_.max_bytes == 0) return true;
+  if (num_bytes > config_.max_bytes) return false;
+  while (num_bytes_held_ + num_bytes > config_.max_bytes && !lru_.empty()) {
+    erase(lru_.front(), /*remove_file=*/true);
+    counters_.num_evicted.fetch_add(1, std::memory_order_relaxed);
+  }
+  return true;
+}
+
+bool DiskStore::ensure_shard(const std::string& shard) {
+  if (shards_made_.count(shard)) return true;
+  if (::mkdir(shard.c_str(), 0755) != 0 && errno != EEXIST) return false;
+  shards_made_.insert(shard);
+  return true;
+}
+
+bool DiskStore::write_file(const BlockHash& h, const std::string& bytes) {
+  const std::string path = record_path(h);
+  const std::string shard = path.substr(0, path.rfind('/'));
+  if (!ensure_shard(shard)) {
+    warn_.warn("cannot create {}: {}", shard, std::strerror(errno));
+    return false;
+  }
+  // Written under a unique temporary name, then renamed: a reader (or a scan
+  // after a crash) sees the whole record or none of it.
+  const std::string tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), num_tmp_++);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  bool ok = fd >= 0;
+  size_t put = 0;
+  while (ok && put < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + put, bytes.size() - put);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) ok = false;
+    else put += static_cast<size_t>(n);
+  }
+  int err = ok ? 0 : errno;
+  if (fd >= 0 && ::close(fd) != 0 && ok) {
+    ok = false;
+    err = errno;
+  }
+  if (ok && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    ok = false;
+    err = errno;
+  }
+  if (!ok) {
+    ::unlink(tmp.c_str());
+    warn_.warn("cannot write {}: {}", path, std::strerror(err));
+  }
+  return ok;
+}
+
+size_t DiskStore::probe(std::span<const BlockHash> hashes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  counters_.num_lookups.fetch_add(1, std::memory_order_relaxed);
+  size_t n = 0;
+  while (n < hashes.size() && index_.count(hashes[n])) ++n;
+  return n;
+}
+
+std::vector<KvRecord> DiskStore::load(std::span<const BlockHash> hashes) {
+  const double t0 = steady_clock().now_s();
+  std::lock_guard<std::mutex> lock(mu_);
+  counters_.num_lookups.fetch_add(1, std::memory_order_relaxed);
+  counters_.num_lookup_blocks.fetch_add(static_cast<int64_t>(hashes.size()), std::memory_order_relaxed);
+  std::vector<KvRecord> out;
+  for (const BlockHash& h : hashes) {
+    auto it = index_.find(h);
+    if (it == index_.end()) break;
+    const std::string path = record_path(h);
+    std::optional<std::string> bytes = read_whole(path, it->second.num_bytes);
+    KvRecord r;
+    RecordStatus st = bytes ? decode_record(*bytes, config_.ns, h, &r) : RecordStatus::kTruncated;
+    if (st != RecordStatus::kOk) {
+      // Gone or damaged since the scan: never loaded, removed so it is not
+      // tried again.
+      if (bytes) counters_.num_corrupt.fetch_add(1, std::memory_order_relaxed);
+      else counters_.num_errors.fetch_add(1, std::memory_order_relaxed);
+      warn_.warn("dropping {}: {}", path, bytes ? record_status_name(st) : std::strerror(errno));
+      erase(h, /*remove_file=*/true);
+      break;
+    }
+    counters_.num_bytes_read.fetch_add(static_cast<int64_t>(bytes->size()), std::memory_order_relaxed);
+    touch(it->second);
+    out.push_back(std::move(r));
+  }
+  counters_.num_hit_blocks.fetch_add(static_cast<int64_t>(out.size()), std::memory_order_relaxed);
+  if (!out.empty()) counters_.observe_load_latency(steady_clock().now_s() - t0);
+  return out;
+}
+
+size_t DiskStore::store(std::span<const KvRecord> records) {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t num_new = 0;
+  for (const KvRecord& r : records) {
+    auto it = index_.find(r.hash);
+    if (it != index_.end()) {
+      touch(it->second);
+      continue;
+    }
+    const uint64_t size = encoded_record_bytes(r.tokens.size(), r.payload.size());
+    if (!make_room(size)) {
+      counters_.num_blocks_dropped.fetch_add(1, std::memory_order_relaxed);
+      warn_.warn("a {}-byte record is larger than --kv-disk-size {}; not stored", size, config_.max_bytes);
+      continue;
+    }
+    if (!write_file(r.hash, encode_record(config_.ns, r))) {
+      counters_.num_errors.fetch_add(1, std::memory_order_relaxed);
+      counters_.num_blocks_dropped.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    lru_.push_back(r.hash);
+    index_[r.hash] = Entry{size, std::prev(lru_.end())};
+    num_bytes_held_ += size;
+    publish_size();
+    counters_.num_blocks_written.fetch_add(1, std::memory_order_relaxed);
+    counters_.num_bytes_written.fetch_add(static_cast<int64_t>(size), std::memory_order_relaxed);
+    ++num_new;
+  }
+  return num_new;
+}
+
+void DiskStore::publish_size() {
+  num_records_now_.store(static_cast<int64_t>(index_.size()), std::memory_order_relaxed);
+  num_bytes_now_.store(static_cast<int64_t>(num_bytes_held_), std::memory_order_relaxed);
+}
+
+TierStats DiskStore::stats() const {
+  // No lock: the I/O thread may hold mu_ through a slow read or write.
+  TierStats s;
+  s.name = "disk";
+  counters_.snapshot(s);
+  s.num_records = num_records_now_.load(std::memory_order_relaxed);
+  s.num_bytes_held = num_bytes_now_.load(std::memory_order_relaxed);
+  return s;
+}
+
+bool DiskStore::contains(const BlockHash& h) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return index_.count(h) != 0;
+}
+
+std::vector<BlockHash> DiskStore::lru_order() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {lru_.begin(), lru_.end()};
+}
+
+}  // namespace kvlm

@@ -1,0 +1,58 @@
+// The namespace a tier record lives in: a 128-bit fingerprint of everything
+// that makes KV bytes incompatible (DESIGN.md "Tiers"). Two processes that
+// would compute different K/V bytes for the same tokens must get different
+// fingerprints; the same model files and settings always give the same one,
+// on any machine and in any process (XXH3-128 with no seed over a canonical
+// serialization: no std::hash, no pointer, no time).
+//
+// kvstore/ may not depend on model/, so the engine fills ModelIdentity from
+// its GGUF (tensor table and architecture metadata, or a digest of the tensor
+// data when it has computed one).
+//
+// cache_salt: an operator-wide salt (for example one per tenant deployment).
+// A request's own `cache_salt` is already part of its chained block hashes
+// (kv/block_hash.h extra_key), so salted prompts never share keys without a
+// namespace per request; per-request namespaces would scatter one model's
+// records over many directories and defeat the disk tier's size cap.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/hash.h"
+
+namespace kvlm {
+
+// Bumped whenever KvStorage's block byte layout changes (runner/kv_storage.h).
+inline constexpr uint32_t kKvLayoutVersion = 1;
+
+struct TensorIdentity {
+  std::string name;
+  std::string dtype;             // dtype name, e.g. "q4_0"
+  std::vector<int64_t> shape;
+  uint64_t num_bytes = 0;
+};
+
+struct ModelIdentity {
+  std::string architecture;                                  // general.architecture
+  std::vector<std::pair<std::string, std::string>> metadata;  // architecture keys as text (order-free)
+  std::vector<TensorIdentity> tensors;                       // order-free
+  std::optional<Hash128> data_digest;                        // digest of tensor data, when known
+};
+
+struct KvNamespaceSpec {
+  ModelIdentity model;
+  std::string kv_dtype;          // "f16", "f32", "q8_0"
+  int32_t block_size = 16;
+  uint32_t layout_version = kKvLayoutVersion;
+  uint64_t cache_salt = 0;
+};
+
+// The fingerprint of `spec`. Metadata and tensors are sorted first, so the
+// order a reader lists them in does not matter.
+Hash128 kv_namespace_fingerprint(const KvNamespaceSpec& spec);
+
+}  // namespace kvlm

@@ -1,0 +1,197 @@
+// The disk tier: records survive a reopen; the size cap evicts least recently
+// used records in order; damaged or foreign files are removed, never loaded;
+// a cap below one record and a full filesystem are misses, not errors.
+#include <filesystem>
+#include <fstream>
+
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "kvstore/disk_store.h"
+#include "kvstore_test_util.h"
+
+namespace kvlm {
+namespace {
+
+namespace fs = std::filesystem;
+const Hash128 kNs{0xabc, 0xdef};
+
+std::unique_ptr<DiskStore> open_store(const std::string& dir, uint64_t max_bytes = 0, Hash128 ns = kNs) {
+  return DiskStore::open(DiskStoreConfig{dir, max_bytes, ns});
+}
+
+TEST(DiskStore, RecordsSurviveReopen) {
+  const std::string dir = test::fresh_dir("disk");
+  auto chain = test::make_chain(5, 1);
+  auto hashes = test::hashes_of(chain);
+  {
+    auto s = open_store(dir);
+    EXPECT_EQ(s->probe(hashes), 0u);
+    EXPECT_EQ(s->store(chain), 5u);
+    EXPECT_EQ(s->store(chain), 0u);  // already held
+    EXPECT_EQ(s->probe(hashes), 5u);
+  }
+  auto s = open_store(dir);
+  EXPECT_EQ(s->probe(hashes), 5u);
+  auto got = s->load(hashes);
+  ASSERT_EQ(got.size(), 5u);
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].tokens, chain[i].tokens);
+    EXPECT_EQ(got[i].payload, chain[i].payload);
+    EXPECT_EQ(got[i].parent, chain[i].parent);
+  }
+  TierStats st = s->stats();
+  EXPECT_EQ(st.num_records, 5);
+  EXPECT_EQ(st.num_hit_blocks, 5);
+  EXPECT_EQ(st.num_corrupt, 0);
+  // Another namespace in the same directory sees nothing and removes nothing.
+  auto other = open_store(dir, 0, Hash128{1, 2});
+  EXPECT_EQ(other->probe(hashes), 0u);
+  EXPECT_EQ(open_store(dir)->probe(hashes), 5u);
+}
+
+TEST(DiskStore, ProbeAndLoadStopAtTheFirstMiss) {
+  auto s = open_store(test::fresh_dir("disk"));
+  auto chain = test::make_chain(4, 2);
+  s->store(std::span(chain).subspan(0, 2));
+  s->store(std::span(chain).subspan(3, 1));
+  auto hashes = test::hashes_of(chain);
+  EXPECT_EQ(s->probe(hashes), 2u);
+  EXPECT_EQ(s->load(hashes).size(), 2u);
+}
+
+TEST(DiskStore, SizeCapEvictsLeastRecentlyUsedInOrder) {
+  auto chain = test::make_chain(6, 3);
+  const uint64_t rec = encoded_record_bytes(16, 512);
+  const std::string dir = test::fresh_dir("disk");
+  auto s = open_store(dir, 4 * rec);
+  s->store(std::span(chain).subspan(0, 4));
+  // Use block 0, so block 1 is now the least recently used.
+  ASSERT_EQ(s->load(std::vector<BlockHash>{chain[0].hash}).size(), 1u);
+  s->store(std::span(chain).subspan(4, 2));
+  EXPECT_EQ(s->lru_order(), (std::vector<BlockHash>{chain[3].hash, chain[0].hash, chain[4].hash, chain[5].hash}));
+  EXPECT_FALSE(fs::exists(s->record_path(chain[1].hash)));
+  EXPECT_FALSE(fs::exists(s->record_path(chain[2].hash)));
+  TierStats st = s->stats();
+  EXPECT_EQ(st.num_evicted, 2);
+  EXPECT_EQ(st.num_bytes_held, static_cast<int64_t>(4 * rec));
+  // A smaller cap at the next open evicts down to it.
+  s.reset();
+  auto small = open_store(dir, 2 * rec);
+  EXPECT_EQ(small->stats().num_records, 2);
+}
+
+TEST(DiskStore, CapSmallerThanOneRecordStoresNothing) {
+  auto s = open_store(test::fresh_dir("disk"), 100);
+  auto chain = test::make_chain(2, 4);
+  EXPECT_EQ(s->store(chain), 0u);
+  EXPECT_EQ(s->probe(test::hashes_of(chain)), 0u);
+  EXPECT_EQ(s->stats().num_blocks_dropped, 2);
+}
+
+void flip_byte(const std::string& path, size_t at) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(at));
+  char c;
+  f.read(&c, 1);
+  c = static_cast<char>(c ^ 0x10);
+  f.seekp(static_cast<std::streamoff>(at));
+  f.write(&c, 1);
+}
+
+TEST(DiskStore, CorruptAndForeignFilesAreRemovedNotLoaded) {
+  const std::string dir = test::fresh_dir("disk");
+  auto chain = test::make_chain(6, 5);
+  auto hashes = test::hashes_of(chain);
+  std::vector<std::string> paths;
+  {
+    auto s = open_store(dir);
+    s->store(chain);
+    for (const auto& h : hashes) paths.push_back(s->record_path(h));
+  }
+  fs::resize_file(paths[1], fs::file_size(paths[1]) - 3);                 // truncated
+  flip_byte(paths[2], 10);                                                // another namespace (header)
+  flip_byte(paths[3], 300);                                               // payload bit flip
+  { std::ofstream(paths[4], std::ios::binary | std::ios::trunc) << "junk"; }  // garbage
+  // A valid record of another model under this namespace's directory.
+  {
+    auto other = test::make_chain(1, 99);
+    std::ofstream(paths[5], std::ios::binary | std::ios::trunc) << encode_record(Hash128{7, 7}, other[0]);
+  }
+  std::ofstream(paths[0] + ".tmp.1.1") << "left over from a crash";
+  std::ofstream(fs::path(paths[0]).parent_path() / "stray.txt") << "x";
+
+  auto s = open_store(dir);
+  // The scan removed what its header check sees: truncation, the flipped
+  // namespace, garbage, the foreign record, the stray file.
+  EXPECT_EQ(s->stats().num_corrupt, 5);
+  EXPECT_FALSE(fs::exists(paths[1]));
+  EXPECT_FALSE(fs::exists(paths[2]));
+  EXPECT_TRUE(fs::exists(paths[3]));
+  EXPECT_FALSE(fs::exists(paths[0] + ".tmp.1.1"));
+  EXPECT_EQ(s->probe(hashes), 1u);
+  // The payload flip is caught by the checksum at load, then removed.
+  std::vector<BlockHash> from3 = {hashes[3]};
+  EXPECT_EQ(s->probe(from3), 1u);
+  EXPECT_TRUE(s->load(from3).empty());
+  EXPECT_EQ(s->stats().num_corrupt, 6);
+  EXPECT_FALSE(fs::exists(paths[3]));
+  EXPECT_EQ(s->probe(from3), 0u);
+  EXPECT_EQ(s->load(hashes).size(), 1u);
+}
+
+TEST(DiskStore, UnusableDirectoryIsAClearError) {
+  const std::string file = test::fresh_dir("disk") + "/a-file";
+  std::ofstream(file) << "x";
+  try {
+    open_store(file);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--kv-disk"), std::string::npos) << e.what();
+  }
+}
+
+// A real full filesystem: a 64 KiB tmpfs (as root). Where mounting is not
+// allowed, a shard path blocked by a plain file makes every write fail the
+// same way (the store sees an I/O error, as with ENOSPC).
+TEST(DiskStore, FullFilesystemIsAMissNotAnError) {
+  const std::string dir = test::fresh_dir("tmpfs");
+  const bool mounted = ::geteuid() == 0 && ::mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=64k") == 0;
+  struct Unmount {
+    std::string dir;
+    bool on;
+    ~Unmount() {
+      if (on) ::umount2(dir.c_str(), MNT_DETACH);
+    }
+  } unmount{dir, mounted};
+  auto chain = test::make_chain(40, 6, 4096);  // ~160 KiB: past the tmpfs
+  auto s = open_store(dir);
+  if (!mounted) {
+    for (const auto& r : chain) {
+      std::string shard = fs::path(s->record_path(r.hash)).parent_path();
+      fs::remove_all(shard);
+      std::ofstream(shard) << "blocks the shard directory";
+    }
+  }
+  size_t num_stored = 0;
+  EXPECT_NO_THROW(num_stored = s->store(chain));
+  EXPECT_LT(num_stored, chain.size());
+  TierStats st = s->stats();
+  EXPECT_GT(st.num_errors, 0);
+  EXPECT_EQ(st.num_blocks_dropped, static_cast<int64_t>(chain.size() - num_stored));
+  // What was stored loads; nothing half-written is left behind.
+  auto hashes = test::hashes_of(chain);
+  EXPECT_EQ(s->load(hashes).size(), s->probe(hashes));
+  for (auto& e : fs::recursive_directory_iterator(dir))
+    EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << e.path();
+  if (mounted) {
+    EXPECT_GT(num_stored, 0u);
+    RecordProperty("full_filesystem", "tmpfs");
+  }
+}
+
+}  // namespace
+}  // namespace kvlm
