@@ -146,12 +146,13 @@ bool DiskStore::ensure_shard(const std::string& shard) {
   return true;
 }
 
-bool DiskStore::write_file(const BlockHash& h, const std::string& bytes) {
+int DiskStore::write_file(const BlockHash& h, const std::string& bytes) {
   const std::string path = record_path(h);
   const std::string shard = path.substr(0, path.rfind('/'));
   if (!ensure_shard(shard)) {
-    warn_.warn("cannot create {}: {}", shard, std::strerror(errno));
-    return false;
+    const int err = errno;
+    warn_.warn("cannot create {}: {}", shard, std::strerror(err));
+    return err;
   }
   // Written under a unique temporary name, then renamed: a reader (or a scan
   // after a crash) sees the whole record or none of it.
@@ -177,9 +178,21 @@ bool DiskStore::write_file(const BlockHash& h, const std::string& bytes) {
   if (!ok) {
     ::unlink(tmp.c_str());
     warn_.warn("cannot write {}: {}", path, std::strerror(err));
+    return err == 0 ? EIO : err;
   }
-  return ok;
+  return 0;
 }
+
+bool DiskStore::evict_for_space(uint64_t num_bytes) {
+  uint64_t freed = 0;
+  while (freed < num_bytes && !lru_.empty()) {
+    freed += index_.at(lru_.front()).num_bytes;
+    erase(lru_.front(), /*remove_file=*/true);
+    counters_.num_evicted.fetch_add(1, std::memory_order_relaxed);
+  }
+  return freed > 0;
+}
+
 
 size_t DiskStore::probe(std::span<const BlockHash> hashes) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -235,7 +248,12 @@ size_t DiskStore::store(std::span<const KvRecord> records) {
       warn_.warn("a {}-byte record is larger than --kv-disk-size {}; not stored", size, config_.max_bytes);
       continue;
     }
-    if (!write_file(r.hash, encode_record(config_.ns, r))) {
+    const std::string bytes = encode_record(config_.ns, r);
+    int err = write_file(r.hash, bytes);
+    // A full filesystem (the cap is larger than the space left): the newest
+    // block is worth more than the least recently used ones, as under the cap.
+    if (err == ENOSPC && evict_for_space(size)) err = write_file(r.hash, bytes);
+    if (err != 0) {
       counters_.num_errors.fetch_add(1, std::memory_order_relaxed);
       counters_.num_blocks_dropped.fetch_add(1, std::memory_order_relaxed);
       continue;

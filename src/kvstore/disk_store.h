@@ -18,6 +18,10 @@
 // memory; after a restart it starts from the files' modification times).
 //
 // Failures (ENOSPC, EIO, permissions) are misses and counters, never thrown.
+// On ENOSPC the store evicts least recently used records worth one record and
+// retries once, so a cap larger than the free space degrades to LRU over the
+// space there is. Files are renamed without fsync: after a power loss a record
+// may be empty or partial, and the scan or the checksum refuses it.
 //
 // Two processes may share DIR (writes are renames of whole files; a record
 // the other removed is a miss, counted as an error and dropped from the
@@ -76,7 +80,11 @@ class DiskStore final : public KvStore {
   void touch(Entry& e);
   void erase(BlockHash h, bool remove_file);
   bool make_room(uint64_t num_bytes);
-  bool write_file(const BlockHash& h, const std::string& bytes);
+  // 0, or the errno of the failed step (the temporary file is removed).
+  int write_file(const BlockHash& h, const std::string& bytes);
+  // Removes least recently used records until num_bytes are freed; false if
+  // there was nothing to remove.
+  bool evict_for_space(uint64_t num_bytes);
   bool ensure_shard(const std::string& shard);
   void publish_size();  // copies the index size to the atomics stats() reads
 

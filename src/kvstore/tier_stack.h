@@ -35,7 +35,15 @@
 //
 // What the runner provides: KvStorage::read_block(BlockId, span<byte>) and
 // write_block(BlockId, span<const byte>) (runner/kv_storage.h), one block's
-// K and V for every layer row, bytes_per_block() long.
+// K and V for every layer row, bytes_per_block() long. The copy out runs on
+// the step thread (a memcpy of one block, 352 KiB for TinyLlama F16), the
+// I/O after it does not.
+//
+// Several KV groups (Gemma-2): each group keeps its own copy of a block, so
+// each is its own record, keyed hash_for_group(h, g) with parent
+// hash_for_group(p, g), bytes read from that group's block id; a lookup is
+// then one chain per group (lookups check each record's parent against the
+// previous hash of the list they were given).
 #pragma once
 
 #include <cstdint>

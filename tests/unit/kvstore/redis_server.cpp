@@ -69,13 +69,19 @@ RedisServer::RedisServer(std::vector<std::string> extra_args, int port)
   static int counter = 0;
   dir_ = temp_dir() + "/redis-" + std::to_string(counter++);
   std::filesystem::create_directories(dir_);
-  if (port_ == 0) port_ = free_port_pair();
-  start();
+  // A free port can be taken by a parallel test between the check and
+  // redis-server's bind: then it exits at start and a chosen port is tried again.
+  const bool choose_port = port_ == 0;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    if (choose_port) port_ = free_port_pair();
+    if (start(/*quiet_if_exits=*/choose_port && attempt < 4)) return;
+    if (!choose_port) return;
+  }
 }
 
 RedisServer::~RedisServer() { kill(); }
 
-void RedisServer::start() {
+bool RedisServer::start(bool quiet_if_exits) {
   std::vector<std::string> argv = {"redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1",
                                    "--save", "", "--appendonly", "no", "--dir", dir_, "--daemonize", "no",
                                    "--logfile", dir_ + "/redis.log"};
@@ -94,16 +100,18 @@ void RedisServer::start() {
   }
   pid_ = pid;
   for (int i = 0; i < 200; ++i) {  // up to 10 s
-    if (answers_ping(port_)) return;
+    if (answers_ping(port_)) return true;
     int status;
     if (::waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
-      ADD_FAILURE() << "redis-server exited at start on port " << port_ << "; see " << dir_ << "/redis.log";
-      return;
+      if (!quiet_if_exits)
+        ADD_FAILURE() << "redis-server exited at start on port " << port_ << "; see " << dir_ << "/redis.log";
+      return false;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ADD_FAILURE() << "redis-server on port " << port_ << " did not answer PING within 10 s";
+  return false;
 }
 
 void RedisServer::kill() {
@@ -124,7 +132,7 @@ void RedisServer::thaw() {
 
 void RedisServer::restart() {
   kill();
-  start();
+  start(/*quiet_if_exits=*/false);
 }
 
 std::string RedisServer::cli(const std::vector<std::string>& args) const {
@@ -136,11 +144,9 @@ std::string RedisServer::cli(const std::vector<std::string>& args) const {
 RedisCluster::RedisCluster() {
   std::vector<std::string> create = {"redis-cli", "--cluster", "create"};
   for (int i = 0; i < 3; ++i) {
-    const int port = free_port_pair();
-    nodes_.push_back(std::make_unique<RedisServer>(
-        std::vector<std::string>{"--cluster-enabled", "yes", "--cluster-config-file",
-                                 "nodes-" + std::to_string(port) + ".conf", "--cluster-node-timeout", "3000"},
-        port));
+    // Each node has its own directory, so one config file name serves all.
+    nodes_.push_back(std::make_unique<RedisServer>(std::vector<std::string>{
+        "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "3000"}));
     if (!nodes_.back()->running()) return;
     create.push_back(nodes_.back()->endpoint());
   }

@@ -13,7 +13,8 @@ namespace kvlm::test {
 class RedisServer {
  public:
   // Starts `redis-server --port P --save '' --appendonly no ... extra_args`
-  // and waits until it answers PING. Fails the test if it does not.
+  // and waits until it answers PING. Fails the test if it does not. port 0:
+  // a free one (retried if a parallel test takes it first).
   explicit RedisServer(std::vector<std::string> extra_args = {}, int port = 0);
   ~RedisServer();
   RedisServer(const RedisServer&) = delete;
@@ -34,7 +35,9 @@ class RedisServer {
   std::string cli(const std::vector<std::string>& args) const;
 
  private:
-  void start();
+  // Starts redis-server on port_; false (a test failure unless
+  // quiet_if_exits and it exited, e.g. the port was taken) if it does not answer.
+  bool start(bool quiet_if_exits);
   std::vector<std::string> extra_args_;
   int port_ = 0;
   int pid_ = -1;
