@@ -3,6 +3,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "model/model.h"
+#include "runner/kv_storage.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvlm::apps {
@@ -20,6 +21,7 @@ void add_engine_options(CLI::App& app, EngineOptions& o) {
   app.add_flag("--no-prefix-cache", o.no_prefix_cache, "disable prefix caching");
   app.add_flag("-v,--verbose", o.verbose, "log engine details to stderr");
   add_kv_budget_options(app, o);
+  add_tier_options(app, o.tiers);
 }
 
 void add_kv_budget_options(CLI::App& app, EngineOptions& o) {
@@ -81,6 +83,13 @@ std::unique_ptr<Engine> start_engine(const EngineOptions& o) {
   EngineConfig config = make_engine_config(o);
   auto model = Model::load(o.model_path);
   auto tokenizer = Tokenizer::from_metadata(model->gguf().metadata());
+  if (!o.tiers.disk.empty() || !o.tiers.redis.empty()) {
+    // The namespace fingerprints the weights, the KV type and the block size.
+    const Hash128 ns = kv_namespace_fingerprint(kv_namespace_spec(model->gguf(), o.kv_type, o.block_size));
+    config.tiers = make_tier_config(o.tiers, ns, KvStorage::bytes_per_block(*model, config.kv_dtype, o.block_size));
+  } else {
+    config.tiers = make_tier_config(o.tiers, Hash128{}, 0);  // checks that no tier-only flag came alone
+  }
   return std::make_unique<Engine>(std::move(model), std::move(tokenizer), config);
 }
 

@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "apps/tier_options.h"
 #include "engine/engine.h"
 
 namespace kvlm::apps {
@@ -28,6 +29,7 @@ struct EngineOptions {
   std::string kv_policy = "sinks";
   int kv_sinks = 4;
   int kv_recent = 0;
+  TierOptions tiers;  // --kv-disk, --kv-redis, ...
   bool kv_shift = false;
 };
 

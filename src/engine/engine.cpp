@@ -113,6 +113,14 @@ Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> tokenize
   for (const auto& g : groups) kc.group_windows.push_back(g.window);
   scheduler_ = std::make_unique<Scheduler>(sc, kc);
   runner_ = std::make_unique<ModelRunner>(*model_, config_.kv_dtype, config_.block_size, num_kv_blocks_);
+  if (config_.tiers) {
+    if (groups.size() != 1)
+      throw_error(ErrorCode::kInvalidArgument, "KV tiers need a model whose layers share one KV cache; {} has sliding-window layers",
+                  mc.arch_name);
+    if (!config_.prefix_caching) throw_error(ErrorCode::kInvalidArgument, "KV tiers need prefix caching");
+    tiers_ = TierStack::open(*config_.tiers);
+    scheduler_->kv_manager().record_published(true);
+  }
   metrics_.num_kv_blocks = num_kv_blocks_;
   metrics_.block_size = config_.block_size;
   thread_ = std::thread([this] { loop(); });
@@ -125,6 +133,9 @@ Engine::~Engine() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  // A clean restart finds what was queued (bounded: a dead tier cannot hold us).
+  if (tiers_ && !tiers_->flush(config_.tier_flush_timeout_s))
+    log_warn("KV tiers: queued writes not flushed within {} s", config_.tier_flush_timeout_s);
 }
 
 std::shared_ptr<RequestStream> Engine::submit(GenerateRequest g) {
@@ -193,15 +204,28 @@ void Engine::cancel(RequestId id) {
 }
 
 EngineMetrics Engine::metrics() const {
-  std::lock_guard lock(mu_);
-  return metrics_;
+  EngineMetrics m;
+  {
+    std::lock_guard lock(mu_);
+    m = metrics_;
+  }
+  // Live, not as of the last step: the I/O thread keeps writing after the
+  // engine goes idle. stats() never waits on a tier.
+  if (tiers_) m.tiers = tiers_->stats().tiers;
+  return m;
 }
 
 void Engine::loop() {
   while (true) {
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !inbox_.empty() || !cancels_.empty() || scheduler_->has_unfinished(); });
+      auto ready = [&] { return stopping_ || !inbox_.empty() || !cancels_.empty() || scheduler_->has_unfinished(); };
+      // Requests waiting on a tier lookup: poll its completions every millisecond.
+      if (loading_.empty()) {
+        cv_.wait(lock, ready);
+      } else {
+        cv_.wait_for(lock, std::chrono::milliseconds(1), ready);
+      }
       if (stopping_) break;
     }
     try {
@@ -215,6 +239,7 @@ void Engine::loop() {
         scheduler_->finish(id, FinishReason::kAborted);
       }
       live_.clear();
+      loading_.clear();
     }
     publish_metrics();
   }
@@ -225,6 +250,7 @@ void Engine::loop() {
     live->stream->finish(FinishReason::kAborted, live->stats);
   }
   live_.clear();
+  loading_.clear();
 }
 
 void Engine::admit_inbox() {
@@ -238,6 +264,10 @@ void Engine::admit_inbox() {
   for (auto& [request, live] : inbox) {
     RequestId id = request->id;
     try {
+      if (begin_tier_lookup(request)) {
+        live_.emplace(id, std::move(live));
+        continue;
+      }
       scheduler_->add_request(std::move(request));
       live_.emplace(id, std::move(live));
     } catch (const Error& e) {
@@ -246,6 +276,7 @@ void Engine::admit_inbox() {
   }
   for (RequestId id : cancels) {
     if (!live_.count(id)) continue;
+    loading_.erase(id);
     auto r = scheduler_->finish(id, FinishReason::kAborted);
     finish_live(id, FinishReason::kAborted, r.get());
   }
@@ -253,6 +284,7 @@ void Engine::admit_inbox() {
 
 void Engine::step() {
   admit_inbox();
+  take_tier_loads();
   SchedulerOutput out = scheduler_->schedule();
   if (out.empty()) return;
   peak_kv_blocks_used_ = std::max(peak_kv_blocks_used_, scheduler_->kv().pool().num_used_blocks());
@@ -291,6 +323,7 @@ void Engine::step() {
         std::max(live.peak_resident_tokens, s.slot_begin + static_cast<int32_t>(s.new_tokens.size()));
   }
   auto finished = scheduler_->update(out, sampled, runner_->kv_stats());
+  store_published_blocks();
   postprocess(out, sampled, logprobs, std::move(finished));
 }
 
@@ -335,6 +368,13 @@ void Engine::postprocess(const SchedulerOutput& out, const std::vector<int32_t>&
   }
 }
 
+void Engine::fail_live(RequestId id, const Error& error) {
+  auto it = live_.find(id);
+  if (it == live_.end()) return;
+  it->second->stream->fail(error);
+  live_.erase(it);
+}
+
 void Engine::finish_live(RequestId id, FinishReason reason, const Request* request) {
   auto it = live_.find(id);
   if (it == live_.end()) return;
@@ -377,7 +417,8 @@ void Engine::publish_metrics() {
   std::lock_guard lock(mu_);
   const auto& kv = scheduler_->kv();
   metrics_.num_running = scheduler_->num_running();
-  metrics_.num_waiting = scheduler_->num_waiting() + static_cast<int32_t>(inbox_.size());
+  metrics_.num_waiting = scheduler_->num_waiting() + static_cast<int32_t>(inbox_.size() + loading_.size());
+  metrics_.num_loading = static_cast<int32_t>(loading_.size());
   metrics_.num_kv_blocks_used = kv.pool().num_used_blocks();
   metrics_.peak_kv_blocks_used = peak_kv_blocks_used_;
   metrics_.num_prefix_query_tokens = kv.num_prefix_query_tokens();

@@ -20,9 +20,11 @@
 
 #include "backend/dtype.h"
 #include "common/clock.h"
+#include "common/error.h"
 #include "engine/histogram.h"
 #include "engine/request_stream.h"
 #include "kv/kv_policy.h"
+#include "kvstore/tier_stack.h"
 #include "runner/sampler.h"
 
 namespace kvlm {
@@ -47,6 +49,10 @@ struct EngineConfig {
   int32_t max_seqs = 64;                 // running sequences at most
   bool prefix_caching = true;
   KvBudget kv_budget;                    // for requests that name none (disabled: unbounded)
+  // KV tiers behind the pool (disk, Redis); nullopt: none. Needs prefix
+  // caching and a model with one KV group.
+  std::optional<TierStackConfig> tiers;
+  double tier_flush_timeout_s = 10;      // at shutdown, for queued tier writes
 };
 
 struct GenerateRequest {
@@ -91,6 +97,12 @@ struct EngineMetrics {
   int64_t num_prefix_evicted_blocks = 0; // cached blocks reused for other content
   std::array<int64_t, 8> num_kv_evicted_tokens{};  // by KvPolicyKind: tokens dropped by budgets
   Histogram resident_tokens;             // most KV tokens a finished request held at once
+  // KV tiers (empty without): per tier counters, and the engine's view.
+  std::vector<TierStats> tiers;
+  int32_t num_loading = 0;               // requests waiting for a tier lookup
+  int64_t num_tier_hit_tokens = 0;       // prompt tokens loaded from a tier
+  int64_t num_tier_writes_queued = 0;    // blocks handed to the tiers' write queue
+  int64_t num_tier_writes_dropped = 0;   // ... and refused (queue full or already queued)
   // Latency distributions of finished requests, in seconds.
   Histogram ttft_s, itl_s, e2e_s, queue_s;
 };
@@ -126,9 +138,15 @@ class Engine {
   void loop();
   void step();
   void admit_inbox();
+  // KV tiers (engine_tiers.cpp): a new request's lookup, finished loads, and
+  // newly full blocks going down.
+  bool begin_tier_lookup(std::unique_ptr<Request>& request);
+  void take_tier_loads();
+  void store_published_blocks();
   void postprocess(const SchedulerOutput& out, const std::vector<int32_t>& sampled,
                    const std::vector<SampledLogprobs>& logprobs, std::vector<std::unique_ptr<Request>> finished);
   void finish_live(RequestId id, FinishReason reason, const Request* request);
+  void fail_live(RequestId id, const Error& error);  // a request refused after it was queued
   void publish_metrics();
   // The budget a request runs under, checked against the model.
   KvBudget checked_budget(KvBudget b) const;
@@ -143,6 +161,8 @@ class Engine {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<ModelRunner> runner_;
   std::unordered_map<RequestId, std::unique_ptr<Live>> live_;  // engine thread only
+  std::unique_ptr<TierStack> tiers_;                           // null without tiers
+  std::unordered_map<RequestId, std::unique_ptr<Request>> loading_;  // waiting for a tier lookup
 
   // Inbox from other threads.
   mutable std::mutex mu_;

@@ -212,6 +212,10 @@ bool KvCacheManager::on_computed(RequestId id, std::span<const int32_t> tokens,
         const BlockTable& t = r.tables[g];
         if (i >= t.num_released) pool_.cache(t.blocks[i], hash_for_group(h, g));
       }
+      if (record_published_ && num_groups() == 1 && pool_.meta(r.tables[0].blocks[i]).hash == hash_for_group(h, 0)) {
+        const auto first = tokens.begin() + static_cast<ptrdiff_t>(i) * bs;
+        published_.push_back({r.tables[0].blocks[i], h, parent, std::vector<int32_t>(first, first + bs)});
+      }
       r.block_hashes.push_back(h);
     }
   }
@@ -244,6 +248,28 @@ const BlockTable& KvCacheManager::table(RequestId id, int32_t group) const {
   KVLM_ASSERT(it != requests_.end(), "table() of a request without blocks");
   KVLM_ASSERT(group >= 0 && group < num_groups(), "group out of range");
   return it->second.tables[group];
+}
+
+std::vector<PublishedBlock> KvCacheManager::take_published() {
+  std::vector<PublishedBlock> out;
+  out.swap(published_);
+  return out;
+}
+
+std::optional<std::vector<BlockId>> KvCacheManager::import_blocks(std::span<const BlockHash> hashes) {
+  KVLM_ASSERT(num_groups() == 1, "tier imports need one KV group");
+  if (!pool_.prefix_caching() || !pool_.can_allocate(static_cast<int32_t>(hashes.size()))) return std::nullopt;
+  std::vector<BlockId> ids = pool_.allocate(static_cast<int32_t>(hashes.size()));
+  // A hash cached meanwhile (another request computed it) keeps its block;
+  // this copy stays unhashed and is simply freed again.
+  for (size_t i = 0; i < ids.size(); ++i) pool_.cache(ids[i], hash_for_group(hashes[i], 0));
+  return ids;
+}
+
+void KvCacheManager::release_imported(std::span<const BlockId> blocks) {
+  // Last block first, as free() does: the chain's tail is evicted before its head.
+  std::vector<BlockId> reversed(blocks.rbegin(), blocks.rend());
+  pool_.free(reversed);
 }
 
 }  // namespace kvlm

@@ -64,6 +64,14 @@ struct PrefixHit {
   int32_t num_query_tokens = 0;    // tokens looked up (for the hit-rate statistics)
 };
 
+// A block that on_computed just made full and cached (KV tiers copy it out).
+struct PublishedBlock {
+  BlockId block;
+  BlockHash hash;                   // chain hash (group 0's key)
+  std::optional<BlockHash> parent;  // nullopt for a chain's first block
+  std::vector<int32_t> tokens;      // its block_size token ids
+};
+
 class KvCacheManager {
  public:
   explicit KvCacheManager(KvCacheConfig config);
@@ -120,6 +128,17 @@ class KvCacheManager {
   void observe_entropy(RequestId id, int32_t slot, float entropy);
   // The byte work queued by evictions since the last call, in order.
   KvOps take_ops();
+
+  // KV tiers (single-group models). With recording on, on_computed lists each
+  // block it caches; take_published() hands the list over.
+  void record_published(bool on) { record_published_ = on; }
+  std::vector<PublishedBlock> take_published();
+  // A tier load: pool blocks for `hashes`, cached under them and referenced
+  // once, so the caller can write their bytes; nullopt if the pool is short.
+  // release_imported() then leaves them free and cached, as a finished
+  // request's blocks are, for the request's prefix lookup to take.
+  std::optional<std::vector<BlockId>> import_blocks(std::span<const BlockHash> hashes);
+  void release_imported(std::span<const BlockId> blocks);
   int64_t num_evicted_tokens(KvPolicyKind kind) const { return num_evicted_tokens_[static_cast<size_t>(kind)]; }
 
   // Releases all of a request's blocks (finished, aborted or preempted), its
@@ -158,6 +177,8 @@ class KvCacheManager {
   int64_t num_prefix_query_tokens_ = 0;
   int64_t num_prefix_hit_tokens_ = 0;
   KvOps ops_;
+  bool record_published_ = false;
+  std::vector<PublishedBlock> published_;
   std::array<int64_t, 8> num_evicted_tokens_{};
 };
 

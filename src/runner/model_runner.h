@@ -27,6 +27,8 @@ class ModelRunner {
   std::span<const SeqKvStats> kv_stats() const { return kv_stats_; }
 
   const KvStorage& storage() const { return storage_; }
+  // For KV tier loads, between steps (engine thread).
+  KvStorage& storage() { return storage_; }
   const Model& model() const { return model_; }
 
  private:

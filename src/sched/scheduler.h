@@ -98,6 +98,8 @@ class Scheduler {
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
   int64_t num_preemptions() const { return num_preemptions_; }
   const KvCacheManager& kv() const { return kv_; }
+  // The engine thread's access for KV tiers (published blocks, imports).
+  KvCacheManager& kv_manager() { return kv_; }
   const SchedulerConfig& config() const { return config_; }
 
  private:

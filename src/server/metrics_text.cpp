@@ -48,6 +48,22 @@ class Writer {
     out_ += fmt::format("{}_sum{{{}}} {}\n", name, labels_, h.sum());
     out_ += fmt::format("{}_count{{{}}} {}\n", name, labels_, h.count());
   }
+  // Per-tier histograms: the tiers count per bucket; Prometheus wants them cumulative.
+  void tier_latency(const char* name, const char* help, const std::vector<TierStats>& tiers) {
+    header(name, "histogram", help);
+    for (const TierStats& t : tiers) {
+      const std::string labels = fmt::format("{},tier=\"{}\"", labels_, escape_label(t.name));
+      int64_t cumulative = 0;
+      for (size_t i = 0; i < kTierLatencyBoundsS.size(); ++i) {
+        cumulative += t.load_latency_buckets[i];
+        out_ += fmt::format("{}_bucket{{{},le=\"{}\"}} {}\n", name, labels, kTierLatencyBoundsS[i], cumulative);
+      }
+      cumulative += t.load_latency_buckets.back();
+      out_ += fmt::format("{}_bucket{{{},le=\"+Inf\"}} {}\n", name, labels, cumulative);
+      out_ += fmt::format("{}_sum{{{}}} {}\n", name, labels, t.load_latency_sum_s);
+      out_ += fmt::format("{}_count{{{}}} {}\n", name, labels, cumulative);
+    }
+  }
   std::string take() { return std::move(out_); }
 
  private:
@@ -57,6 +73,39 @@ class Writer {
   std::string labels_;
   std::string out_;
 };
+
+// One series per tier (label tier="disk" / "redis"), only when tiers exist.
+void write_tier_metrics(Writer& w, const EngineMetrics& m) {
+  if (m.tiers.empty()) return;
+  auto per_tier = [&](const char* name, const char* type, const char* help, auto value) {
+    std::vector<std::pair<std::string, double>> v;
+    for (const TierStats& t : m.tiers) v.emplace_back(t.name, static_cast<double>(value(t)));
+    w.labelled(name, type, help, v, "tier");
+  };
+  per_tier("kvlm_kv_tier_up", "gauge", "1 while the KV tier answers, 0 while it is down (its misses are recomputed).",
+           [](const TierStats& t) { return t.up ? 1 : 0; });
+  per_tier("kvlm_kv_tier_lookups_total", "counter", "Lookups sent to the KV tier.", [](const TierStats& t) { return t.num_lookups; });
+  per_tier("kvlm_kv_tier_hit_blocks_total", "counter", "KV blocks the tier returned valid.",
+           [](const TierStats& t) { return t.num_hit_blocks; });
+  per_tier("kvlm_kv_tier_blocks_written_total", "counter", "KV blocks written to the tier.",
+           [](const TierStats& t) { return t.num_blocks_written; });
+  per_tier("kvlm_kv_tier_blocks_dropped_total", "counter", "KV block writes the tier did not take (full, down, too large).",
+           [](const TierStats& t) { return t.num_blocks_dropped; });
+  per_tier("kvlm_kv_tier_read_bytes_total", "counter", "Bytes read from the tier.", [](const TierStats& t) { return t.num_bytes_read; });
+  per_tier("kvlm_kv_tier_written_bytes_total", "counter", "Bytes written to the tier.",
+           [](const TierStats& t) { return t.num_bytes_written; });
+  per_tier("kvlm_kv_tier_errors_total", "counter", "I/O or protocol errors and timeouts of the tier.",
+           [](const TierStats& t) { return t.num_errors; });
+  per_tier("kvlm_kv_tier_corrupt_records_total", "counter", "Records the tier held that failed validation (never loaded).",
+           [](const TierStats& t) { return t.num_corrupt; });
+  per_tier("kvlm_kv_tier_records", "gauge", "Records the tier holds (disk).", [](const TierStats& t) { return t.num_records; });
+  w.metric("kvlm_kv_tier_hit_tokens_total", "counter", "Prompt tokens loaded from a KV tier instead of computed.",
+           static_cast<double>(m.num_tier_hit_tokens));
+  w.metric("kvlm_kv_tier_write_drops_total", "counter", "Full blocks the tiers' write queue refused (full or duplicate).",
+           static_cast<double>(m.num_tier_writes_dropped));
+  w.metric("kvlm_requests_loading", "gauge", "Requests waiting for a KV tier lookup.", m.num_loading);
+  w.tier_latency("kvlm_kv_tier_load_latency_seconds", "Time of one lookup in the tier.", m.tiers);
+}
 
 }  // namespace
 
@@ -92,6 +141,7 @@ std::string prometheus_text(const EngineMetrics& m, const std::string& model_nam
   w.labelled("kvlm_kv_evicted_tokens_total", "counter", "KV tokens dropped by per-sequence budgets, by policy.",
              evicted, "policy");
   w.histogram("kvlm_kv_resident_tokens", "Most KV tokens a finished request held at once.", m.resident_tokens);
+  write_tier_metrics(w, m);
   w.histogram("kvlm_time_to_first_token_seconds", "Time from arrival to the first generated token.", m.ttft_s);
   w.histogram("kvlm_inter_token_latency_seconds", "Time between consecutive generated tokens.", m.itl_s);
   w.histogram("kvlm_e2e_request_latency_seconds", "Time from arrival to finish.", m.e2e_s);
