@@ -78,9 +78,7 @@ class EntropyPolicy final : public KvPolicy {
     if (slot >= 0 && slot < num_slots()) score_[slot] = entropy;
   }
   std::vector<int32_t> choose(int32_t num_evict) const override {
-    KVLM_ASSERT(num_evict == block_size_, "block policies evict one block");
-    return pick_block(num_sink_blocks(), num_slots() / block_size_ - num_recent_blocks(), /*use_mean=*/true,
-                      /*highest=*/kind_ == KvPolicyKind::kEntropy);
+    return pick_block(num_evict, /*use_mean=*/true, /*highest=*/kind_ == KvPolicyKind::kEntropy);
   }
 };
 
@@ -102,9 +100,7 @@ class LruPolicy final : public KvPolicy {
     }
   }
   std::vector<int32_t> choose(int32_t num_evict) const override {
-    KVLM_ASSERT(num_evict == block_size_, "block policies evict one block");
-    return pick_block(num_sink_blocks(), num_slots() / block_size_ - num_recent_blocks(), /*use_mean=*/false,
-                      /*highest=*/false);
+    return pick_block(num_evict, /*use_mean=*/false, /*highest=*/false);
   }
 };
 
@@ -217,8 +213,10 @@ std::vector<int32_t> KvPolicy::lowest(int32_t begin, int32_t end, int32_t num_ev
   return idx;
 }
 
-std::vector<int32_t> KvPolicy::pick_block(int32_t first_block, int32_t last_block, bool use_mean,
-                                          bool highest) const {
+std::vector<int32_t> KvPolicy::pick_block(int32_t num_evict, bool use_mean, bool highest) const {
+  KVLM_ASSERT(num_evict == block_size_, "block policies evict one block");
+  const int32_t first_block = num_sink_blocks();
+  const int32_t last_block = num_slots() / block_size_ - num_recent_blocks();
   KVLM_ASSERT(first_block < last_block, "no candidate block to evict");
   int32_t best = first_block;
   double best_score = 0;

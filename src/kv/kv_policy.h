@@ -107,10 +107,11 @@ class KvPolicy {
   // The num_evict slots with the lowest score among [begin, end), ties to the
   // oldest; ascending.
   std::vector<int32_t> lowest(int32_t begin, int32_t end, int32_t num_evict) const;
-  // Index of the block in [first_block, last_block) whose score over its slots
-  // (mean when use_mean, else max) is lowest (highest when highest == true);
-  // ties to the oldest. Returns its slots.
-  std::vector<int32_t> pick_block(int32_t first_block, int32_t last_block, bool use_mean, bool highest) const;
+  // Block policies: among the blocks between the sinks' and the newest
+  // num_recent_blocks(), the one whose score over its slots (mean when
+  // use_mean, else max) is lowest (highest when highest == true), ties to the
+  // oldest. Returns its slots. Precondition: num_evict == block_size.
+  std::vector<int32_t> pick_block(int32_t num_evict, bool use_mean, bool highest) const;
   // Blocks kept at the start for the sinks (ceil(num_sinks / block_size)).
   int32_t num_sink_blocks() const;
   // Newest blocks a block policy keeps (ceil(num_recent / block_size), at least 1).
