@@ -90,6 +90,18 @@ nlohmann::json to_json(const std::vector<KvRow>& rows, const std::string& model,
   return j;
 }
 
+// One line per policy over the budgets, the full cache as the reference.
+void plot_rows(const std::string& path, const std::vector<KvRow>& rows, const std::vector<int32_t>& budgets,
+               const std::string& title) {
+  std::vector<KvPlotSeries> series;
+  for (size_t r = 1; r < rows.size(); r += budgets.size()) {
+    KvPlotSeries s{rows[r].policy, {}};
+    for (size_t i = 0; i < budgets.size(); ++i) s.points.emplace_back(budgets[i], rows[r + i].score.perplexity());
+    series.push_back(std::move(s));
+  }
+  write_kv_plot(path, series, rows.front().score.perplexity(), title);
+}
+
 }  // namespace
 
 int bench_kv(int argc, char** argv) {
@@ -162,14 +174,7 @@ int bench_kv(int argc, char** argv) {
     print_table(rows, budgets);
   }
   if (!plot_path.empty()) {
-    std::vector<KvPlotSeries> series;
-    for (size_t r = 1; r < rows.size(); r += budgets.size()) {
-      KvPlotSeries s{rows[r].policy, {}};
-      for (size_t i = 0; i < budgets.size(); ++i) s.points.emplace_back(budgets[i], rows[r + i].score.perplexity());
-      series.push_back(std::move(s));
-    }
-    write_kv_plot(plot_path, series, rows.front().score.perplexity(),
-                  fmt::format("{} — chunks of {}{}", eo.model_path, n_ctx, shift ? ", kv shift" : ""));
+    plot_rows(plot_path, rows, budgets, fmt::format("{} — chunks of {}{}", eo.model_path, n_ctx, shift ? ", kv shift" : ""));
     fmt::print(stderr, "plot: {}\n", plot_path);
   }
   return 0;

@@ -34,6 +34,21 @@ void print_self_perplexity(const std::vector<float>& logprobs, int segment) {
   fmt::print(stderr, "self-perplexity per {} tokens: {}\n", segment, fmt::join(parts, " "));
 }
 
+// The prompt's tokens: plain text, or a user message through a chat template.
+std::vector<int32_t> encode_prompt(const Engine& engine, const std::string& prompt, bool chat,
+                                   const std::string& system, const std::optional<std::string>& chat_template_file) {
+  if (!chat) {
+    if (!system.empty() || chat_template_file)
+      throw_error(ErrorCode::kInvalidArgument, "--system and --chat-template-file need --chat");
+    return engine.tokenizer().encode(prompt, /*add_special=*/true, /*parse_special=*/true);
+  }
+  auto tmpl = load_chat_template(engine.model().gguf().metadata(), chat_template_file);
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
+  messages.push_back({{"role", "user"}, {"content", prompt}});
+  return encode_chat(engine.tokenizer(), *tmpl, messages, /*add_generation_prompt=*/true);
+}
+
 }  // namespace
 
 int cmd_run(int argc, char** argv) {
@@ -74,17 +89,7 @@ int cmd_run(int argc, char** argv) {
   g.sampling.seed = seed >= 0 ? static_cast<uint64_t>(seed) : std::random_device{}();
 
   auto engine = start_engine(eo);
-  if (chat) {
-    auto tmpl = load_chat_template(engine->model().gguf().metadata(), chat_template_file);
-    nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-    if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
-    messages.push_back({{"role", "user"}, {"content", prompt}});
-    g.prompt_tokens = encode_chat(engine->tokenizer(), *tmpl, messages, /*add_generation_prompt=*/true);
-  } else {
-    if (!system.empty() || chat_template_file)
-      throw_error(ErrorCode::kInvalidArgument, "--system and --chat-template-file need --chat");
-    g.prompt_tokens = engine->tokenizer().encode(prompt, /*add_special=*/true, /*parse_special=*/true);
-  }
+  g.prompt_tokens = encode_prompt(*engine, prompt, chat, system, chat_template_file);
   // Like llama.cpp, generation stops at the end of the context; say so up front.
   const int32_t room = engine->max_model_len() - static_cast<int32_t>(g.prompt_tokens.size());
   const bool unbounded = engine->config().kv_budget.enabled() && engine->config().kv_budget.shift;
