@@ -1,4 +1,5 @@
 #include "engine/engine.h"
+#include "engine/engine_live.h"
 
 #include <algorithm>
 
@@ -26,26 +27,6 @@ int64_t default_kv_budget_bytes() {
 
 }  // namespace
 
-struct Engine::Live {
-  Live(std::shared_ptr<RequestStream> s, const Tokenizer& tok, const GenerateRequest& g, double now)
-      : stream(std::move(s)), sampler(g.sampling), detok(tok), stop(g.stop), arrival_s(now), logprobs(g.logprobs) {}
-  std::shared_ptr<RequestStream> stream;
-  Sampler sampler;
-  StreamingDetokenizer detok;
-  StopMatcher stop;
-  double arrival_s;
-  double first_scheduled_s = -1;
-  double last_token_s = -1;
-  int32_t logprobs;  // GenerateRequest::logprobs
-  // Prompt logprobs: computed for positions < next_prompt_position (a
-  // preempted request recomputes its prompt; nothing is sent twice), sent
-  // with the first generated token.
-  int32_t next_prompt_position = 0;
-  std::vector<SampledLogprobs> prompt_logprobs;
-  RequestStats stats;
-  KvBudget kv_budget;
-  int32_t peak_resident_tokens = 0;
-};
 
 Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> tokenizer, EngineConfig config,
                const Clock& clock)
@@ -139,33 +120,9 @@ Engine::~Engine() {
 }
 
 std::shared_ptr<RequestStream> Engine::submit(GenerateRequest g) {
-  const int32_t num_prompt = static_cast<int32_t>(g.prompt_tokens.size());
-  if (num_prompt == 0) throw_error(ErrorCode::kInvalidArgument, "the prompt is empty");
-  const KvBudget budget = checked_budget(g.kv_budget.value_or(config_.kv_budget));
-  if (num_prompt >= max_model_len_ && !(budget.enabled() && budget.shift))
-    throw_error(ErrorCode::kOutOfRange,
-                "the prompt has {} tokens; the context holds {} (prompt and at least one generated token)",
-                num_prompt, max_model_len_);
-  if (g.max_tokens < 1) throw_error(ErrorCode::kInvalidArgument, "max_tokens {} must be at least 1", g.max_tokens);
-  g.sampling.validate();
-  if (g.logprobs > kMaxLogprobs)
-    throw_error(ErrorCode::kInvalidArgument, "logprobs {} must be at most {}", g.logprobs, kMaxLogprobs);
-  const int32_t vocab = model_->config().vocab_size;
-  for (int32_t t : g.prompt_tokens)
-    if (t < 0 || t >= vocab) throw_error(ErrorCode::kInvalidArgument, "token id {} is outside the vocabulary [0, {})", t, vocab);
-
-  auto request = std::make_unique<Request>();
-  request->tokens = g.prompt_tokens;
-  request->num_prompt_tokens = num_prompt;
-  request->max_tokens = g.max_tokens;
-  request->cache_salt = g.cache_salt;
-  request->prompt_logits = g.prompt_logprobs;
-  request->kv_budget = budget;
-  request->arrival_s = clock_.now_s();
-  if (!g.ignore_eos)
-    for (int32_t id = 0; id < vocab; ++id)
-      if (tokenizer_->is_end_of_generation(id)) request->stop_token_ids.push_back(id);
-
+  KvBudget budget;
+  std::unique_ptr<Request> request = make_request(g, budget);
+  const int32_t num_prompt = request->num_prompt_tokens;
   std::shared_ptr<RequestStream> stream;
   {
     std::lock_guard lock(mu_);
@@ -176,7 +133,7 @@ std::shared_ptr<RequestStream> Engine::submit(GenerateRequest g) {
     live->stats.num_prompt_tokens = num_prompt;
     live->kv_budget = budget;
     metrics_.num_prompt_tokens += num_prompt;
-    inbox_.emplace_back(std::move(request), std::move(live));
+    inbox_.push_back({std::move(request), std::move(live), std::nullopt});
   }
   cv_.notify_all();
   return stream;
@@ -240,6 +197,7 @@ void Engine::loop() {
       }
       live_.clear();
       loading_.clear();
+      followers_.clear();
     }
     publish_metrics();
   }
@@ -251,32 +209,30 @@ void Engine::loop() {
   }
   live_.clear();
   loading_.clear();
+  followers_.clear();
 }
 
 void Engine::admit_inbox() {
-  std::deque<std::pair<std::unique_ptr<Request>, std::unique_ptr<Live>>> inbox;
+  std::deque<Inbound> inbox;
   std::vector<RequestId> cancels;
   {
     std::lock_guard lock(mu_);
     inbox.swap(inbox_);
     cancels.swap(cancels_);
   }
-  for (auto& [request, live] : inbox) {
-    RequestId id = request->id;
-    try {
-      if (begin_tier_lookup(request)) {
-        live_.emplace(id, std::move(live));
-        continue;
-      }
-      scheduler_->add_request(std::move(request));
-      live_.emplace(id, std::move(live));
-    } catch (const Error& e) {
-      live->stream->fail(e);
+  for (Inbound& in : inbox) {
+    const RequestId id = in.request->id;
+    live_.emplace(id, std::move(in.live));
+    if (in.after && live_.count(*in.after) && live_.at(*in.after)->stats.num_generated_tokens == 0) {
+      followers_[*in.after].push_back(std::move(in.request));
+      continue;
     }
+    admit(std::move(in.request));
   }
   for (RequestId id : cancels) {
     if (!live_.count(id)) continue;
     loading_.erase(id);
+    drop_follower(id);
     auto r = scheduler_->finish(id, FinishReason::kAborted);
     finish_live(id, FinishReason::kAborted, r.get());
   }
@@ -339,6 +295,7 @@ void Engine::postprocess(const SchedulerOutput& out, const std::vector<int32_t>&
     const int32_t token = sampled[k++];
     Live& live = *live_.at(s.id);
     live.stats.num_generated_tokens++;
+    if (live.stats.num_generated_tokens == 1) release_followers(s.id);  // its prompt is cached now
     if (live.last_token_s < 0) {
       live.stats.ttft_s = now - live.arrival_s;
     } else {
@@ -376,6 +333,7 @@ void Engine::fail_live(RequestId id, const Error& error) {
 }
 
 void Engine::finish_live(RequestId id, FinishReason reason, const Request* request) {
+  release_followers(id);
   auto it = live_.find(id);
   if (it == live_.end()) return;
   Live& live = *it->second;

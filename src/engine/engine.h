@@ -124,6 +124,12 @@ class Engine {
   // The stream is shared: the engine writes it until the request ends, the
   // caller reads it for as long as it likes.
   std::shared_ptr<RequestStream> submit(GenerateRequest request);
+  // n choices of one prompt (OpenAI's `n`): choice i samples with seed + i,
+  // so it equals submit() of the same request with that seed. The first
+  // choice prefills the prompt; the others start once it has sampled its
+  // first token and take the prompt's full blocks from the prefix cache: the
+  // prompt's KV is held once, plus each choice's partial last block.
+  std::vector<std::shared_ptr<RequestStream>> submit_n(GenerateRequest request, int32_t n);
   // Ends a request at the next step; its blocks are released. No-op if done.
   void cancel(RequestId id);
 
@@ -138,6 +144,12 @@ class Engine {
   void loop();
   void step();
   void admit_inbox();
+  // engine_choices.cpp: validation shared by submit and submit_n, admission,
+  // and choices parked until their first sibling has prefilled.
+  std::unique_ptr<Request> make_request(GenerateRequest& g, KvBudget& budget) const;
+  void admit(std::unique_ptr<Request> request);
+  void release_followers(RequestId first);
+  void drop_follower(RequestId id);
   // KV tiers (engine_tiers.cpp): a new request's lookup, finished loads, and
   // newly full blocks going down.
   bool begin_tier_lookup(std::unique_ptr<Request>& request);
@@ -167,7 +179,13 @@ class Engine {
   // Inbox from other threads.
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::pair<std::unique_ptr<Request>, std::unique_ptr<Live>>> inbox_;
+  struct Inbound {
+    std::unique_ptr<Request> request;
+    std::unique_ptr<Live> live;
+    std::optional<RequestId> after;  // submit_n: start once this sibling has prefilled
+  };
+  std::deque<Inbound> inbox_;
+  std::unordered_map<RequestId, std::vector<std::unique_ptr<Request>>> followers_;  // by the sibling they wait for
   std::vector<RequestId> cancels_;
   bool stopping_ = false;
   int64_t next_request_id_ = 1;

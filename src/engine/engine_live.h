@@ -1,0 +1,36 @@
+// Engine::Live: the engine thread's state for one request (sampler,
+// detokenizer, stop strings, statistics). Internal to src/engine/.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/stop_matcher.h"
+#include "runner/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvlm {
+
+struct Engine::Live {
+  Live(std::shared_ptr<RequestStream> s, const Tokenizer& tok, const GenerateRequest& g, double now)
+      : stream(std::move(s)), sampler(g.sampling), detok(tok), stop(g.stop), arrival_s(now), logprobs(g.logprobs) {}
+  std::shared_ptr<RequestStream> stream;
+  Sampler sampler;
+  StreamingDetokenizer detok;
+  StopMatcher stop;
+  double arrival_s;
+  double first_scheduled_s = -1;
+  double last_token_s = -1;
+  int32_t logprobs;  // GenerateRequest::logprobs
+  // Prompt logprobs: computed for positions < next_prompt_position (a
+  // preempted request recomputes its prompt; nothing is sent twice), sent
+  // with the first generated token.
+  int32_t next_prompt_position = 0;
+  std::vector<SampledLogprobs> prompt_logprobs;
+  RequestStats stats;
+  KvBudget kv_budget;
+  int32_t peak_resident_tokens = 0;
+};
+
+}  // namespace kvlm
