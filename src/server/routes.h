@@ -7,6 +7,7 @@
 
 #include <httplib.h>
 
+#include "server/in_flight.h"
 #include "server/openai/protocol.h"
 
 namespace kvlm {
@@ -19,6 +20,7 @@ struct ServerContext {
   std::string model_name;
   std::unique_ptr<ChatTemplate> chat_template;  // null: the model has none (chat requests get 400)
   std::string chat_template_error;              // why it is null
+  InFlightRequests in_flight;                   // generation requests not yet answered in full
 };
 
 // Writes an OpenAI-style error.

@@ -14,7 +14,7 @@
 namespace kvlm {
 
 struct Server::Impl {
-  Impl(Engine& engine, ServerConfig c) : config(std::move(c)), ctx{engine, config.model_name, nullptr, ""} {}
+  Impl(Engine& engine, ServerConfig c) : config(std::move(c)), ctx{engine, config.model_name, nullptr, "", {}} {}
   ServerConfig config;
   ServerContext ctx;
   httplib::Server http;
@@ -120,6 +120,8 @@ void Server::run() {
   if (impl_->port < 0) bind();
   impl_->http.listen_after_bind();
 }
+
+size_t Server::drain(std::chrono::milliseconds timeout) { return impl_->ctx.in_flight.drain(impl_->ctx.engine, timeout); }
 
 void Server::stop() {
   if (impl_->http.is_running()) impl_->http.stop();

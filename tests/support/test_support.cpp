@@ -189,6 +189,22 @@ CommandResult ServerProcess::stop() {
   return r;
 }
 
+void ServerProcess::send_signal(int sig) {
+  if (pid_ > 0) ::kill(pid_, sig);
+}
+
+CommandResult ServerProcess::wait() {
+  CommandResult r;
+  if (pid_ > 0) {
+    r.exit_code = wait_exit_code(pid_);
+    pid_ = -1;
+  }
+  r.err = read_so_far(err_path_);
+  return r;
+}
+
+std::string ServerProcess::err_so_far() const { return read_so_far(err_path_); }
+
 ServerProcess::~ServerProcess() { stop(); }
 
 }  // namespace kvlm::test
