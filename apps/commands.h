@@ -14,4 +14,7 @@ int cmd_template(int argc, char** argv);    // cmd_template.cpp
 int cmd_bench(int argc, char** argv);       // cmd_bench.cpp
 int cmd_serve(int argc, char** argv);       // cmd_serve.cpp
 
+// Benchmark kinds that cmd_bench dispatches to and live in their own file.
+int bench_serve(int argc, char** argv);     // bench_serve.cpp
+
 }  // namespace kvlm::apps

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs kvlm's dependencies (Debian 12 packages; the openai npm client for
-# the server tests) and builds kvlm.
+# Installs kvlm's dependencies (Debian 12 packages, gnuplot for the bench
+# plots; the openai npm client for the server tests) and builds kvlm.
 # Usage: scripts/setup.sh [--no-install]   (BUILD_DIR=build by default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +11,7 @@ PACKAGES=(
   nlohmann-json3-dev libcpp-httplib-dev libcli11-dev
   libpcre2-dev libxxhash-dev libfmt-dev
   curl
+  gnuplot-nox fonts-dejavu-core
 )
 
 apt_install() {
