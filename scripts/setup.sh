@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs kvlm's dependencies (Debian 12 packages, gnuplot for the bench
-# plots; the openai npm client for the server tests) and builds kvlm.
+# plots and Chromium for the web page's test; the openai and ws npm packages
+# for the server tests) and builds kvlm.
 # Usage: scripts/setup.sh [--no-install]   (BUILD_DIR=build by default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +12,7 @@ PACKAGES=(
   nlohmann-json3-dev libcpp-httplib-dev libcli11-dev
   libpcre2-dev libxxhash-dev libfmt-dev
   curl
-  gnuplot-nox fonts-dejavu-core
+  gnuplot-nox chromium fonts-dejavu-core
 )
 
 apt_install() {
@@ -30,7 +31,8 @@ if [[ "${1:-}" != "--no-install" ]]; then
   # Machines that ship Node.js with npm keep theirs; others get Debian's.
   if ! command -v node >/dev/null || ! command -v npm >/dev/null; then missing+=(nodejs npm); fi
   if ((${#missing[@]})); then apt_install "${missing[@]}"; fi
-  if [[ ! -d tests/npm/node_modules/openai || tests/npm/package-lock.json -nt tests/npm/node_modules ]]; then
+  if [[ ! -d tests/npm/node_modules/openai || ! -d tests/npm/node_modules/ws ||
+        tests/npm/package-lock.json -nt tests/npm/node_modules ]]; then
     npm ci --prefix tests/npm --no-audit --no-fund --loglevel=error
   fi
 fi

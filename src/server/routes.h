@@ -35,5 +35,8 @@ void handle_health(ServerContext& ctx, const httplib::Request& req, httplib::Res
 void handle_metrics(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_tokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_detokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_status(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);  // routes_web.cpp
+// GET / and the chat page's files (no key: the page asks for one).
+void add_web_routes(httplib::Server& http);
 
 }  // namespace kvlm

@@ -76,6 +76,8 @@ Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Imp
   s.http.Post("/detokenize", route(handle_detokenize, true));
   s.http.Get("/health", route(handle_health, false));
   s.http.Get("/metrics", route(handle_metrics, false));
+  s.http.Get("/v1/status", route(handle_status, true));
+  add_web_routes(s.http);
 
   s.http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     // Routing misses and transport-level refusals (e.g. 413) as JSON.

@@ -6,6 +6,8 @@
 //   POST /tokenize, /detokenize the model's tokenizer
 //   GET  /health                200 once the engine is up, 503 while draining
 //   GET  /metrics               Prometheus exposition of the engine's metrics
+//   GET  /v1/status             the engine's load as JSON (the chat page's live panel)
+//   GET  /                      the chat page (web/, embedded in the binary)
 //
 // Errors are OpenAI-style JSON ({"error": {"message", "type", "param",
 // "code"}}) with the matching status. With an API key, /v1/* and the
