@@ -19,7 +19,9 @@
 #include "apps/commands.h"
 #include "apps/plot.h"
 #include "apps/engine_options.h"
+#include "apps/model_loading.h"
 #include "common/error.h"
+#include "common/progress.h"
 #include "backend/threads.h"
 #include "model/model.h"
 #include "runner/sampler.h"
@@ -40,6 +42,7 @@ nlohmann::json run_batch(Engine& engine, const BatchWork& work, int concurrency)
   std::mutex mu;
   std::vector<RequestStats> stats;
   std::optional<Error> failure;
+  ProgressBar bar(fmt::format("concurrency {}", concurrency), num_requests, "requests");
   auto t0 = std::chrono::steady_clock::now();
   auto worker = [&] {
     for (int i = next++; i < num_requests; i = next++) {
@@ -53,6 +56,7 @@ nlohmann::json run_batch(Engine& engine, const BatchWork& work, int concurrency)
         std::optional<Error> err;
         while (auto ev = stream->next())
           if (ev->error) err = ev->error;
+        bar.advance();
         std::lock_guard lock(mu);
         if (err) failure = err;
         stats.push_back(stream->stats());
@@ -211,14 +215,15 @@ int bench_model(int argc, char** argv) {
   if (pp < 0 || tg < 0 || reps < 1 || pp + tg == 0)
     throw_error(ErrorCode::kInvalidArgument, "-p and -n must be >= 0 (not both 0) and -r >= 1");
   set_num_threads(threads);
-  auto model = Model::load(model_path);
+  auto model = load_model(model_path);
   SequenceEvaluator eval(*model, std::max(pp, 1) + tg, parse_kv_type(kv_type));
   const int32_t vocab = model->config().vocab_size;
   std::mt19937 rng(42);
   std::uniform_int_distribution<int32_t> pick(0, vocab - 1);
-  auto rate = [&](auto&& body, int n) {
+  auto rate = [&](auto&& body, int n, const char* what) {
+    ProgressBar bar(what, reps + 1, "runs");
     std::vector<double> r;
-    for (int i = 0; i < reps + 1; ++i) {  // the first run warms caches and is dropped
+    for (int i = 0; i < reps + 1; ++i, bar.advance()) {  // the first run warms caches and is dropped
       eval.reset();
       auto t0 = std::chrono::steady_clock::now();
       body();
@@ -240,14 +245,14 @@ int bench_model(int argc, char** argv) {
   if (pp > 0) {
     std::vector<int32_t> prompt(pp);
     for (auto& t : prompt) t = pick(rng);
-    auto [mean, sd] = rate([&] { eval.eval(prompt, /*all_logits=*/false); }, pp);
+    auto [mean, sd] = rate([&] { eval.eval(prompt, /*all_logits=*/false); }, pp, "prompt processing");
     out["pp"] = {{"tokens", pp}, {"tokens_per_s", mean}, {"stddev", sd}};
   }
   if (tg > 0) {
     auto [mean, sd] = rate([&] {
       int32_t t = 1;
       for (int i = 0; i < tg; ++i) t = argmax(eval.eval(std::span<const int32_t>(&t, 1), false));
-    }, tg);
+    }, tg, "generation");
     out["tg"] = {{"tokens", tg}, {"tokens_per_s", mean}, {"stddev", sd}};
   }
   if (!plot_path.empty()) write_model_plot(plot_path, out);

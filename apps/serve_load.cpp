@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/progress.h"
 
 namespace kvlm::apps {
 namespace {
@@ -231,6 +232,8 @@ LoadResult run_load(const LoadOptions& o, const std::vector<std::string>& prompt
   LoadResult out;
   out.requests.resize(prompts.size());
   std::atomic<size_t> next{0};
+  ProgressBar bar(o.rate > 0 ? fmt::format("{} req/s", o.rate) : fmt::format("concurrency {}", o.concurrency),
+                  static_cast<int64_t>(prompts.size()), "requests");
   const auto t0 = Clock::now();
   std::vector<std::thread> threads;
   if (o.rate > 0) {
@@ -240,7 +243,10 @@ LoadResult run_load(const LoadOptions& o, const std::vector<std::string>& prompt
     auto at = t0;
     for (size_t i = 0; i < prompts.size(); ++i) {
       std::this_thread::sleep_until(at);
-      threads.emplace_back([&, i] { out.requests[i] = send_one(*make_client(o), o, prompts[i]); });
+      threads.emplace_back([&, i] {
+        out.requests[i] = send_one(*make_client(o), o, prompts[i]);
+        bar.advance();
+      });
       at += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(gap(rng)));
     }
   } else {
@@ -248,7 +254,10 @@ LoadResult run_load(const LoadOptions& o, const std::vector<std::string>& prompt
     for (int w = 0; w < num_workers; ++w)
       threads.emplace_back([&] {
         auto cli = make_client(o);  // one keep-alive connection per worker
-        for (size_t i = next++; i < prompts.size(); i = next++) out.requests[i] = send_one(*cli, o, prompts[i]);
+        for (size_t i = next++; i < prompts.size(); i = next++) {
+          out.requests[i] = send_one(*cli, o, prompts[i]);
+          bar.advance();
+        }
       });
   }
   for (auto& t : threads) t.join();
