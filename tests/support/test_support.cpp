@@ -15,6 +15,7 @@
 #include <thread>
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -94,8 +95,13 @@ namespace {
 
 // fork + execvp with stdout and stderr to files; returns the child's pid.
 int spawn(const std::vector<std::string>& argv, const std::string& out_path, const std::string& err_path) {
+  const pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid == 0) {
+    // A test process that dies without its destructors (a crash, a kill)
+    // must not leave a server behind: the child dies with it.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) std::_Exit(127);
     int out_fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     int err_fd = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(out_fd, 1);
