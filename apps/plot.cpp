@@ -25,7 +25,10 @@ size_t num_points(const PlotPanel& p) { return p.x_labels.empty() ? p.x.size() :
 std::string datablock(const PlotPanel& p, size_t n) {
   std::string s = fmt::format("$d{} << EOD\n", n);
   for (size_t i = 0; i < num_points(p); ++i) {
-    s += p.x_labels.empty() ? fmt::format("{}", p.x[i]) : quoted(p.x_labels[i]);
+    // Data files quote strings with double quotes (single quotes are for commands).
+    std::string label = p.x_labels.empty() ? "" : p.x_labels[i];
+    label.erase(std::remove(label.begin(), label.end(), '"'), label.end());
+    s += p.x_labels.empty() ? fmt::format("{}", p.x[i]) : "\"" + label + "\"";
     for (const PlotSeries& ser : p.series) s += fmt::format(" {}", ser.y[i]);
     s += "\n";
   }
