@@ -23,7 +23,8 @@ const trace = (what) => { if (process.env.KVLM_WEB_TRACE) console.error(`${Date.
 async function launch(profile) {
   const chrome = spawn("chromium", ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
     "--no-first-run", "--no-default-browser-check", "--remote-debugging-port=0", `--user-data-dir=${profile}`,
-    "--window-size=1280,800", "about:blank"], { stdio: ["ignore", "ignore", "pipe"] });
+    "--window-size=1280,800", "about:blank"], { stdio: ["ignore", "ignore", "pipe"], detached: true });
+  // detached: its own process group, so its helper processes can be ended with it.
   let err = "";
   const port = await new Promise((resolve, reject) => {
     chrome.stderr.on("data", (d) => {
@@ -151,7 +152,11 @@ async function main() {
       await evaluate(s, `document.getElementById("max-tokens").value = "${args.stop}"`);
       await typeAndSend(s, "Tell me a very long story.");
       await waitFor(s, `${lastReply}?.querySelector(".text").textContent.length > 0`, "the long reply to start");
+      if (process.env.KVLM_WEB_TRACE) trace("stop: " + JSON.stringify(await evaluate(s, `(() => { const b = document.getElementById("stop");
+        const r = b.getBoundingClientRect(); const at = document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2);
+        return { disabled: b.disabled, at: at && at.id, len: document.querySelector("#messages .message.assistant:last-of-type .text").textContent.length }; })()`)));
       await click(s, "#stop");
+      trace("clicked");
       await waitFor(s, `${lastReply}?.dataset.done === "true"`, "the stopped reply");
       out.stopped = await evaluate(s, `Object.assign({}, ${lastReply}.querySelector(".stats")?.dataset)`);
       trace("stopped");
@@ -167,10 +172,11 @@ async function main() {
   } finally {
     if (chrome.exitCode === null && chrome.signalCode === null) {
       const exited = new Promise((r) => chrome.once("exit", r));
-      chrome.kill("SIGKILL");
+      process.kill(-chrome.pid, "SIGKILL");  // the browser and its helpers (renderer, GPU, crashpad)
       await exited;
     }
-    rmSync(profile, { recursive: true, force: true });
+    // A helper may still be writing its last file as it dies.
+    rmSync(profile, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
   }
   // Exit once written: idle keep-alive sockets would hold the process open.
   process.stdout.write(JSON.stringify(out) + "\n", () => process.exit(0));

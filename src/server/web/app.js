@@ -5,7 +5,7 @@
 
 const $ = (id) => document.getElementById(id);
 const KEY_STORAGE = "kvlm.apiKey";
-const state = { history: [], chat: true, controller: null, busy: false, keyRefused: false };
+const state = { history: [], chat: true, controller: null, busy: false, keyRefused: false, polling: false };
 
 // --- API key: asked for once, on the first 401, and kept in localStorage.
 function apiKey() { return localStorage.getItem(KEY_STORAGE) || ""; }
@@ -25,14 +25,20 @@ function askForKey() {
 
 async function api(path, options = {}, retried = false) {
   const headers = Object.assign({ "Content-Type": "application/json" }, options.headers || {});
-  if (apiKey()) headers.Authorization = "Bearer " + apiKey();
+  const sentKey = apiKey();
+  if (sentKey) headers.Authorization = "Bearer " + sentKey;
   const res = await fetch(path, Object.assign({}, options, { headers }));
-  if (res.status === 401 && !retried && !state.keyRefused && askForKey()) return api(path, options, true);
+  if (res.status !== 401 || retried) return res;
+  // Requests that were in flight together all get a 401: only the first
+  // asks, the others retry with the key it stored.
+  if (apiKey() !== sentKey || (!state.keyRefused && askForKey())) return api(path, options, true);
   return res;
 }
 
 // --- The live panel.
 async function refreshStatus() {
+  if (state.polling) return;  // a slow server: one poll at a time
+  state.polling = true;
   try {
     const res = await api("/v1/status");
     if (!res.ok) return;
@@ -49,6 +55,8 @@ async function refreshStatus() {
       `${s.requests_finished} requests served, ${s.generation_tokens_total} tokens generated.`;
   } catch (e) {
     $("st-note").textContent = "Server unreachable.";
+  } finally {
+    state.polling = false;
   }
 }
 
@@ -69,9 +77,12 @@ function addMessage(role, text) {
   body.textContent = text;
   div.appendChild(body);
   $("messages").appendChild(div);
-  div.scrollIntoView({ block: "end" });
+  scrollToEnd();
   return div;
 }
+
+// Scrolls the message pane (not the page) to its end.
+function scrollToEnd() { $("messages").scrollTop = $("messages").scrollHeight; }
 
 function showStats(div, stats) {
   const span = document.createElement("span");
@@ -133,6 +144,15 @@ async function send(userText) {
   }
   const start = performance.now();
   let first = 0, last = 0, text = "", usage = null, stopped = false;
+  // Text reaches the page once per frame: a fast model sends hundreds of
+  // chunks a second, and laying out each one would starve the page.
+  let shown = 0, frame = 0;
+  const render = () => {
+    frame = 0;
+    textEl.append(text.slice(shown));
+    shown = text.length;
+    scrollToEnd();
+  };
   state.controller = new AbortController();
   try {
     const res = await api(state.chat ? "/v1/chat/completions" : "/v1/completions",
@@ -150,10 +170,11 @@ async function send(userText) {
       last = performance.now();
       if (!first) first = last;
       text += delta;
-      textEl.textContent = text;
-      reply.scrollIntoView({ block: "end" });
+      if (!frame) frame = requestAnimationFrame(render);
     });
   } catch (e) {
+    if (frame) cancelAnimationFrame(frame);
+    render();
     if (e.name === "AbortError") {
       stopped = true;
     } else {
@@ -161,17 +182,23 @@ async function send(userText) {
       textEl.textContent = text + (text ? "\n" : "") + "Error: " + e.message;
     }
   }
+  if (frame) cancelAnimationFrame(frame);
+  if (shown < text.length) render();
   if (state.chat && text) state.history.push({ role: "user", content: userText }, { role: "assistant", content: text });
   const generated = usage ? usage.completion_tokens : null;
   if (usage || stopped) {
-    const decodeS = (last - first) / 1000;
+    // Decode speed between the first and last token. A short reply arrives
+    // in a few reads whose timing says little (tens of thousands of
+    // tokens/s), so under 100 ms it is taken over the whole request instead.
     const n = generated === null ? 0 : generated;
+    const decode = last - first >= 100;
+    const decodeS = (decode ? last - first : last - start) / 1000;
     showStats(reply, {
       promptTokens: usage ? usage.prompt_tokens : "?",
       cachedTokens: usage && usage.prompt_tokens_details ? usage.prompt_tokens_details.cached_tokens : 0,
       completionTokens: generated === null ? "?" : generated,
       ttftMs: first ? Math.round(first - start) : "?",
-      tokensPerS: n > 1 && decodeS > 0 ? ((n - 1) / decodeS).toFixed(1) : "?",
+      tokensPerS: n > 1 && decodeS > 0 ? ((decode ? n - 1 : n) / decodeS).toFixed(1) : "?",
       stopped: String(stopped),
     });
   }
