@@ -152,6 +152,25 @@ TEST(BenchServe, CountsChunksWithoutUsageAndSweepsConcurrency) {
   EXPECT_EQ(test::read_file(png).substr(1, 3), "PNG");
 }
 
+// Open loop: requests start at Poisson arrival times whatever is running.
+TEST(BenchServe, RateStartsRequestsOnTheirOwn) {
+  StubServer stub(/*fail_every=*/0, /*send_usage=*/true);
+  auto r = test::run_kvlm({"bench", "serve", "--url", stub.url(), "--requests", "6", "--rate", "200", "--prompt-len",
+                           "3", "--gen-len", "2", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json run = Json::parse(r.out)["runs"][0];
+  EXPECT_TRUE(run["concurrency"].is_null());
+  EXPECT_EQ(run["rate"], 200.0);
+  EXPECT_EQ(run["completed"], 6);
+  EXPECT_EQ(run["generated_tokens"], 12);
+  // --rate with --concurrency, or with --plot, is refused.
+  r = test::run_kvlm({"bench", "serve", "--url", stub.url(), "--rate", "1", "--concurrency", "2"});
+  EXPECT_NE(r.exit_code, 0);
+  r = test::run_kvlm({"bench", "serve", "--url", stub.url(), "--rate", "1", "--plot", "x.png"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--plot draws against concurrency"), std::string::npos) << r.err;
+}
+
 TEST(BenchServe, UnreachableServerIsAClearError) {
   auto r = test::run_kvlm({"bench", "serve", "--url", "http://127.0.0.1:1", "--requests", "1"});
   EXPECT_NE(r.exit_code, 0);
