@@ -111,10 +111,23 @@ bool wait_until(const std::function<bool()>& cond, std::chrono::seconds limit) {
   return cond();
 }
 
+// cpp-httplib builds function-local statics on first use: regexes in the
+// client (this process) and the chunked "0\r\n\r\n" marker in the server.
+// One whole streamed request before the concurrent ones builds them first:
+// ThreadSanitizer cannot see the guards inside the uninstrumented library
+// and would report their first concurrent use as a race.
+void warm_up_http_client(int port) {
+  httplib::Client cli("127.0.0.1", port);
+  auto res = cli.Post("/v1/completions", R"({"prompt":"Once","max_tokens":1,"stream":true})", "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_NE(res->body.find("[DONE]"), std::string::npos) << res->body;
+}
+
 TEST(ServerDrain, SigtermLetsEveryRunningStreamFinish) {
   constexpr int kStreams = 8, kMaxTokens = 500;  // the model's context is 512
   test::ServerProcess server({"-m", slow_model(), "-t", "1", "--drain-timeout", "120"});
   ASSERT_GT(server.port(), 0);
+  warm_up_http_client(server.port());
   std::vector<std::unique_ptr<StreamingRequest>> streams;
   for (int i = 0; i < kStreams; ++i) streams.push_back(std::make_unique<StreamingRequest>(server.port(), kMaxTokens));
   ASSERT_TRUE(wait_until([&] { return std::all_of(streams.begin(), streams.end(), [](auto& s) { return s->started(); }); },
@@ -151,6 +164,7 @@ TEST(ServerDrain, DeadlineCancelsWhatIsStillRunning) {
   constexpr int kMaxTokens = 500;
   test::ServerProcess server({"-m", slow_model(), "-t", "1", "--drain-timeout", "0.05"});
   ASSERT_GT(server.port(), 0);
+  warm_up_http_client(server.port());
   std::vector<std::unique_ptr<StreamingRequest>> streams;
   for (int i = 0; i < 4; ++i) streams.push_back(std::make_unique<StreamingRequest>(server.port(), kMaxTokens));
   ASSERT_TRUE(wait_until([&] { return std::all_of(streams.begin(), streams.end(), [](auto& s) { return s->started(); }); },
@@ -176,6 +190,7 @@ TEST(ServerDrain, DeadlineCancelsWhatIsStillRunning) {
 TEST(ServerDrain, SecondSignalExitsAtOnce) {
   test::ServerProcess server({"-m", slow_model(), "-t", "1", "--drain-timeout", "120", "--max-seqs", "1"});
   ASSERT_GT(server.port(), 0);
+  warm_up_http_client(server.port());
   StreamingRequest a(server.port(), 500), b(server.port(), 500), c(server.port(), 500);
   ASSERT_TRUE(wait_until([&] { return a.started() || b.started() || c.started(); }, std::chrono::seconds(60)));
   server.send_signal(SIGTERM);
