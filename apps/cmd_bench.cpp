@@ -1,6 +1,7 @@
 // kvlm bench <kind>: benchmarks through the real engine.
 //   batch — keep C requests in flight until N finish; throughput, TTFT, ITL.
 //   model — forward-pass speed alone: prompt processing and generation.
+//   serve — an OpenAI-compatible server over HTTP (bench_serve.cpp).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -15,9 +16,13 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/bench_kv.h"
+#include "apps/bench_stats.h"
 #include "apps/commands.h"
+#include "apps/plot.h"
 #include "apps/engine_options.h"
+#include "apps/model_loading.h"
 #include "common/error.h"
+#include "common/progress.h"
 #include "backend/threads.h"
 #include "model/model.h"
 #include "runner/sampler.h"
@@ -26,77 +31,33 @@
 namespace kvlm::apps {
 namespace {
 
-struct Summary {
-  double mean = 0, p50 = 0, p99 = 0;
+struct BatchWork {
+  std::vector<std::vector<int32_t>> prompts;
+  int gen_len = 0;
 };
 
-Summary summarize(std::vector<double> v) {
-  Summary s;
-  if (v.empty()) return s;
-  std::sort(v.begin(), v.end());
-  double sum = 0;
-  for (double x : v) sum += x;
-  s.mean = sum / v.size();
-  auto pct = [&](double p) {
-    size_t i = static_cast<size_t>(std::ceil(p * v.size())) - 1;
-    return v[std::min(i, v.size() - 1)];
-  };
-  s.p50 = pct(0.50);
-  s.p99 = pct(0.99);
-  return s;
-}
-
-nlohmann::json to_json(const Summary& s) { return {{"mean", s.mean}, {"p50", s.p50}, {"p99", s.p99}}; }
-
-int bench_batch(int argc, char** argv) {
-  CLI::App app{"Throughput and latency with C requests in flight until N finish", "kvlm bench batch"};
-  EngineOptions eo;
-  add_engine_options(app, eo);
-  int num_requests = 32, concurrency = 8, prompt_len = 128, gen_len = 64, shared_prefix = 0;
-  uint64_t seed = 1;
-  bool json = false;
-  app.add_option("--requests", num_requests, "requests in total")->capture_default_str();
-  app.add_option("--concurrency", concurrency, "requests in flight")->capture_default_str();
-  app.add_option("--prompt-len", prompt_len, "prompt tokens per request")->capture_default_str();
-  app.add_option("--gen-len", gen_len, "generated tokens per request")->capture_default_str();
-  app.add_option("--shared-prefix", shared_prefix, "leading prompt tokens shared by all requests")->capture_default_str();
-  app.add_option("--seed", seed, "seed of the random prompts")->capture_default_str();
-  app.add_flag("--json", json, "print one JSON object");
-  CLI11_PARSE(app, argc, argv);
-  if (num_requests < 1 || concurrency < 1 || prompt_len < 1 || gen_len < 1)
-    throw_error(ErrorCode::kInvalidArgument, "--requests, --concurrency, --prompt-len and --gen-len must be positive");
-  if (shared_prefix < 0 || shared_prefix > prompt_len)
-    throw_error(ErrorCode::kInvalidArgument, "--shared-prefix must be in [0, --prompt-len]");
-
-  auto engine = start_engine(eo);
-  const int32_t vocab = engine->model().config().vocab_size;
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int32_t> pick(0, vocab - 1);
-  std::vector<int32_t> prefix(shared_prefix);
-  for (auto& t : prefix) t = pick(rng);
-  std::vector<std::vector<int32_t>> prompts(num_requests);
-  for (auto& p : prompts) {
-    p = prefix;
-    while (static_cast<int>(p.size()) < prompt_len) p.push_back(pick(rng));
-  }
-
+// One run: C workers keep C requests in flight until every prompt is done.
+nlohmann::json run_batch(Engine& engine, const BatchWork& work, int concurrency) {
+  const int num_requests = static_cast<int>(work.prompts.size());
   std::atomic<int> next{0};
   std::mutex mu;
   std::vector<RequestStats> stats;
   std::optional<Error> failure;
+  ProgressBar bar(fmt::format("concurrency {}", concurrency), num_requests, "requests");
   auto t0 = std::chrono::steady_clock::now();
   auto worker = [&] {
     for (int i = next++; i < num_requests; i = next++) {
       GenerateRequest g;
-      g.prompt_tokens = prompts[i];
-      g.max_tokens = gen_len;
+      g.prompt_tokens = work.prompts[i];
+      g.max_tokens = work.gen_len;
       g.ignore_eos = true;
       g.sampling.temperature = 0.f;
       try {
-        auto stream = engine->submit(g);
+        auto stream = engine.submit(g);
         std::optional<Error> err;
         while (auto ev = stream->next())
           if (ev->error) err = ev->error;
+        bar.advance();
         std::lock_guard lock(mu);
         if (err) failure = err;
         stats.push_back(stream->stats());
@@ -122,15 +83,12 @@ int bench_batch(int argc, char** argv) {
     cached += s.num_cached_tokens;
     generated += s.num_generated_tokens;
   }
-  EngineMetrics m = engine->metrics();
-  nlohmann::json out = {
-      {"model", eo.model_path},
+  EngineMetrics m = engine.metrics();
+  return {
       {"requests", num_requests},
       {"concurrency", concurrency},
-      {"prompt_len", prompt_len},
-      {"gen_len", gen_len},
-      {"shared_prefix", shared_prefix},
       {"wall_s", wall},
+      {"requests_per_s", num_requests / wall},
       {"prompt_tokens_per_s", prompt_tokens / wall},
       {"generated_tokens_per_s", generated / wall},
       {"ttft_ms", to_json(summarize(ttft))},
@@ -142,20 +100,98 @@ int bench_batch(int argc, char** argv) {
       {"preemptions", m.num_preemptions},
       {"steps", m.num_steps},
   };
+}
+
+void print_batch_run(const nlohmann::json& r) {
+  auto stat = [&](const char* key, const char* s) { return r[key][s].get<double>(); };
+  fmt::print("concurrency {} | wall {:.2f} s | {:.2f} req/s | prompt {:.1f} tok/s | generated {:.1f} tok/s\n",
+             r["concurrency"].get<int>(), r["wall_s"].get<double>(), r["requests_per_s"].get<double>(),
+             r["prompt_tokens_per_s"].get<double>(), r["generated_tokens_per_s"].get<double>());
+  fmt::print("  TTFT ms: mean {:.2f} p50 {:.2f} p90 {:.2f} p99 {:.2f} | ITL ms: mean {:.2f} p50 {:.2f} p90 {:.2f} p99 {:.2f}\n",
+             stat("ttft_ms", "mean"), stat("ttft_ms", "p50"), stat("ttft_ms", "p90"), stat("ttft_ms", "p99"),
+             stat("itl_ms", "mean"), stat("itl_ms", "p50"), stat("itl_ms", "p90"), stat("itl_ms", "p99"));
+  fmt::print("  prefix hit rate {:.3f} | peak KV blocks {} of {} | preemptions {} | steps {}\n",
+             r["prefix_hit_rate"].get<double>(), r["peak_kv_blocks"].get<int>(), r["kv_blocks"].get<int>(),
+             r["preemptions"].get<int64_t>(), r["steps"].get<int64_t>());
+}
+
+LoadPoint batch_point(const nlohmann::json& r) {
+  return {r["concurrency"].get<double>(), r["requests_per_s"].get<double>(), r["generated_tokens_per_s"].get<double>(),
+          r["ttft_ms"]["p50"].get<double>(), r["itl_ms"]["p50"].get<double>(), r["e2e_ms"]["p50"].get<double>()};
+}
+
+int bench_batch(int argc, char** argv) {
+  CLI::App app{"Throughput and latency with C requests in flight until N finish", "kvlm bench batch"};
+  EngineOptions eo;
+  add_engine_options(app, eo);
+  int num_requests = 32, concurrency = 8, prompt_len = 128, gen_len = 64, shared_prefix = 0;
+  uint64_t seed = 1;
+  bool json = false;
+  std::vector<int> sweep;
+  std::string plot_path;
+  app.add_option("--requests", num_requests, "requests in total")->capture_default_str();
+  app.add_option("--concurrency", concurrency, "requests in flight")->capture_default_str();
+  app.add_option("--prompt-len", prompt_len, "prompt tokens per request")->capture_default_str();
+  app.add_option("--gen-len", gen_len, "generated tokens per request")->capture_default_str();
+  app.add_option("--shared-prefix", shared_prefix, "leading prompt tokens shared by all requests")->capture_default_str();
+  app.add_option("--seed", seed, "seed of the random prompts")->capture_default_str();
+  app.add_option("--sweep", sweep, "one run per concurrency, e.g. 1,2,4,8,16")->delimiter(',');
+  app.add_option("--plot", plot_path, "write throughput and latency against concurrency to this PNG (gnuplot)");
+  app.add_flag("--json", json, "print one JSON object");
+  CLI11_PARSE(app, argc, argv);
+  if (num_requests < 1 || concurrency < 1 || prompt_len < 1 || gen_len < 1)
+    throw_error(ErrorCode::kInvalidArgument, "--requests, --concurrency, --prompt-len and --gen-len must be positive");
+  if (shared_prefix < 0 || shared_prefix > prompt_len)
+    throw_error(ErrorCode::kInvalidArgument, "--shared-prefix must be in [0, --prompt-len]");
+  for (int c : sweep)
+    if (c < 1) throw_error(ErrorCode::kInvalidArgument, "--sweep takes positive concurrencies, got {}", c);
+  if (sweep.empty()) sweep = {concurrency};
+
+  auto engine = start_engine(eo);
+  const int32_t vocab = engine->model().config().vocab_size;
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> pick(0, vocab - 1);
+  std::vector<int32_t> prefix(shared_prefix);
+  for (auto& t : prefix) t = pick(rng);
+  BatchWork work{std::vector<std::vector<int32_t>>(num_requests), gen_len};
+  for (auto& p : work.prompts) {
+    p = prefix;
+    while (static_cast<int>(p.size()) < prompt_len) p.push_back(pick(rng));
+  }
+  std::vector<nlohmann::json> runs;
+  for (int c : sweep) runs.push_back(run_batch(*engine, work, c));
+  if (!plot_path.empty()) {
+    std::vector<LoadPoint> points;
+    for (const auto& r : runs) points.push_back(batch_point(r));
+    write_load_plot(plot_path, fmt::format("kvlm bench batch: {} ({} requests, prompt {}, gen {})", eo.model_path,
+                                           num_requests, prompt_len, gen_len), points);
+  }
   if (json) {
+    // One run: its fields at the top level (as before --sweep); more: a list.
+    nlohmann::json out = runs.size() == 1 ? runs[0] : nlohmann::json{{"runs", runs}};
+    out.update({{"model", eo.model_path}, {"prompt_len", prompt_len}, {"gen_len", gen_len}, {"shared_prefix", shared_prefix}});
     fmt::print("{}\n", out.dump());
   } else {
-    Summary t = summarize(ttft), l = summarize(itl);
-    fmt::print("requests {} concurrency {} prompt {} gen {} shared prefix {}\n", num_requests, concurrency,
-               prompt_len, gen_len, shared_prefix);
-    fmt::print("wall {:.2f} s | prompt {:.1f} tok/s | generated {:.1f} tok/s\n", wall, prompt_tokens / wall, generated / wall);
-    fmt::print("TTFT ms: mean {:.2f} p50 {:.2f} p99 {:.2f} | ITL ms: mean {:.2f} p50 {:.2f} p99 {:.2f}\n", t.mean,
-               t.p50, t.p99, l.mean, l.p50, l.p99);
-    fmt::print("prefix hit rate {:.3f} | peak KV blocks {} of {} | preemptions {} | steps {}\n",
-               out["prefix_hit_rate"].get<double>(), m.peak_kv_blocks_used, m.num_kv_blocks, m.num_preemptions,
-               m.num_steps);
+    fmt::print("requests {} prompt {} gen {} shared prefix {}\n", num_requests, prompt_len, gen_len, shared_prefix);
+    for (const auto& r : runs) print_batch_run(r);
   }
   return 0;
+}
+
+// pp and tg tokens/s as bars, with their standard deviation in the label.
+void write_model_plot(const std::string& path, const nlohmann::json& out) {
+  PlotPanel panel;
+  panel.title = fmt::format("{} threads, KV {}", out["threads"].get<int>(), out["kv_type"].get<std::string>());
+  panel.y_label = "tokens/s";
+  PlotSeries speed{"tokens/s", {}, false};
+  for (const char* kind : {"pp", "tg"}) {
+    if (!out.contains(kind)) continue;
+    const auto& k = out[kind];
+    panel.x_labels.push_back(fmt::format("{}{} (±{:.0f})", kind, k["tokens"].get<int>(), k["stddev"].get<double>()));
+    speed.y.push_back(k["tokens_per_s"].get<double>());
+  }
+  panel.series = {speed};
+  write_plot_png(path, fmt::format("kvlm bench model: {}", out["model"].get<std::string>()), {panel});
 }
 
 // Raw model speed as llama-bench reports it: pp = prompt processing (one
@@ -174,18 +210,21 @@ int bench_model(int argc, char** argv) {
   app.add_option("-r,--repetitions", reps, "repetitions")->capture_default_str();
   app.add_option("--kv-type", kv_type, "KV cache type: f16, f32, q8_0")->capture_default_str();
   app.add_flag("--json", json, "print one JSON object");
+  std::string plot_path;
+  app.add_option("--plot", plot_path, "write a bar chart of the speeds to this PNG (gnuplot)");
   CLI11_PARSE(app, argc, argv);
   if (pp < 0 || tg < 0 || reps < 1 || pp + tg == 0)
     throw_error(ErrorCode::kInvalidArgument, "-p and -n must be >= 0 (not both 0) and -r >= 1");
   set_num_threads(threads);
-  auto model = Model::load(model_path);
+  auto model = load_model(model_path);
   SequenceEvaluator eval(*model, std::max(pp, 1) + tg, parse_kv_type(kv_type));
   const int32_t vocab = model->config().vocab_size;
   std::mt19937 rng(42);
   std::uniform_int_distribution<int32_t> pick(0, vocab - 1);
-  auto rate = [&](auto&& body, int n) {
+  auto rate = [&](auto&& body, int n, const char* what) {
+    ProgressBar bar(what, reps + 1, "runs");
     std::vector<double> r;
-    for (int i = 0; i < reps + 1; ++i) {  // the first run warms caches and is dropped
+    for (int i = 0; i < reps + 1; ++i, bar.advance()) {  // the first run warms caches and is dropped
       eval.reset();
       auto t0 = std::chrono::steady_clock::now();
       body();
@@ -207,16 +246,17 @@ int bench_model(int argc, char** argv) {
   if (pp > 0) {
     std::vector<int32_t> prompt(pp);
     for (auto& t : prompt) t = pick(rng);
-    auto [mean, sd] = rate([&] { eval.eval(prompt, /*all_logits=*/false); }, pp);
+    auto [mean, sd] = rate([&] { eval.eval(prompt, /*all_logits=*/false); }, pp, "prompt processing");
     out["pp"] = {{"tokens", pp}, {"tokens_per_s", mean}, {"stddev", sd}};
   }
   if (tg > 0) {
     auto [mean, sd] = rate([&] {
       int32_t t = 1;
       for (int i = 0; i < tg; ++i) t = argmax(eval.eval(std::span<const int32_t>(&t, 1), false));
-    }, tg);
+    }, tg, "generation");
     out["tg"] = {{"tokens", tg}, {"tokens_per_s", mean}, {"stddev", sd}};
   }
+  if (!plot_path.empty()) write_model_plot(plot_path, out);
   if (json) {
     fmt::print("{}\n", out.dump());
   } else {
@@ -235,7 +275,7 @@ int bench_model(int argc, char** argv) {
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
-  const char* usage = "usage: kvlm bench (batch | model | kv) [options]   (kvlm bench <kind> --help)\n";
+  const char* usage = "usage: kvlm bench (batch | model | serve | kv) [options]   (kvlm bench <kind> --help)\n";
   if (argc < 2) {
     std::fputs(usage, stderr);
     return 2;
@@ -244,11 +284,12 @@ int cmd_bench(int argc, char** argv) {
   if (kind == "batch") return bench_batch(argc - 1, argv + 1);
   if (kind == "model") return bench_model(argc - 1, argv + 1);
   if (kind == "kv") return bench_kv(argc - 1, argv + 1);
+  if (kind == "serve") return bench_serve(argc - 1, argv + 1);
   if (kind == "-h" || kind == "--help") {
     std::fputs(usage, stdout);
     return 0;
   }
-  throw_error(ErrorCode::kInvalidArgument, "unknown benchmark '{}' (batch, model, kv)", kind);
+  throw_error(ErrorCode::kInvalidArgument, "unknown benchmark '{}' (batch, model, serve, kv)", kind);
 }
 
 }  // namespace kvlm::apps

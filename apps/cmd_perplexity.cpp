@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -12,9 +13,11 @@
 #include "apps/commands.h"
 #include "apps/engine_options.h"
 #include "apps/stream_scoring.h"
+#include "apps/model_loading.h"
 #include "backend/threads.h"
 #include "common/error.h"
 #include "common/mapped_file.h"
+#include "common/progress.h"
 #include "model/model.h"
 #include "runner/sequence_evaluator.h"
 #include "tokenizer/tokenizer.h"
@@ -68,7 +71,7 @@ int cmd_perplexity(int argc, char** argv) {
   set_num_threads(threads);
   const DType kv_dtype = parse_kv_type(kv_type);
   if (n_ctx < 4) throw_error(ErrorCode::kInvalidArgument, "--ctx-size {} is too small", n_ctx);
-  auto model = Model::load(model_path);
+  auto model = load_model(model_path);
   auto tokenizer = Tokenizer::from_metadata(model->gguf().metadata());
   const std::string text = read_file_bytes(text_path);
   const std::vector<int32_t> tokens = tokenizer->encode(text, /*add_special=*/true, /*parse_special=*/false);
@@ -84,6 +87,11 @@ int cmd_perplexity(int argc, char** argv) {
   double nll = 0, nll2 = 0;
   int64_t count = 0;
   auto t0 = std::chrono::steady_clock::now();
+  // A terminal gets a bar with the perplexity so far; a log gets one
+  // "[chunk]ppl" per chunk, as llama.cpp prints it.
+  const bool tty = ProgressBar::enabled();
+  std::optional<ProgressBar> bar;
+  if (tty) bar.emplace("perplexity", num_chunks, "chunks");
   for (int c = 0; c < num_chunks; ++c) {
     std::vector<int32_t> chunk(tokens.begin() + static_cast<size_t>(c) * n_ctx,
                                tokens.begin() + static_cast<size_t>(c + 1) * n_ctx);
@@ -101,8 +109,14 @@ int cmd_perplexity(int argc, char** argv) {
       nll2 += v * v;
       ++count;
     }
-    fmt::print(stderr, "[{}]{:.4f} ", c + 1, std::exp(nll / count));
+    if (tty) {
+      bar->set_note(fmt::format("PPL {:.4f}", std::exp(nll / count)));
+      bar->advance();
+    } else {
+      fmt::print(stderr, "[{}]{:.4f} ", c + 1, std::exp(nll / count));
+    }
   }
+  bar.reset();
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   double mean = nll / count;
   double var = nll2 / count - mean * mean;

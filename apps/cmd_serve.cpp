@@ -1,4 +1,6 @@
 // kvlm serve: the OpenAI-compatible HTTP server over one engine.
+#include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -10,10 +12,28 @@
 #include "apps/commands.h"
 #include "apps/engine_options.h"
 #include "common/error.h"
+#include "engine/engine.h"
 #include "model/model.h"
 #include "server/server.h"
 
 namespace kvlm::apps {
+
+namespace {
+
+// One line on how the drain ended. Cancelled requests leave the engine at
+// its next step; wait briefly for that so the block count is final.
+void report_drained(const Engine& engine, size_t num_cancelled) {
+  EngineMetrics m = engine.metrics();
+  for (int i = 0; i < 200 && (m.num_running + m.num_waiting > 0 || m.num_kv_blocks_used > 0); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    m = engine.metrics();
+  }
+  fmt::print(stderr, "kvlm serve: drained ({} requests cancelled); requests left {}, KV blocks in use {}\n",
+             num_cancelled, m.num_running + m.num_waiting, m.num_kv_blocks_used);
+  std::fflush(stderr);
+}
+
+}  // namespace
 
 int cmd_serve(int argc, char** argv) {
   CLI::App app{"Serve the OpenAI-compatible API (completions, chat completions, SSE, metrics)", "kvlm serve"};
@@ -26,6 +46,11 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--served-model-name", sc.model_name, "model name in responses (default: the file's general.name)");
   app.add_option("--chat-template-file", sc.chat_template_file, "Jinja chat template to use instead of the model's");
   app.add_option("--http-threads", sc.num_http_threads, "HTTP worker threads (default: enough for every request)");
+  double drain_timeout_s = 30;
+  app.add_option("--drain-timeout", drain_timeout_s,
+                 "on SIGTERM/SIGINT, seconds to let running requests finish before cancelling them")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
   if (sc.api_key.empty())
     if (const char* key = std::getenv("KVLM_API_KEY")) sc.api_key = key;
@@ -51,16 +76,34 @@ int cmd_serve(int argc, char** argv) {
              engine->config().block_size);
   std::fflush(stderr);
 
+  // First signal: drain (health 503, new work 503, running work finishes or
+  // is cancelled at the deadline), then stop. Second signal: exit at once.
+  std::atomic<bool> exiting{false};
+  std::thread drainer;
   std::thread waiter([&] {
     int sig = 0;
     sigwait(&stop_signals, &sig);
-    fmt::print(stderr, "kvlm serve: signal {}, shutting down\n", sig);
-    server.stop();
+    if (exiting) return;
+    fmt::print(stderr, "kvlm serve: signal {}, draining for up to {} s (a second signal exits at once)\n", sig,
+               drain_timeout_s);
+    drainer = std::thread([&] {
+      const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(drain_timeout_s * 1000));
+      const size_t num_cancelled = server.drain(timeout);
+      report_drained(*engine, num_cancelled);
+      server.stop();
+    });
+    sigwait(&stop_signals, &sig);
+    if (exiting) return;
+    fmt::print(stderr, "kvlm serve: second signal {}, exiting now\n", sig);
+    std::fflush(stderr);
+    std::_Exit(128 + sig);
   });
   server.run();
   // run() also returns if listening failed; wake the waiter either way.
+  exiting = true;
   pthread_kill(waiter.native_handle(), SIGTERM);
   waiter.join();
+  if (drainer.joinable()) drainer.join();
   return 0;
 }
 

@@ -16,4 +16,7 @@ int cmd_serve(int argc, char** argv);       // cmd_serve.cpp
 int cmd_kv(int argc, char** argv);          // cmd_kv.cpp
 int cmd_kv_bench(int argc, char** argv);    // cmd_kv_bench.cpp (kvlm kv bench)
 
+// Benchmark kinds that cmd_bench dispatches to and live in their own file.
+int bench_serve(int argc, char** argv);     // bench_serve.cpp
+
 }  // namespace kvlm::apps

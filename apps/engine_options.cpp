@@ -1,4 +1,5 @@
 #include "apps/engine_options.h"
+#include "apps/model_loading.h"
 
 #include "common/error.h"
 #include "common/log.h"
@@ -81,7 +82,7 @@ EngineConfig make_engine_config(const EngineOptions& o) {
 std::unique_ptr<Engine> start_engine(const EngineOptions& o) {
   if (o.verbose) set_log_level(LogLevel::kInfo);
   EngineConfig config = make_engine_config(o);
-  auto model = Model::load(o.model_path);
+  auto model = load_model(o.model_path);
   auto tokenizer = Tokenizer::from_metadata(model->gguf().metadata());
   if (!o.tiers.disk.empty() || !o.tiers.redis.empty()) {
     // The namespace fingerprints the weights, the KV type and the block size.

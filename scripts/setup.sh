@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs kvlm's dependencies (Debian 12 packages; the openai npm client for
-# the server tests) and builds kvlm.
+# Installs kvlm's dependencies (Debian 12 packages, gnuplot for the bench
+# plots and Chromium for the web page's test; the openai and ws npm packages
+# for the server tests) and builds kvlm.
 # Usage: scripts/setup.sh [--no-install]   (BUILD_DIR=build by default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +13,7 @@ PACKAGES=(
   libpcre2-dev libxxhash-dev libfmt-dev
   libhiredis-dev redis-server redis-tools
   curl
-  gnuplot-nox
+  gnuplot-nox chromium fonts-dejavu-core
 )
 
 apt_install() {
@@ -31,7 +32,8 @@ if [[ "${1:-}" != "--no-install" ]]; then
   # Machines that ship Node.js with npm keep theirs; others get Debian's.
   if ! command -v node >/dev/null || ! command -v npm >/dev/null; then missing+=(nodejs npm); fi
   if ((${#missing[@]})); then apt_install "${missing[@]}"; fi
-  if [[ ! -d tests/npm/node_modules/openai || tests/npm/package-lock.json -nt tests/npm/node_modules ]]; then
+  if [[ ! -d tests/npm/node_modules/openai || ! -d tests/npm/node_modules/ws ||
+        tests/npm/package-lock.json -nt tests/npm/node_modules ]]; then
     npm ci --prefix tests/npm --no-audit --no-fund --loglevel=error
   fi
 fi

@@ -7,6 +7,7 @@
 
 #include <httplib.h>
 
+#include "server/in_flight.h"
 #include "server/openai/protocol.h"
 
 namespace kvlm {
@@ -19,6 +20,7 @@ struct ServerContext {
   std::string model_name;
   std::unique_ptr<ChatTemplate> chat_template;  // null: the model has none (chat requests get 400)
   std::string chat_template_error;              // why it is null
+  InFlightRequests in_flight;                   // generation requests not yet answered in full
 };
 
 // Writes an OpenAI-style error.
@@ -33,5 +35,8 @@ void handle_health(ServerContext& ctx, const httplib::Request& req, httplib::Res
 void handle_metrics(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_tokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_detokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_status(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);  // routes_web.cpp
+// GET / and the chat page's files (no key: the page asks for one).
+void add_web_routes(httplib::Server& http);
 
 }  // namespace kvlm

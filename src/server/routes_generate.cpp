@@ -92,6 +92,14 @@ KvBudget request_budget(const Engine& engine, const openai::GenerationOptions& o
 
 void run(ServerContext& ctx, Generation gen, const httplib::Request& req, httplib::Response& res) {
   Engine& engine = ctx.engine;
+  // Registered before looking at draining(): a drain waits for us or we refuse.
+  std::shared_ptr<InFlightRequests::Ticket> ticket = ctx.in_flight.enter();
+  if (ctx.in_flight.draining()) {
+    res.set_header("Connection", "close");
+    send_error(res, {503, "the server is shutting down; send the request to another replica", std::nullopt,
+                     "server_error"});
+    return;
+  }
   const int32_t num_prompt = static_cast<int32_t>(gen.prompt.size());
   const KvBudget budget = request_budget(engine, gen.options);
   // With a budget and kv_shift, positions stay inside the budget: no context end.
@@ -138,6 +146,7 @@ void run(ServerContext& ctx, Generation gen, const httplib::Request& req, httpli
     send_error(res, from_error(e));
     return;
   }
+  if (!ticket->set_request(stream->id())) engine.cancel(stream->id());  // the drain's deadline has passed
 
   auto usage_of = [num_prompt](const RequestStats& st) {
     return openai::Usage{num_prompt, st.num_generated_tokens, st.num_cached_tokens};
@@ -209,7 +218,8 @@ void run(ServerContext& ctx, Generation gen, const httplib::Request& req, httpli
   const RequestId rid = stream->id();
   res.set_chunked_content_provider(
       "text/event-stream",
-      [&ctx, want_logprobs, echoed_first, gen = std::move(gen), stream, state, usage_of](size_t, httplib::DataSink& sink) {
+      [&ctx, want_logprobs, echoed_first, gen = std::move(gen), stream, state, usage_of,
+       ticket](size_t, httplib::DataSink& sink) {
         auto ev = stream->next_for(kHeartbeat);
         if (!ev) {
           if (stream->done()) {

@@ -37,7 +37,13 @@ void handle_models(ServerContext& ctx, const httplib::Request&, httplib::Respons
   res.set_content(Json{{"object", "list"}, {"data", Json::array({model})}}.dump(), "application/json");
 }
 
-void handle_health(ServerContext&, const httplib::Request&, httplib::Response& res) {
+// 503 while draining, so load balancers stop sending before the port closes.
+void handle_health(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
+  if (ctx.in_flight.draining()) {
+    res.status = 503;
+    res.set_content(R"({"status":"draining"})", "application/json");
+    return;
+  }
   res.set_content(R"({"status":"ok"})", "application/json");
 }
 

@@ -14,7 +14,7 @@
 namespace kvlm {
 
 struct Server::Impl {
-  Impl(Engine& engine, ServerConfig c) : config(std::move(c)), ctx{engine, config.model_name, nullptr, ""} {}
+  Impl(Engine& engine, ServerConfig c) : config(std::move(c)), ctx{engine, config.model_name, nullptr, "", {}} {}
   ServerConfig config;
   ServerContext ctx;
   httplib::Server http;
@@ -76,6 +76,8 @@ Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Imp
   s.http.Post("/detokenize", route(handle_detokenize, true));
   s.http.Get("/health", route(handle_health, false));
   s.http.Get("/metrics", route(handle_metrics, false));
+  s.http.Get("/v1/status", route(handle_status, true));
+  add_web_routes(s.http);
 
   s.http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     // Routing misses and transport-level refusals (e.g. 413) as JSON.
@@ -120,6 +122,8 @@ void Server::run() {
   if (impl_->port < 0) bind();
   impl_->http.listen_after_bind();
 }
+
+size_t Server::drain(std::chrono::milliseconds timeout) { return impl_->ctx.in_flight.drain(impl_->ctx.engine, timeout); }
 
 void Server::stop() {
   if (impl_->http.is_running()) impl_->http.stop();

@@ -4,14 +4,18 @@
 //   POST /v1/chat/completions   messages through the model's chat template
 //   GET  /v1/models             the served model
 //   POST /tokenize, /detokenize the model's tokenizer
-//   GET  /health                200 once the engine is up
+//   GET  /health                200 once the engine is up, 503 while draining
 //   GET  /metrics               Prometheus exposition of the engine's metrics
+//   GET  /v1/status             the engine's load as JSON (the chat page's live panel)
+//   GET  /                      the chat page (web/, embedded in the binary)
 //
 // Errors are OpenAI-style JSON ({"error": {"message", "type", "param",
 // "code"}}) with the matching status. With an API key, /v1/* and the
 // tokenizer routes need "Authorization: Bearer <key>".
 #pragma once
 
+#include <chrono>
+#include <cstddef>
 #include <memory>
 #include <optional>
 #include <string>
@@ -44,6 +48,12 @@ class Server {
   // Serves until stop() (from another thread or a signal handler's thread).
   void run();
   void stop();
+  // Graceful shutdown, called from another thread while run() serves: from
+  // now on /health answers 503 and new generation requests get 503; waits
+  // up to `timeout` for running ones to finish, cancels the rest (their
+  // streams end with a finish reason and [DONE]) and waits for their
+  // answers to be written. Returns how many were cancelled. Call stop() after.
+  size_t drain(std::chrono::milliseconds timeout);
 
  private:
   struct Impl;

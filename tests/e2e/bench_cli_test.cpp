@@ -40,5 +40,24 @@ TEST(BenchCli, ModelReportsPromptAndGenerationSpeed) {
   EXPECT_NE(r.err.find("unknown benchmark 'nothing'"), std::string::npos) << r.err;
 }
 
+// --sweep gives one run per concurrency; --plot writes the chart (gnuplot).
+TEST(BenchCli, BatchSweepsAndBothPlot) {
+  const std::string batch_png = test::temp_dir() + "/bench-batch.png";
+  auto r = test::run_kvlm({"bench", "batch", "-m", test::shared_path("models/stories260K.gguf"), "--requests", "4",
+                           "--sweep", "1,2", "--prompt-len", "16", "--gen-len", "4", "--plot", batch_png, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["runs"].size(), 2u) << r.out;
+  EXPECT_EQ(j["runs"][0]["concurrency"], 1);
+  EXPECT_EQ(j["runs"][1]["concurrency"], 2);
+  for (const auto& run : j["runs"]) EXPECT_GT(run["requests_per_s"].get<double>(), 0);
+  EXPECT_EQ(test::read_file(batch_png).substr(1, 3), "PNG");
+  const std::string model_png = test::temp_dir() + "/bench-model.png";
+  r = test::run_kvlm({"bench", "model", "-m", test::shared_path("models/stories260K.gguf"), "-p", "16", "-n", "4",
+                      "-r", "1", "--plot", model_png});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(test::read_file(model_png).substr(1, 3), "PNG");
+}
+
 }  // namespace
 }  // namespace kvlm

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -94,8 +95,13 @@ namespace {
 
 // fork + execvp with stdout and stderr to files; returns the child's pid.
 int spawn(const std::vector<std::string>& argv, const std::string& out_path, const std::string& err_path) {
+  const pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid == 0) {
+    // A test process that dies without its destructors (a crash, a kill)
+    // must not leave a server behind: the child dies with it.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) std::_Exit(127);
     int out_fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     int err_fd = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(out_fd, 1);
@@ -188,6 +194,22 @@ CommandResult ServerProcess::stop() {
   r.err = read_so_far(err_path_);
   return r;
 }
+
+void ServerProcess::send_signal(int sig) {
+  if (pid_ > 0) ::kill(pid_, sig);
+}
+
+CommandResult ServerProcess::wait() {
+  CommandResult r;
+  if (pid_ > 0) {
+    r.exit_code = wait_exit_code(pid_);
+    pid_ = -1;
+  }
+  r.err = read_so_far(err_path_);
+  return r;
+}
+
+std::string ServerProcess::err_so_far() const { return read_so_far(err_path_); }
 
 ServerProcess::~ServerProcess() { stop(); }
 

@@ -41,6 +41,12 @@ class ServerProcess {
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   // Stops the server (SIGTERM) and returns its exit code and stderr.
   CommandResult stop();
+  // Sends `sig` to the server, which keeps running until it exits by itself.
+  void send_signal(int sig);
+  // Waits for the server to exit; its exit code and stderr.
+  CommandResult wait();
+  // What the server has written to stderr so far.
+  std::string err_so_far() const;
 
  private:
   int pid_ = -1;
