@@ -15,5 +15,6 @@ int cmd_bench(int argc, char** argv);       // cmd_bench.cpp
 int cmd_serve(int argc, char** argv);       // cmd_serve.cpp
 int cmd_kv(int argc, char** argv);          // cmd_kv.cpp
 int cmd_kv_bench(int argc, char** argv);    // cmd_kv_bench.cpp (kvlm kv bench)
+int cmd_make_model(int argc, char** argv);  // cmd_make_model.cpp
 
 }  // namespace kvlm::apps
