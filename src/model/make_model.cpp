@@ -54,7 +54,7 @@ uint32_t file_type(DType t) {
     case DType::kF16: return 1;
     case DType::kQ4_0: return 2;
     case DType::kQ8_0: return 7;
-    case DType::kQ4_K: return 15;  // Q4_K_M
+    case DType::kQ4_K: return 14;  // Q4_K_S: every matrix Q4_K
     case DType::kQ6_K: return 18;
     case DType::kBF16: return 32;
     default: return 0;
