@@ -15,6 +15,7 @@ int cmd_bench(int argc, char** argv);       // cmd_bench.cpp
 int cmd_serve(int argc, char** argv);       // cmd_serve.cpp
 int cmd_kv(int argc, char** argv);          // cmd_kv.cpp
 int cmd_kv_bench(int argc, char** argv);    // cmd_kv_bench.cpp (kvlm kv bench)
+int cmd_make_model(int argc, char** argv);  // cmd_make_model.cpp
 
 // Benchmark kinds that cmd_bench dispatches to and live in their own file.
 int bench_serve(int argc, char** argv);     // bench_serve.cpp

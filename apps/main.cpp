@@ -25,6 +25,7 @@ constexpr Command kCommands[] = {
     {"tokenize", kvlm::apps::cmd_tokenize, "tokenize text with a model's vocabulary"},
     {"inspect", kvlm::apps::cmd_inspect, "print a GGUF file's metadata and tensors"},
     {"template", kvlm::apps::cmd_template, "render a chat template over a messages file"},
+    {"make-model", kvlm::apps::cmd_make_model, "write a random-weight GGUF of a real model's shape"},
     {"kv", kvlm::apps::cmd_kv, "KV tier tools: stat, verify, clear a disk tier; bench a tier"},
 };
 

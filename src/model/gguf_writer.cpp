@@ -1,8 +1,11 @@
 #include "model/gguf_writer.h"
 
+#include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 
+#include "common/assert.h"
 #include "common/error.h"
 
 namespace kvlm {
@@ -10,6 +13,8 @@ namespace {
 
 class ByteSink {
  public:
+  // Reserving also quiets GCC 12's false -Wstringop-overflow on inserts into an empty vector.
+  ByteSink() { bytes_.reserve(4096); }
   template <typename T>
   void put(T v) {
     const auto* p = reinterpret_cast<const uint8_t*>(&v);
@@ -91,10 +96,19 @@ void GgufWriter::set_i32_array(const std::string& key, const std::vector<int32_t
 
 void GgufWriter::add_tensor(const std::string& name, std::vector<int64_t> dims, DType dtype,
                             std::vector<uint8_t> data) {
-  tensors_.push_back({name, std::move(dims), dtype, std::move(data)});
+  const size_t n = data.size();
+  tensors_.push_back({name, std::move(dims), dtype, std::move(data), n, false});
 }
 
-std::vector<uint8_t> GgufWriter::serialize() const {
+void GgufWriter::declare_tensor(const std::string& name, std::vector<int64_t> dims, DType dtype) {
+  KVLM_ASSERT(!dims.empty() && dims[0] % dtype_info(dtype).block_size == 0,
+              "declare_tensor: row length is not a multiple of the block size");
+  size_t n = row_bytes(dtype, dims[0]);
+  for (size_t i = 1; i < dims.size(); ++i) n *= static_cast<size_t>(dims[i]);
+  tensors_.push_back({name, std::move(dims), dtype, {}, n, true});
+}
+
+std::vector<uint8_t> GgufWriter::header_bytes() const {
   ByteSink out;
   out.put<uint32_t>(0x46554747);  // "GGUF" little-endian
   out.put<uint32_t>(3);
@@ -112,10 +126,17 @@ std::vector<uint8_t> GgufWriter::serialize() const {
     for (int64_t d : t.dims) out.put<uint64_t>(static_cast<uint64_t>(d));
     out.put<uint32_t>(dtype_info(t.dtype).ggml_type);
     out.put<uint64_t>(offset);
-    offset += (t.data.size() + alignment_ - 1) / alignment_ * alignment_;
+    offset += (t.num_bytes + alignment_ - 1) / alignment_ * alignment_;
   }
   out.pad_to(alignment_);
+  return std::move(out.bytes());
+}
+
+std::vector<uint8_t> GgufWriter::serialize() const {
+  ByteSink out;
+  out.append(header_bytes());
   for (const auto& t : tensors_) {
+    KVLM_ASSERT(!t.declared, "serialize: a declared tensor needs write_streaming()");
     out.append(t.data);
     out.pad_to(alignment_);
   }
@@ -128,6 +149,34 @@ void GgufWriter::write(const std::string& path) const {
   if (!f) throw_error(ErrorCode::kInvalidArgument, "cannot write '{}'", path);
   f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   if (!f) throw_error(ErrorCode::kInvalidArgument, "failed writing '{}'", path);
+}
+
+uint64_t GgufWriter::write_streaming(const std::string& path, const TensorProducer& produce) const {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "wb"), &std::fclose);
+  if (!f) throw_error(ErrorCode::kInvalidArgument, "cannot write '{}': {}", path, std::strerror(errno));
+  uint64_t written = 0;
+  auto put = [&](const uint8_t* data, size_t size) {
+    if (size != 0 && std::fwrite(data, 1, size, f.get()) != size)
+      throw_error(ErrorCode::kInvalidArgument, "failed writing '{}': {}", path, std::strerror(errno));
+    written += size;
+  };
+  const std::vector<uint8_t> header = header_bytes();
+  put(header.data(), header.size());
+  const std::vector<uint8_t> zeros(alignment_, 0);
+  size_t num_declared = 0;
+  for (const auto& t : tensors_) {
+    const uint64_t start = written;
+    if (t.declared) {
+      produce(num_declared++, put);
+    } else {
+      put(t.data.data(), t.data.size());
+    }
+    KVLM_ASSERT(written - start == t.num_bytes, "write_streaming: producer wrote the wrong number of bytes");
+    put(zeros.data(), (alignment_ - written % alignment_) % alignment_);
+  }
+  if (std::fclose(f.release()) != 0)
+    throw_error(ErrorCode::kInvalidArgument, "failed writing '{}': {}", path, std::strerror(errno));
+  return written;
 }
 
 }  // namespace kvlm

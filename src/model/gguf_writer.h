@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,10 +29,27 @@ class GgufWriter {
   void add_tensor(const std::string& name, std::vector<int64_t> dims, DType dtype,
                   std::vector<uint8_t> data);
 
-  // The whole file as bytes.
+  // Declares a tensor whose bytes are produced later by write_streaming(), so
+  // a large model is written without ever being held in memory whole. Its
+  // size is row_bytes(dtype, dims[0]) times the product of the other dims.
+  // Precondition: dims[0] is a multiple of dtype's block size.
+  void declare_tensor(const std::string& name, std::vector<int64_t> dims, DType dtype);
+
+  // The whole file as bytes. Precondition: no declared (streamed) tensors.
   std::vector<uint8_t> serialize() const;
   // Writes serialize() to `path`; throws Error(kInvalidArgument) on I/O failure.
   void write(const std::string& path) const;
+
+  // Receives a declared tensor's bytes, in order, in pieces of any size.
+  using ByteSinkFn = std::function<void(const uint8_t* data, size_t size)>;
+  // Called once per declared tensor, in declaration order; `index` counts
+  // declared tensors only. It must pass exactly the tensor's size to `sink`.
+  using TensorProducer = std::function<void(size_t index, const ByteSinkFn& sink)>;
+  // Writes the header, then every tensor in order: added tensors from their
+  // stored bytes, declared ones from `produce`. Throws Error(kInvalidArgument)
+  // on I/O failure; a producer that passes the wrong byte count is a bug
+  // (assert). Returns the file's size in bytes.
+  uint64_t write_streaming(const std::string& path, const TensorProducer& produce) const;
 
  private:
   struct Tensor {
@@ -39,7 +57,12 @@ class GgufWriter {
     std::vector<int64_t> dims;
     DType dtype;
     std::vector<uint8_t> data;
+    size_t num_bytes = 0;  // data.size(), or the declared size
+    bool declared = false;
   };
+  // Header, metadata and tensor table, padded to the alignment.
+  std::vector<uint8_t> header_bytes() const;
+
   uint64_t alignment_;
   Metadata metadata_;
   std::vector<Tensor> tensors_;

@@ -114,6 +114,25 @@ TEST(GgufWriter, RoundTrip) {
   EXPECT_EQ(f->tensors()[0].num_bytes, 64u);
 }
 
+// A streamed tensor lands byte for byte where serialize() puts a stored one.
+TEST(GgufWriter, StreamingMatchesSerialize) {
+  GgufWriter stored = small_writer();
+  std::vector<uint8_t> big(3 * row_bytes(DType::kQ8_0, 64));
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>(i * 7);
+  stored.add_tensor("big", {64, 3}, DType::kQ8_0, big);
+  GgufWriter streamed = small_writer();
+  streamed.declare_tensor("big", {64, 3}, DType::kQ8_0);
+  const std::string path = test::temp_dir() + "/streamed.gguf";
+  const uint64_t size = streamed.write_streaming(path, [&](size_t index, const GgufWriter::ByteSinkFn& sink) {
+    EXPECT_EQ(index, 0u);
+    sink(big.data(), 5);  // pieces of any size
+    sink(big.data() + 5, big.size() - 5);
+  });
+  const auto want = stored.serialize();
+  EXPECT_EQ(size, want.size());
+  EXPECT_EQ(test::read_file(path), std::string(want.begin(), want.end()));
+}
+
 TEST(GgufCorrupt, MissingFileIsNotFound) {
   try {
     GgufFile::open("/nonexistent/model.gguf");
