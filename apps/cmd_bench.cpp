@@ -142,7 +142,7 @@ int bench_batch(int argc, char** argv) {
       {"steps", m.num_steps},
   };
   if (json) {
-    fmt::print("{}\n", out.dump());
+    fmt::print("{}\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
     Summary t = summarize(ttft), l = summarize(itl);
     fmt::print("requests {} concurrency {} prompt {} gen {} shared prefix {}\n", num_requests, concurrency,
@@ -217,7 +217,7 @@ int bench_model(int argc, char** argv) {
     out["tg"] = {{"tokens", tg}, {"tokens_per_s", mean}, {"stddev", sd}};
   }
   if (json) {
-    fmt::print("{}\n", out.dump());
+    fmt::print("{}\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
     fmt::print("model {} | {:.2f} M params, {:.2f} MiB | threads {} | KV {}\n", model_path, num_params / 1e6,
                num_bytes / 1048576.0, num_threads(), kv_type);
