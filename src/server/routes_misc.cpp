@@ -48,7 +48,7 @@ std::optional<Json> parse_body(const httplib::Request& req, httplib::Response& r
   try {
     return openai::parse_json(req.body);
   } catch (const Error& e) {
-    send_error(res, {400, e.what(), std::nullopt});
+    send_error(res, {400, fmt::format("the request body is {}", e.what()), std::nullopt});
     return std::nullopt;
   }
 }

@@ -48,6 +48,25 @@ TEST(HostileGguf, RetypedTensorIsRefusedNamingIt) {
   }
 }
 
+// Every dtype kvlm reads (and Q8_K, an activation type) relabelled onto every
+// other's bytes, for a matmul weight and a norm weight: a clean error or a
+// model that runs.
+TEST(HostileGguf, EveryDtypeRelabelledLoadsOrFailsCleanly) {
+  const uint32_t ggml_types[] = {0, 1, 30, 8, 2, 12, 14, 15};
+  for (const char* model : {"synth-tiny-F32.gguf", "synth-tiny-Q4_K.gguf", "synth-tiny-Q8_0.gguf"}) {
+    const std::string original = model_bytes(model);
+    const auto layout = test::gguf_layout(original);
+    for (const char* tensor : {"blk.0.attn_k.weight", "blk.0.ffn_down.weight", "blk.0.attn_norm.weight", "token_embd.weight"}) {
+      for (uint32_t type : ggml_types) {
+        std::string bytes = original;
+        test::put_u32(bytes, test::layout_tensor(layout, tensor).type_at, type);
+        const std::string outcome = test::load_and_run(test::write_temp_file("relabelled.gguf", bytes));
+        EXPECT_TRUE(outcome == "ok" || outcome == "error") << model << " " << tensor << " as type " << type << ": " << outcome;
+      }
+    }
+  }
+}
+
 // NaN and Inf activations go through every quantized matmul (the Q8_K
 // quantizer once searched past its block for a max that NaN hid) and come
 // out as null logits with a warning.

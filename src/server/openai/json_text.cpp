@@ -13,18 +13,18 @@ Json parse_json(std::string_view text) {
   const Json::parser_callback_t limit_depth = [](int depth, Json::parse_event_t event, Json&) {
     if ((event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start) &&
         depth >= kMaxJsonDepth)
-      throw_error(ErrorCode::kInvalidArgument, "the request body is nested deeper than {} levels", kMaxJsonDepth);
+      throw_error(ErrorCode::kInvalidArgument, "JSON nested deeper than {} levels", kMaxJsonDepth);
     return true;
   };
   try {
     return Json::parse(text.begin(), text.end(), limit_depth);
   } catch (const nlohmann::json::parse_error& e) {
-    throw_error(ErrorCode::kInvalidArgument, "the request body is not valid JSON: {}", e.what());
+    throw_error(ErrorCode::kInvalidArgument, "not valid JSON: {}", e.what());
   } catch (const nlohmann::json::out_of_range& e) {
     // 406: a number such as 1e400 that does not fit a double.
-    throw_error(ErrorCode::kInvalidArgument, "the request body has a number out of range: {}", e.what());
+    throw_error(ErrorCode::kInvalidArgument, "not valid JSON (a number out of range): {}", e.what());
   } catch (const nlohmann::json::exception& e) {
-    throw_error(ErrorCode::kInvalidArgument, "the request body is not valid JSON: {}", e.what());
+    throw_error(ErrorCode::kInvalidArgument, "not valid JSON: {}", e.what());
   }
 }
 
