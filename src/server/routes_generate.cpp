@@ -248,7 +248,12 @@ void run(ServerContext& ctx, Generation gen, const httplib::Request& req, httpli
       [&ctx, rid, stream](bool success) {
         // The connection ended early (client gone, write failed): stop the
         // request so its blocks go back to the pool.
-        if (!success || !stream->done()) ctx.engine.cancel(rid);
+        // Runs outside httplib's exception handling: nothing may escape.
+        try {
+          if (!success || !stream->done()) ctx.engine.cancel(rid);
+        } catch (const std::exception& e) {
+          log_error("request {}: cancel failed: {}", rid.value(), unicode::sanitize_utf8(e.what()));
+        }
       });
 }
 
