@@ -107,7 +107,7 @@ Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Imp
         handler(impl_->ctx, req, res);
       } catch (const Error& e) {
         const openai::RequestError r = error_for(e);
-        if (r.status >= 500) return send_internal_error(res, req, e.what());
+        if (r.status == 500) return send_internal_error(res, req, e.what());  // 503 (shutting down) stays
         send_error(res, r);
       } catch (const std::exception& e) {
         send_internal_error(res, req, e.what());
