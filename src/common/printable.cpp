@@ -1,5 +1,7 @@
 #include "common/printable.h"
 
+#include <algorithm>
+
 namespace kvlm {
 
 std::string printable(std::string_view text, size_t max_bytes) {

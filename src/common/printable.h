@@ -5,7 +5,6 @@
 // are valid UTF-8 for JSON, and cannot forge terminal escapes or log lines.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <string_view>
