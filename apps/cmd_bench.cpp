@@ -170,7 +170,7 @@ int bench_batch(int argc, char** argv) {
     // One run: its fields at the top level (as before --sweep); more: a list.
     nlohmann::json out = runs.size() == 1 ? runs[0] : nlohmann::json{{"runs", runs}};
     out.update({{"model", eo.model_path}, {"prompt_len", prompt_len}, {"gen_len", gen_len}, {"shared_prefix", shared_prefix}});
-    fmt::print("{}\n", out.dump());
+    fmt::print("{}\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
     fmt::print("requests {} prompt {} gen {} shared prefix {}\n", num_requests, prompt_len, gen_len, shared_prefix);
     for (const auto& r : runs) print_batch_run(r);
@@ -258,7 +258,7 @@ int bench_model(int argc, char** argv) {
   }
   if (!plot_path.empty()) write_model_plot(plot_path, out);
   if (json) {
-    fmt::print("{}\n", out.dump());
+    fmt::print("{}\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
     fmt::print("model {} | {:.2f} M params, {:.2f} MiB | threads {} | KV {}\n", model_path, num_params / 1e6,
                num_bytes / 1048576.0, num_threads(), kv_type);

@@ -1,6 +1,7 @@
 // kvlm logits -m MODEL --tokens 1,2,3: feeds the ids one at a time (teacher
 // forcing) and prints {"tokens":[...],"logits":[[...],...]}, the full logits
 // row after each token — the shape of the goldens in ../shared/golden.
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 #include <string>
@@ -71,13 +72,24 @@ int cmd_logits(int argc, char** argv) {
     }
   }
   std::string out = fmt::format("{{\"tokens\":[{}],\"logits\":[", fmt::join(ids, ","));
+  size_t num_nonfinite = 0;
   for (size_t r = 0; r < ids.size(); ++r) {
     out += r ? ",[" : "[";
-    for (int32_t i = 0; i < vocab; ++i) fmt::format_to(std::back_inserter(out), "{}{}", i ? "," : "", all[r * vocab + i]);
+    for (int32_t i = 0; i < vocab; ++i) {
+      // JSON has no NaN or Infinity: such a logit is written as null.
+      const float x = all[r * vocab + i];
+      if (!std::isfinite(x)) ++num_nonfinite;
+      if (i) out += ',';
+      if (std::isfinite(x)) fmt::format_to(std::back_inserter(out), "{}", x);
+      else out += "null";
+    }
     out += "]";
   }
   out += "]}\n";
   std::fwrite(out.data(), 1, out.size(), stdout);
+  if (num_nonfinite > 0)
+    fmt::print(stderr, "warning: {} of {} logits are NaN or infinite (written as null): the model's activations "
+               "overflowed or its weights are broken\n", num_nonfinite, all.size());
   return 0;
 }
 

@@ -20,6 +20,7 @@
 
 #include "apps/commands.h"
 #include "common/error.h"
+#include "server/openai/json_text.h"
 #include "model/gguf.h"
 #include "tokenizer/chat_template.h"
 
@@ -88,9 +89,10 @@ int cmd_template(int argc, char** argv) {
 
   nlohmann::ordered_json doc;
   try {
-    doc = nlohmann::ordered_json::parse(read_file(messages_path, "messages file"));
-  } catch (const nlohmann::json::parse_error& e) {
-    throw_error(ErrorCode::kInvalidArgument, "messages file '{}' is not valid JSON: {}", messages_path, e.what());
+    // The server's parser: the same nesting limit and number checks as a request body.
+    doc = openai::parse_json(read_file(messages_path, "messages file"));
+  } catch (const Error& e) {
+    throw_error(ErrorCode::kInvalidArgument, "messages file '{}': {}", messages_path, e.what());
   }
   if (doc.is_object() && doc.contains("messages")) {
     in.messages = doc["messages"];

@@ -24,6 +24,9 @@ std::unique_ptr<Request> Engine::make_request(GenerateRequest& g, KvBudget& budg
   const int32_t vocab = model_->config().vocab_size;
   for (int32_t t : g.prompt_tokens)
     if (t < 0 || t >= vocab) throw_error(ErrorCode::kInvalidArgument, "token id {} is outside the vocabulary [0, {})", t, vocab);
+  for (const auto& [id, bias] : g.sampling.logit_bias)
+    if (id < 0 || id >= vocab)
+      throw_error(ErrorCode::kInvalidArgument, "logit_bias: token id {} is outside the vocabulary [0, {})", id, vocab);
 
   auto request = std::make_unique<Request>();
   request->tokens = g.prompt_tokens;

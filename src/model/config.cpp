@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "common/printable.h"
 
 namespace kvlm {
 namespace {
@@ -48,7 +49,7 @@ ModelConfig ModelConfig::from_metadata(const Metadata& m) {
   }
   if (!known) {
     throw_error(ErrorCode::kUnsupported, "unsupported architecture '{}' (kvlm supports: {})",
-                c.arch_name, fmt::join(supported_architectures(), ", "));
+                printable(c.arch_name), fmt::join(supported_architectures(), ", "));
   }
   c.name = m.get_string("general.name").value_or("");
   const std::string p = c.arch_name + ".";
@@ -83,7 +84,7 @@ ModelConfig ModelConfig::from_metadata(const Metadata& m) {
     if (factor <= 0) throw_error(ErrorCode::kCorrupt, "rope.scaling.factor {} must be positive", factor);
     c.rope.freq_scale = static_cast<float>(1.0 / factor);
   } else if (scaling != "none") {
-    throw_error(ErrorCode::kUnsupported, "rope scaling type '{}' is not supported (none, linear)", scaling);
+    throw_error(ErrorCode::kUnsupported, "rope scaling type '{}' is not supported (none, linear)", printable(scaling));
   }
 
   if (c.arch == Arch::kGemma2) {

@@ -1,8 +1,10 @@
 #include "model/gguf.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/error.h"
+#include "common/printable.h"
 
 namespace kvlm {
 namespace {
@@ -24,8 +26,10 @@ class GgufParser {
 
   template <typename... Args>
   [[noreturn]] void fail(uint64_t at, fmt::format_string<Args...> f, Args&&... args) const {
+    // The reason may quote names and keys from the file: printable() keeps
+    // their bytes from cutting the message at a NUL or breaking UTF-8.
     throw Error(ErrorCode::kCorrupt, fmt::format("{}: offset {}: {}", path_, at,
-                                                 fmt::format(f, std::forward<Args>(args)...)));
+                                                 printable(fmt::format(f, std::forward<Args>(args)...), 1024)));
   }
 
   void need(uint64_t n, std::string_view what) const {
@@ -113,6 +117,7 @@ class GgufParser {
     if (num_kv > (size_ - pos_) / 12)  // each key/value takes >= 12 bytes
       fail(at, "metadata count {} cannot fit in the file", num_kv);
 
+    uint64_t alignment_at = 0;  // where general.alignment's type is, for its errors
     for (uint64_t i = 0; i < num_kv; ++i) {
       std::string key = read_string("metadata key");
       uint64_t type_at = pos_;
@@ -120,14 +125,17 @@ class GgufParser {
       if (type > static_cast<uint32_t>(MetaType::kF64))
         fail(type_at, "metadata '{}': unknown value type {}", key, type);
       if (out->metadata_.has(key)) fail(type_at, "duplicate metadata key '{}'", key);
+      if (key == "general.alignment") alignment_at = type_at;
       MetaValue v = read_value(static_cast<MetaType>(type), key, 0);
       out->metadata_.set(std::move(key), std::move(v));
     }
 
     if (const MetaValue* a = out->metadata_.find("general.alignment")) {
-      int64_t align = a->is_integer() ? a->as_int("general.alignment") : 0;
+      if (!a->is_integer())
+        fail(alignment_at, "general.alignment must be an unsigned integer, not a {}", meta_type_name(a->type));
+      const int64_t align = a->as_int("general.alignment");
       if (align <= 0 || (align & (align - 1)) != 0 || align > (1 << 20))
-        fail(0, "general.alignment {} is not a power of two", a->to_string());
+        fail(alignment_at, "general.alignment {} is not a power of two up to 2^20", align);
       out->alignment_ = static_cast<uint64_t>(align);
     }
 
@@ -157,7 +165,7 @@ class GgufParser {
         if (ggml_type > 64) fail(type_at, "tensor '{}': unknown tensor type {}", t.name, ggml_type);
         throw_error(ErrorCode::kUnsupported,
                     "{}: tensor '{}' has type {} ({}); kvlm reads F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K",
-                    path_, t.name, ggml_type_name(ggml_type), ggml_type);
+                    path_, printable(t.name), ggml_type_name(ggml_type), ggml_type);
       }
       t.dtype = *dtype;
       const DTypeInfo& info = dtype_info(t.dtype);
@@ -186,8 +194,29 @@ class GgufParser {
              t.name, data_offset + t.offset, data_offset + t.offset + t.num_bytes, size_);
       t.data = data_ + data_offset + t.offset;
     }
+    check_regions(*out, info_offsets);
     out->file_ = std::move(file);
     return out;
+  }
+
+  // Each tensor's bytes, for its type and shape, must end before the next
+  // tensor's begin: a type or shape changed in the table (Q4_K relabelled
+  // F16 needs 3.6x the bytes) would otherwise read its neighbours' data as
+  // its own and load "fine" with garbage weights.
+  void check_regions(const GgufFile& f, const std::vector<uint64_t>& info_offsets) const {
+    std::vector<size_t> order(f.tensors_.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return f.tensors_[a].offset < f.tensors_[b].offset; });
+    for (size_t k = 0; k + 1 < order.size(); ++k) {
+      const GgufTensor& t = f.tensors_[order[k]];
+      const GgufTensor& next = f.tensors_[order[k + 1]];
+      if (t.offset + t.num_bytes > next.offset)
+        fail(info_offsets[order[k]],
+             "tensor '{}': a {} {} needs {} bytes from data offset {}, past the start of tensor '{}' at {} "
+             "(a wrong type or shape?)",
+             t.name, dtype_info(t.dtype).name, t.shape_string(), t.num_bytes, t.offset, next.name, next.offset);
+    }
   }
 
  private:

@@ -29,6 +29,11 @@ std::vector<float> WeightLoader::optional_vector(const std::string& name, int64_
   if (t->num_elements() != n)
     throw_error(ErrorCode::kCorrupt, "{}: tensor '{}' has shape {}, expected [{}]", gguf_.path(),
                 name, t->shape_string(), n);
+  // Norm weights and biases are float in every writer (llama.cpp keeps 1-D
+  // tensors F32 when it quantizes); a quantized one is a relabelled table entry.
+  if (t->dtype != DType::kF32 && t->dtype != DType::kF16 && t->dtype != DType::kBF16)
+    throw_error(ErrorCode::kCorrupt, "{}: tensor '{}' has type {}; a norm weight or bias must be F32, F16 or BF16",
+                gguf_.path(), name, dtype_info(t->dtype).name);
   std::vector<float> out(static_cast<size_t>(n));
   dequantize_row(t->dtype, t->data, out.data(), n);
   return out;
@@ -42,7 +47,7 @@ std::vector<float> WeightLoader::vector(const std::string& name, int64_t n) cons
 
 WeightMatrix WeightLoader::token_embedding(ModelConfig& config) const {
   const GgufTensor& emb = gguf_.require_tensor("token_embd.weight");
-  if (emb.dims.size() != 2 || emb.dims[0] != config.dim)
+  if (emb.dims.size() != 2 || emb.dims[0] != config.dim || emb.dims[1] > INT32_MAX)
     throw_error(ErrorCode::kCorrupt, "{}: token_embd.weight has shape {}, expected [{}, vocab]", gguf_.path(),
                 emb.shape_string(), config.dim);
   config.vocab_size = static_cast<int32_t>(emb.dims[1]);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <unordered_map>
 
 #include "common/assert.h"
@@ -29,6 +30,13 @@ void SamplingParams::validate() const {
       throw_error(ErrorCode::kInvalidArgument, "logit_bias {} for token {} must be in [-100, 100]", bias, id);
 }
 
+namespace {
+// NaN logits (a model whose activations overflowed) rank below every number:
+// a comparator that NaN makes inconsistent is undefined behaviour in
+// std::sort, which then reads outside the range.
+float rank_key(float x) { return std::isnan(x) ? -std::numeric_limits<float>::infinity() : x; }
+}  // namespace
+
 int32_t argmax(std::span<const float> values) {
   int32_t best = 0;
   for (size_t i = 1; i < values.size(); ++i)
@@ -51,7 +59,10 @@ SampledLogprobs token_logprobs(std::span<const float> logits, int32_t token, int
   if (n == 0) return out;
   std::vector<int32_t> ids(logits.size());
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
-  auto more_likely = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+  auto more_likely = [&](int32_t a, int32_t b) {
+    const float la = rank_key(logits[a]), lb = rank_key(logits[b]);
+    return la > lb || (la == lb && a < b);
+  };
   std::partial_sort(ids.begin(), ids.begin() + n, ids.end(), more_likely);
   for (int32_t i = 0; i < n; ++i) out.top.push_back({ids[i], logprob(ids[i])});
   return out;
@@ -62,7 +73,7 @@ Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.se
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
   const int32_t n = static_cast<int32_t>(logits.size());
   candidates_.resize(n);
-  for (int32_t i = 0; i < n; ++i) candidates_[i] = {i, logits[i], 0.f};
+  for (int32_t i = 0; i < n; ++i) candidates_[i] = {i, rank_key(logits[i]), 0.f};
 
   for (const auto& [id, bias] : params_.logit_bias)
     if (id >= 0 && id < n) candidates_[id].logit += bias;

@@ -2,7 +2,9 @@
 // Internal to server/: server.cpp registers them with the HTTP transport.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <string_view>
 #include <string>
 
 #include <httplib.h>
@@ -14,6 +16,7 @@ namespace kvlm {
 
 class Engine;
 class ChatTemplate;
+class Error;
 
 struct ServerContext {
   Engine& engine;
@@ -21,10 +24,20 @@ struct ServerContext {
   std::unique_ptr<ChatTemplate> chat_template;  // null: the model has none (chat requests get 400)
   std::string chat_template_error;              // why it is null
   InFlightRequests in_flight;                   // generation requests not yet answered in full
+  // A prompt text longer than this many bytes cannot fit the context (no
+  // token covers more bytes than the longest vocabulary piece), so it is
+  // refused before it is tokenized: a 32 MiB prompt costs nothing.
+  size_t max_prompt_bytes = SIZE_MAX;
 };
 
 // Writes an OpenAI-style error.
 void send_error(httplib::Response& res, const openai::RequestError& e);
+// The OpenAI-style error for a kvlm::Error: 400 for the client's faults, 404,
+// 503, else 500 ("server_error").
+openai::RequestError error_for(const Error& e);
+// Answers 500 for a fault of ours (an exception no validation expected): logs
+// `what` with a fresh id that the message repeats, so the log line can be found.
+void send_internal_error(httplib::Response& res, const httplib::Request& req, std::string_view what);
 // Parses the body as JSON or answers 400; nullopt then.
 std::optional<openai::Json> parse_body(const httplib::Request& req, httplib::Response& res);
 

@@ -12,9 +12,11 @@
 #include "engine/engine.h"
 #include "model/model.h"
 #include "server/http/peer_probe.h"
+#include "server/openai/json_text.h"
 #include "server/routes.h"
 #include "tokenizer/chat_prompt.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/unicode.h"
 
 namespace kvlm {
 namespace {
@@ -27,28 +29,12 @@ constexpr auto kHeartbeat = std::chrono::milliseconds(1000);
 // How often a non-streaming request looks whether its client is still there.
 constexpr auto kHangUpCheck = std::chrono::milliseconds(100);
 
-int status_for(ErrorCode code) {
-  switch (code) {
-    case ErrorCode::kInvalidArgument:
-    case ErrorCode::kOutOfRange:
-    case ErrorCode::kUnsupported: return 400;
-    case ErrorCode::kNotFound: return 404;
-    case ErrorCode::kUnavailable: return 503;
-    default: return 500;
-  }
-}
-
-openai::RequestError from_error(const Error& e) {
-  openai::RequestError r{status_for(e.code()), e.what(), std::nullopt};
-  if (r.status >= 500) r.type = "server_error";
-  return r;
-}
-
 std::string reason_name(std::optional<FinishReason> r) {
   return r == FinishReason::kLength ? "length" : "stop";
 }
 
-std::string sse(const Json& j) { return "data: " + j.dump() + "\n\n"; }
+// dump_json: a chunk may end inside a UTF-8 character (a byte token); it becomes U+FFFD.
+std::string sse(const Json& j) { return "data: " + openai::dump_json(j) + "\n\n"; }
 
 // The logprobs entries of a response or a chunk: an echoed prompt's first
 // token (nothing predicts it: NaN), the prompt's other tokens (prompt_lps, sent
@@ -88,6 +74,60 @@ KvBudget request_budget(const Engine& engine, const openai::GenerationOptions& o
   if (o.kv_recent) b.num_recent = *o.kv_recent;
   if (o.kv_shift) b.shift = *o.kv_shift;
   return b;
+}
+
+// Streaming state carried across calls of the content provider.
+struct StreamState {
+  bool first = true;        // first chunk still to send (chat: carries the role)
+  int64_t text_offset = 0;  // completions' logprobs.text_offset so far
+};
+
+// One call of the streaming content provider: waits for the next event and
+// writes its SSE chunks. Returns false when the client is gone.
+bool stream_step(ServerContext& ctx, const Generation& gen, RequestStream& stream, StreamState& state,
+                 bool want_logprobs, std::optional<int32_t> echoed_first, int32_t num_prompt,
+                 httplib::DataSink& sink) {
+  auto ev = stream.next_for(kHeartbeat);
+  if (!ev) {
+    if (stream.done()) {
+      sink.done();
+      return true;
+    }
+    return sink.write(": keep-alive\n\n", 15);  // false: the client is gone
+  }
+  std::string out;
+  if (ev->error) {
+    out += sse(openai::error_json(error_for(*ev->error)));
+  } else {
+    const bool finished = ev->finished;
+    const std::string reason = finished ? reason_name(ev->finish_reason) : "";
+    if (!ev->text.empty() || !ev->logprobs.empty() || state.first || finished) {
+      const Tokenizer& tok = ctx.engine.tokenizer();
+      // Echo: the first chunk starts with the prompt (its logprobs came with the first token).
+      const bool echo_now = gen.echo && state.first;
+      const std::string text = echo_now ? gen.prompt_text + ev->text : ev->text;
+      Json lp = nullptr;
+      if (want_logprobs && (echo_now || !ev->logprobs.empty())) {
+        const auto entries =
+            logprob_entries(tok, echo_now ? echoed_first : std::nullopt, ev->prompt_logprobs, ev->logprobs);
+        lp = gen.chat ? openai::chat_logprobs(entries) : openai::completion_logprobs(entries, &state.text_offset);
+      }
+      Json chunk = gen.chat ? openai::chat_chunk(gen.id, gen.created, ctx.model_name, text, reason,
+                                                 state.first, lp)
+                            : openai::completion_chunk(gen.id, gen.created, ctx.model_name, text, reason, lp);
+      out += sse(chunk);
+      state.first = false;
+    }
+    if (finished && gen.options.include_usage) {
+      const RequestStats st = stream.stats();
+      const openai::Usage usage{num_prompt, st.num_generated_tokens, st.num_cached_tokens};
+      out += sse(openai::usage_chunk(gen.id, gen.created, ctx.model_name, gen.chat, usage));
+    }
+  }
+  if (ev->finished) out += "data: [DONE]\n\n";
+  if (!out.empty() && !sink.write(out.data(), out.size())) return false;
+  if (ev->finished) sink.done();
+  return true;
 }
 
 void run(ServerContext& ctx, Generation gen, const httplib::Request& req, httplib::Response& res) {
@@ -143,7 +183,7 @@ void run(ServerContext& ctx, Generation gen, const httplib::Request& req, httpli
   try {
     stream = engine.submit(std::move(g));
   } catch (const Error& e) {
-    send_error(res, from_error(e));
+    send_error(res, error_for(e));
     return;
   }
   if (!ticket->set_request(stream->id())) engine.cancel(stream->id());  // the drain's deadline has passed
@@ -182,7 +222,7 @@ void run(ServerContext& ctx, Generation gen, const httplib::Request& req, httpli
       logprobs.insert(logprobs.end(), ev->logprobs.begin(), ev->logprobs.end());
       prompt_logprobs.insert(prompt_logprobs.end(), ev->prompt_logprobs.begin(), ev->prompt_logprobs.end());
       if (ev->error) {
-        send_error(res, from_error(*ev->error));
+        send_error(res, error_for(*ev->error));
         return;
       }
       if (ev->finished) reason = ev->finish_reason;
@@ -202,7 +242,7 @@ void run(ServerContext& ctx, Generation gen, const httplib::Request& req, httpli
     Json body = gen.chat ? openai::chat_response(gen.id, gen.created, ctx.model_name, text, reason_name(reason), usage, lp)
                          : openai::completion_response(gen.id, gen.created, ctx.model_name, text, reason_name(reason),
                                                        usage, lp);
-    res.set_content(body.dump(), "application/json");
+    res.set_content(openai::dump_json(body), "application/json");
     return;
   }
 
@@ -210,63 +250,60 @@ void run(ServerContext& ctx, Generation gen, const httplib::Request& req, httpli
   // handler returns, pulling events until the request finishes.
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
-  struct StreamState {
-    bool first = true;         // first chunk still to send (chat: carries the role)
-    int64_t text_offset = 0;   // completions' logprobs.text_offset so far
-  };
   auto state = std::make_shared<StreamState>();
   const RequestId rid = stream->id();
   res.set_chunked_content_provider(
       "text/event-stream",
-      [&ctx, want_logprobs, echoed_first, gen = std::move(gen), stream, state, usage_of,
+      [&ctx, want_logprobs, echoed_first, num_prompt, gen = std::move(gen), stream, state,
        ticket](size_t, httplib::DataSink& sink) {
-        auto ev = stream->next_for(kHeartbeat);
-        if (!ev) {
-          if (stream->done()) {
-            sink.done();
-            return true;
-          }
-          return sink.write(": keep-alive\n\n", 15);  // false: the client is gone
+        // The headers are gone: a fault here can only end the stream with an
+        // error event (and the request, through the releaser), never the process.
+        try {
+          return stream_step(ctx, gen, *stream, *state, want_logprobs, echoed_first, num_prompt, sink);
+        } catch (const std::exception& e) {
+          log_error("request {}: stream failed: {}", stream->id().value(), unicode::sanitize_utf8(e.what()));
+        } catch (...) {
+          log_error("request {}: stream failed", stream->id().value());
         }
-        std::string out;
-        if (ev->error) {
-          out += sse(openai::error_json(from_error(*ev->error)));
-        } else {
-          const bool finished = ev->finished;
-          const std::string reason = finished ? reason_name(ev->finish_reason) : "";
-          if (!ev->text.empty() || !ev->logprobs.empty() || state->first || finished) {
-            const Tokenizer& tok = ctx.engine.tokenizer();
-            // Echo: the first chunk starts with the prompt (its logprobs came with the first token).
-            const bool echo_now = gen.echo && state->first;
-            const std::string text = echo_now ? gen.prompt_text + ev->text : ev->text;
-            Json lp = nullptr;
-            if (want_logprobs && (echo_now || !ev->logprobs.empty())) {
-              const auto entries =
-                  logprob_entries(tok, echo_now ? echoed_first : std::nullopt, ev->prompt_logprobs, ev->logprobs);
-              lp = gen.chat ? openai::chat_logprobs(entries) : openai::completion_logprobs(entries, &state->text_offset);
-            }
-            Json chunk = gen.chat ? openai::chat_chunk(gen.id, gen.created, ctx.model_name, text, reason,
-                                                       state->first, lp)
-                                  : openai::completion_chunk(gen.id, gen.created, ctx.model_name, text, reason, lp);
-            out += sse(chunk);
-            state->first = false;
-          }
-          if (finished && gen.options.include_usage)
-            out += sse(openai::usage_chunk(gen.id, gen.created, ctx.model_name, gen.chat, usage_of(stream->stats())));
-        }
-        if (ev->finished) out += "data: [DONE]\n\n";
-        if (!out.empty() && !sink.write(out.data(), out.size())) return false;
-        if (ev->finished) sink.done();
+        const std::string out = sse(openai::error_json({500, "internal error while streaming", std::nullopt, "server_error"}));
+        sink.write(out.data(), out.size());
+        sink.done();
         return true;
       },
       [&ctx, rid, stream](bool success) {
         // The connection ended early (client gone, write failed): stop the
         // request so its blocks go back to the pool.
-        if (!success || !stream->done()) ctx.engine.cancel(rid);
+        // Runs outside httplib's exception handling: nothing may escape.
+        try {
+          if (!success || !stream->done()) ctx.engine.cancel(rid);
+        } catch (const std::exception& e) {
+          log_error("request {}: cancel failed: {}", rid.value(), unicode::sanitize_utf8(e.what()));
+        }
       });
 }
 
 int64_t unix_now() { return static_cast<int64_t>(std::time(nullptr)); }
+
+// A prompt of more bytes (or ids) than the context can hold tokens of is
+// refused before tokenizing or decoding it: the answer run() would give after
+// spending seconds on a 32 MiB prompt, at no cost.
+bool refuse_long_prompt(const ServerContext& ctx, httplib::Response& res, size_t num_bytes, size_t num_ids,
+                        const char* param) {
+  const auto limit = static_cast<size_t>(ctx.engine.max_model_len());
+  if (num_bytes <= ctx.max_prompt_bytes && num_ids < limit) return false;
+  send_error(res, {400, fmt::format("This model's maximum context length is {} tokens. However, your {} is longer "
+                                    "({} bytes, {} token ids).", limit, param, num_bytes, num_ids),
+                   std::string(param)});
+  return true;
+}
+
+// The bytes of every message's text: a lower bound of the rendered prompt's.
+size_t message_bytes(const openai::Json& messages) {
+  size_t n = 0;
+  for (const openai::Json& m : messages)
+    if (const auto it = m.find("content"); it != m.end() && it->is_string()) n += it->get_ref<const std::string&>().size();
+  return n;
+}
 
 }  // namespace
 
@@ -278,10 +315,12 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
   auto& r = std::get<openai::CompletionRequest>(parsed);
   Generation gen{false, openai::new_id("cmpl"), unix_now(), std::move(r.options), {}, r.echo, {}};
   if (auto* text = std::get_if<std::string>(&r.prompt)) {
+    if (refuse_long_prompt(ctx, res, text->size(), 0, "prompt")) return;
     gen.prompt = ctx.engine.tokenizer().encode(*text, /*add_special=*/true, /*parse_special=*/true);
     if (gen.echo) gen.prompt_text = *text;
   } else {
     gen.prompt = std::get<std::vector<int32_t>>(r.prompt);
+    if (refuse_long_prompt(ctx, res, 0, gen.prompt.size(), "prompt")) return;
     if (gen.echo) {
       try {
         gen.prompt_text = ctx.engine.tokenizer().decode(gen.prompt);
@@ -300,6 +339,7 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, ht
   if (auto* e = std::get_if<openai::RequestError>(&parsed)) return send_error(res, *e);
   auto& r = std::get<openai::ChatRequest>(parsed);
   if (!ctx.chat_template) return send_error(res, {400, ctx.chat_template_error, std::string("messages")});
+  if (refuse_long_prompt(ctx, res, message_bytes(r.messages), 0, "messages")) return;
   Generation gen{true, openai::new_id("chatcmpl"), unix_now(), std::move(r.options), {}, false, {}};
   try {
     gen.prompt = encode_chat(ctx.engine.tokenizer(), *ctx.chat_template, r.messages, /*add_generation_prompt=*/true,

@@ -4,10 +4,14 @@
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "engine/engine.h"
 #include "server/metrics_text.h"
+#include "server/openai/fields.h"
+#include "server/openai/json_text.h"
 #include "server/routes.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/unicode.h"
 
 namespace kvlm {
 
@@ -15,14 +19,36 @@ using openai::Json;
 
 void send_error(httplib::Response& res, const openai::RequestError& e) {
   res.status = e.status;
-  res.set_content(openai::error_json(e).dump(), "application/json");
+  res.set_content(openai::dump_json(openai::error_json(e)), "application/json");
+}
+
+openai::RequestError error_for(const Error& e) {
+  int status = 500;
+  switch (e.code()) {
+    case ErrorCode::kInvalidArgument:
+    case ErrorCode::kOutOfRange:
+    case ErrorCode::kUnsupported: status = 400; break;
+    case ErrorCode::kNotFound: status = 404; break;
+    case ErrorCode::kUnavailable: status = 503; break;
+    default: break;
+  }
+  openai::RequestError r{status, e.what(), std::nullopt};
+  if (status >= 500) r.type = "server_error";
+  return r;
+}
+
+void send_internal_error(httplib::Response& res, const httplib::Request& req, std::string_view what) {
+  const std::string id = openai::new_id("err");
+  log_error("{} {} {}: internal error: {}", id, unicode::sanitize_utf8(req.method), unicode::sanitize_utf8(req.path),
+            unicode::sanitize_utf8(what));
+  send_error(res, {500, fmt::format("internal error (logged as {})", id), std::nullopt, "server_error"});
 }
 
 std::optional<Json> parse_body(const httplib::Request& req, httplib::Response& res) {
   try {
-    return Json::parse(req.body);
-  } catch (const nlohmann::json::parse_error& e) {
-    send_error(res, {400, fmt::format("the request body is not valid JSON: {}", e.what()), std::nullopt});
+    return openai::parse_json(req.body);
+  } catch (const Error& e) {
+    send_error(res, {400, fmt::format("the request body is {}", e.what()), std::nullopt});
     return std::nullopt;
   }
 }
@@ -34,7 +60,7 @@ void handle_models(ServerContext& ctx, const httplib::Request&, httplib::Respons
                 {"created", created},
                 {"owned_by", "kvlm"},
                 {"max_model_len", ctx.engine.max_model_len()}};
-  res.set_content(Json{{"object", "list"}, {"data", Json::array({model})}}.dump(), "application/json");
+  res.set_content(openai::dump_json(Json{{"object", "list"}, {"data", Json::array({model})}}), "application/json");
 }
 
 // 503 while draining, so load balancers stop sending before the port closes.
@@ -51,40 +77,57 @@ void handle_metrics(ServerContext& ctx, const httplib::Request&, httplib::Respon
   res.set_content(prometheus_text(ctx.engine.metrics(), ctx.model_name), "text/plain; version=0.0.4");
 }
 
-// {"content": "text", "add_special": true, "parse_special": true} -> {"tokens": [...]}
+// {"content": "text", "add_special": true, "parse_special": true, "with_pieces": false}
+//   -> {"tokens": [...], "count": N, "pieces": [...]}
 void handle_tokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   auto body = parse_body(req, res);
   if (!body) return;
-  if (!body->is_object() || !body->contains("content") || !(*body)["content"].is_string())
-    return send_error(res, {400, "'content' must be a string", std::string("content")});
-  const bool add_special = body->value("add_special", true);
-  const bool parse_special = body->value("parse_special", true);
+  struct Options {
+    std::string content;
+    bool add_special, parse_special, with_pieces;
+  };
+  auto parsed = openai::validated<Options>([&] {
+    if (!body->is_object()) openai::invalid_field("body", "the request body must be a JSON object");
+    auto content = openai::string_field(*body, "content");
+    if (!content) openai::invalid_field("content", "'content' must be a string");
+    return Options{std::move(*content), openai::bool_field(*body, "add_special").value_or(true),
+                   openai::bool_field(*body, "parse_special").value_or(true),
+                   openai::bool_field(*body, "with_pieces").value_or(false)};
+  });
+  if (auto* e = std::get_if<openai::RequestError>(&parsed)) return send_error(res, *e);
+  const Options& o = std::get<Options>(parsed);
+  if (o.content.size() > ctx.max_prompt_bytes)
+    return send_error(res, {400, fmt::format("'content' has {} bytes; at most {} are tokenized", o.content.size(),
+                                             ctx.max_prompt_bytes), std::string("content")});
   const Tokenizer& tok = ctx.engine.tokenizer();
-  const std::vector<int32_t> ids = tok.encode((*body)["content"].get<std::string>(), add_special, parse_special);
+  const std::vector<int32_t> ids = tok.encode(o.content, o.add_special, o.parse_special);
   Json out = {{"tokens", ids}, {"count", ids.size()}};
-  if (body->value("with_pieces", false)) {
+  if (o.with_pieces) {
+    // A piece may be part of a UTF-8 character: dump_json replaces what is broken.
     Json pieces = Json::array();
     for (int32_t id : ids) pieces.push_back(tok.piece(id));
     out["pieces"] = pieces;
   }
-  res.set_content(out.dump(), "application/json");
+  res.set_content(openai::dump_json(out), "application/json");
 }
 
 // {"tokens": [...]} -> {"content": "text"}
 void handle_detokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   auto body = parse_body(req, res);
   if (!body) return;
-  if (!body->is_object() || !body->contains("tokens") || !(*body)["tokens"].is_array())
-    return send_error(res, {400, "'tokens' must be an array of token ids", std::string("tokens")});
   const Tokenizer& tok = ctx.engine.tokenizer();
-  std::vector<int32_t> ids;
-  for (const Json& t : (*body)["tokens"]) {
-    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= tok.vocab_size())
-      return send_error(res, {400, fmt::format("token ids must be integers in [0, {})", tok.vocab_size()),
-                              std::string("tokens")});
-    ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
-  }
-  res.set_content(Json{{"content", tok.decode(ids)}}.dump(), "application/json");
+  auto parsed = openai::validated<std::vector<int32_t>>([&] {
+    const Json* tokens = openai::field(*body, "tokens");
+    if (!tokens || !tokens->is_array()) openai::invalid_field("tokens", "'tokens' must be an array of token ids");
+    std::vector<int32_t> ids;
+    for (const Json& t : *tokens)
+      ids.push_back(static_cast<int32_t>(openai::integer_item(t, "tokens", 0, tok.vocab_size() - 1)));
+    return ids;
+  });
+  if (auto* e = std::get_if<openai::RequestError>(&parsed)) return send_error(res, *e);
+  // Byte tokens may decode to broken UTF-8: dump_json replaces it with U+FFFD.
+  res.set_content(openai::dump_json(Json{{"content", tok.decode(std::get<std::vector<int32_t>>(parsed))}}),
+                  "application/json");
 }
 
 }  // namespace kvlm

@@ -8,13 +8,16 @@
 #include "common/log.h"
 #include "engine/engine.h"
 #include "model/model.h"
+#include "server/openai/json_text.h"
 #include "server/routes.h"
 #include "tokenizer/chat_prompt.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/unicode.h"
 
 namespace kvlm {
 
 struct Server::Impl {
-  Impl(Engine& engine, ServerConfig c) : config(std::move(c)), ctx{engine, config.model_name, nullptr, "", {}} {}
+  Impl(Engine& engine, ServerConfig c) : config(std::move(c)), ctx{engine, config.model_name, nullptr, "", {}, SIZE_MAX} {}
   ServerConfig config;
   ServerContext ctx;
   httplib::Server http;
@@ -28,6 +31,37 @@ using Route = void (*)(ServerContext&, const httplib::Request&, httplib::Respons
 bool authorized(const ServerConfig& config, const httplib::Request& req) {
   if (config.api_key.empty()) return true;
   return req.get_header_value("Authorization") == "Bearer " + config.api_key;
+}
+
+// See ServerContext::max_prompt_bytes: a token never stands for more input
+// bytes than its piece has (SPM's U+2581 and GPT-2's byte mapping only grow
+// what they replace), so more than max_model_len longest pieces of bytes
+// always tokenize past the context.
+size_t max_prompt_bytes(const Engine& engine) {
+  const Tokenizer& tok = engine.tokenizer();
+  size_t longest = 1;
+  for (int32_t id = 0; id < tok.vocab_size(); ++id) longest = std::max(longest, tok.piece(id).size());
+  return static_cast<size_t>(engine.max_model_len()) * longest;
+}
+
+// Routing misses and refusals by the transport (a malformed request line or
+// header, a body over the limit) as OpenAI-style JSON.
+void answer_transport_error(const httplib::Request& req, httplib::Response& res) {
+  std::string message = res.status == 404 ? fmt::format("no route {} {}", req.method, req.path)
+                        : res.status == 413 ? "the request body is too large"
+                                            : fmt::format("HTTP {}", res.status);
+  const std::string body = openai::dump_json(openai::error_json({res.status, unicode::sanitize_utf8(message), std::nullopt}));
+  if (res.status == 404 || res.status == 405) return res.set_content(body, "application/json");
+  // After a request httplib could not parse, the rest of the connection is
+  // garbage (and its Connection: close went unread): answer, then close.
+  // A provider that reports failure after its last byte makes httplib drop
+  // the socket instead of waiting 30 s for another request on it.
+  res.set_header("Connection", "close");
+  res.set_content_provider(body.size(), "application/json",
+                           [body](size_t offset, size_t length, httplib::DataSink& sink) {
+                             sink.write(body.data() + offset, length);
+                             return false;
+                           });
 }
 
 }  // namespace
@@ -59,6 +93,7 @@ Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Imp
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
 
+  s.ctx.max_prompt_bytes = max_prompt_bytes(engine);
   auto route = [this](Route handler, bool needs_key) {
     return [this, handler, needs_key](const httplib::Request& req, httplib::Response& res) {
       if (needs_key && !authorized(impl_->config, req)) {
@@ -66,7 +101,19 @@ Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Imp
         e.code = "invalid_api_key";
         return send_error(res, e);
       }
-      handler(impl_->ctx, req, res);
+      // Every handler's failures end here as an OpenAI error: a kvlm::Error
+      // keeps its status; anything else is our fault, a logged 500.
+      try {
+        handler(impl_->ctx, req, res);
+      } catch (const Error& e) {
+        const openai::RequestError r = error_for(e);
+        if (r.status == 500) return send_internal_error(res, req, e.what());  // 503 (shutting down) stays
+        send_error(res, r);
+      } catch (const std::exception& e) {
+        send_internal_error(res, req, e.what());
+      } catch (...) {
+        send_internal_error(res, req, "unknown exception");
+      }
     };
   };
   s.http.Post("/v1/completions", route(handle_completions, true));
@@ -80,25 +127,23 @@ Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Imp
   add_web_routes(s.http);
 
   s.http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    // Routing misses and transport-level refusals (e.g. 413) as JSON.
     if (!res.body.empty()) return;
-    std::string message = res.status == 404 ? fmt::format("no route {} {}", req.method, req.path)
-                          : res.status == 413 ? "the request body is too large"
-                                              : fmt::format("HTTP {}", res.status);
-    openai::RequestError e{res.status, message, std::nullopt};
-    res.set_content(openai::error_json(e).dump(), "application/json");
+    try {
+      answer_transport_error(req, res);
+    } catch (...) {
+      res.set_content(R"({"error":{"message":"internal error","type":"server_error","param":null,"code":null}})",
+                      "application/json");
+    }
   });
-  s.http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown error";
+  s.http.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+    // Handlers catch their own failures; this is the transport's last resort.
     try {
       std::rethrow_exception(ep);
     } catch (const std::exception& e) {
-      what = e.what();
+      send_internal_error(res, req, e.what());
     } catch (...) {
+      send_internal_error(res, req, "unknown exception");
     }
-    log_error("request failed: {}", what);
-    openai::RequestError e{500, "internal error: " + what, std::nullopt, "server_error"};
-    send_error(res, e);
   });
 }
 

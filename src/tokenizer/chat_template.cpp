@@ -4,6 +4,7 @@
 #include <ctime>
 
 #include "common/error.h"
+#include "tokenizer/jinja/error.h"
 #include "tokenizer/jinja/json.h"
 #include "tokenizer/jinja/lexer.h"
 #include "tokenizer/jinja/parser.h"
@@ -43,13 +44,17 @@ std::string ChatTemplate::render(const ChatTemplateInputs& in) const {
   if (!in.extra.is_object()) throw_error(ErrorCode::kInvalidArgument, "chat template extra variables must be a JSON object");
   jinja::Value context = jinja::Value::make_dict();
   jinja::DictObj& vars = context.dict();
-  vars.set("messages", jinja::from_json(in.messages));
-  vars.set("tools", jinja::Value::none());
-  vars.set("documents", jinja::Value::none());
-  vars.set("add_generation_prompt", jinja::Value(in.add_generation_prompt));
-  vars.set("bos_token", jinja::Value(in.bos_token));
-  vars.set("eos_token", jinja::Value(in.eos_token));
-  for (const auto& [key, value] : in.extra.items()) vars.set(key, jinja::from_json(value));
+  try {
+    vars.set("messages", jinja::from_json(in.messages));
+    vars.set("tools", jinja::Value::none());
+    vars.set("documents", jinja::Value::none());
+    vars.set("add_generation_prompt", jinja::Value(in.add_generation_prompt));
+    vars.set("bos_token", jinja::Value(in.bos_token));
+    vars.set("eos_token", jinja::Value(in.eos_token));
+    for (const auto& [key, value] : in.extra.items()) vars.set(key, jinja::from_json(value));
+  } catch (const jinja::RuntimeError& e) {
+    throw_error(ErrorCode::kInvalidArgument, "chat template inputs: {}", e.what());  // e.g. nested too deeply
+  }
 
   std::optional<std::tm> fixed = in.now;
   if (fixed) {

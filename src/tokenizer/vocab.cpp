@@ -7,6 +7,7 @@
 #include <span>
 
 #include "common/error.h"
+#include "common/printable.h"
 #include "common/log.h"
 
 namespace kvlm {
@@ -114,7 +115,7 @@ Vocab Vocab::from_metadata(const Metadata& m) {
     throw_error(ErrorCode::kUnsupported,
                 "tokenizer model '{}' is not supported: kvlm tokenizes 'llama' (SentencePiece) "
                 "and 'gpt2' (byte-level BPE) vocabularies",
-                v.model_name_);
+                printable(v.model_name_));
   }
   if (auto b = m.get_bool("tokenizer.ggml.add_space_prefix")) v.add_space_prefix_ = *b;
 
@@ -173,7 +174,7 @@ void Vocab::load_tokens(const Metadata& m) {
       text = fmt::format("[EMPTY_{}]", i);
     }
     if (std::optional<int32_t> other = find(text)) {
-      throw_error(ErrorCode::kCorrupt, "duplicate token in vocabulary: '{}' has ids {} and {}", text, *other, i);
+      throw_error(ErrorCode::kCorrupt, "duplicate token in vocabulary: '{}' has ids {} and {}", printable(text), *other, i);
     }
     max_token_length_ = std::max(max_token_length_, text.size());
     Token& t = tokens_[i];

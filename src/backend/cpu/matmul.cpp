@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdlib>
 #include <vector>
 
@@ -42,6 +43,13 @@ inline __m256i pack_to_i8(__m256i a, __m256i b, __m256i c, __m256i d) {
   // packs works per 128-bit lane; the permute puts the four groups back in order.
   return _mm256_permutevar8x32_epi32(_mm256_packs_epi16(ab, cd), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
+
+// _mm256_max_ps keeps or drops a NaN depending on operand order, so the max
+// alone cannot tell whether a block is finite. v - v is 0 for finite lanes and
+// NaN for NaN and +-Inf, and NaN survives addition: z stays all zeros exactly
+// while every value seen is finite.
+inline __m256 accumulate_nonfinite(__m256 z, __m256 v) { return _mm256_add_ps(z, _mm256_sub_ps(v, v)); }
+inline bool any_nan(__m256 z) { return _mm256_movemask_ps(_mm256_cmp_ps(z, z, _CMP_UNORD_Q)) != 0; }
 #endif
 
 }  // namespace
@@ -55,11 +63,23 @@ void quantize_act_q8_0(const float* x, int64_t cols, int8_t* qs, float* d, int32
     for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(xb + 8 * k);
     const __m256 m = _mm256_max_ps(_mm256_max_ps(simd::abs_ps(v[0]), simd::abs_ps(v[1])),
                                    _mm256_max_ps(simd::abs_ps(v[2]), simd::abs_ps(v[3])));
-    const float amax = simd::hmax(m);
+    __m256 z = _mm256_setzero_ps();
+    for (int k = 0; k < 4; ++k) z = accumulate_nonfinite(z, v[k]);
+    const float amax = any_nan(z) ? std::numeric_limits<float>::quiet_NaN() : simd::hmax(m);
 #else
     float amax = 0.f;
-    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(xb[j]));
+    for (int j = 0; j < 32; ++j) amax = std::isfinite(xb[j]) && std::isfinite(amax) ? std::max(amax, std::fabs(xb[j]))
+                                                                                  : std::numeric_limits<float>::quiet_NaN();
 #endif
+    if (!std::isfinite(amax)) {
+      // NaN/Inf input (the SIMD max may also have dropped a NaN, which then
+      // converts to INT_MIN and saturates: no UB either way): quants 0 and d
+      // NaN, so the dot product is NaN rather than a float-to-int overflow.
+      std::fill(qs + 32 * b, qs + 32 * b + 32, int8_t{0});
+      sums[b] = 0;
+      d[b] = std::numeric_limits<float>::quiet_NaN();
+      continue;
+    }
     const float scale = amax / 127.f;
     const float id = scale != 0.f ? 1.f / scale : 0.f;
     d[b] = fp16_to_f32(f32_to_fp16(scale));  // the block stores d as fp16
@@ -91,22 +111,33 @@ void quantize_act_q8_k(const float* x, int64_t cols, ActBlockQ8K* out) {
     ActBlockQ8K& o = out[b];
 #if KVLM_AVX2
     __m256 m = _mm256_setzero_ps();
-    for (int j = 0; j < 256; j += 8) m = _mm256_max_ps(m, simd::abs_ps(_mm256_loadu_ps(x + j)));
-    const float amax = simd::hmax(m);
+    __m256 z = _mm256_setzero_ps();
+    for (int j = 0; j < 256; j += 8) {
+      const __m256 v = _mm256_loadu_ps(x + j);
+      m = _mm256_max_ps(m, simd::abs_ps(v));
+      z = accumulate_nonfinite(z, v);
+    }
+    const float amax = any_nan(z) ? std::numeric_limits<float>::quiet_NaN() : simd::hmax(m);
 #else
     float amax = 0.f;
-    for (int j = 0; j < 256; ++j) amax = std::max(amax, std::fabs(x[j]));
+    for (int j = 0; j < 256; ++j) amax = std::isfinite(x[j]) && std::isfinite(amax) ? std::max(amax, std::fabs(x[j]))
+                                                                                  : std::numeric_limits<float>::quiet_NaN();
 #endif
-    if (amax == 0.f) {
+    // The reference keeps the first value of largest magnitude (its sign sets
+    // iscale's). The search is bounded: with NaN or Inf among the activations
+    // the SIMD max need not equal any |x[j]| (max_ps drops or keeps NaN by
+    // operand order), and an unbounded walk would leave the block.
+    int j_max = 0;
+    while (j_max < 256 && std::fabs(x[j_max]) != amax) ++j_max;
+    if (amax == 0.f || !std::isfinite(amax) || j_max == 256) {
+      // All zeros, or non-finite input: quants 0 and d 0 (zeros) or NaN, so a
+      // non-finite activation gives a NaN dot product instead of garbage.
       std::fill(std::begin(o.qs), std::end(o.qs), int8_t{0});
       std::fill(std::begin(o.bsums), std::end(o.bsums), int16_t{0});
       std::fill(std::begin(o.bsum_pairs), std::end(o.bsum_pairs), int16_t{0});
-      o.d = 0.f;
+      o.d = amax == 0.f ? 0.f : std::numeric_limits<float>::quiet_NaN();
       continue;
     }
-    // The reference keeps the first value of largest magnitude (its sign sets iscale's).
-    int j_max = 0;
-    while (std::fabs(x[j_max]) != amax) ++j_max;
     const float iscale = -127.f / x[j_max];
 #if KVLM_AVX2
     const __m256 isv = _mm256_set1_ps(iscale);

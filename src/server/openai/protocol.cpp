@@ -5,58 +5,33 @@
 
 #include <fmt/format.h>
 
+#include "server/openai/fields.h"
 #include "tokenizer/unicode.h"
 
 
 namespace kvlm::openai {
 namespace {
 
-// Validation failures travel as this exception inside the parser only; the
-// public functions turn it into a RequestError value.
-struct Invalid {
-  RequestError error;
-};
+// Short names for the field readers of fields.h.
+[[noreturn]] void invalid(const std::string& param, const std::string& message) { invalid_field(param, message); }
+std::optional<double> number(const Json& b, const char* k, double lo, double hi) { return number_field(b, k, lo, hi); }
+std::optional<int64_t> integer(const Json& b, const char* k, int64_t lo, int64_t hi) { return integer_field(b, k, lo, hi); }
+std::optional<bool> boolean(const Json& b, const char* k) { return bool_field(b, k); }
+std::optional<std::string> string(const Json& b, const char* k) { return string_field(b, k); }
 
-[[noreturn]] void invalid(const std::string& param, const std::string& message) {
-  throw Invalid{RequestError{400, message, param}};
-}
-
-const Json* field(const Json& body, const char* key) {
-  auto it = body.find(key);
-  return it == body.end() || it->is_null() ? nullptr : &*it;
-}
-
-std::optional<double> number(const Json& body, const char* key, double lo, double hi) {
-  const Json* v = field(body, key);
-  if (!v) return std::nullopt;
-  if (!v->is_number()) invalid(key, fmt::format("'{}' must be a number", key));
-  const double x = v->get<double>();
-  if (!std::isfinite(x) || x < lo || x > hi) invalid(key, fmt::format("'{}' must be between {} and {}, got {}", key, lo, hi, x));
-  return x;
-}
-
-std::optional<int64_t> integer(const Json& body, const char* key, int64_t lo, int64_t hi) {
-  const Json* v = field(body, key);
-  if (!v) return std::nullopt;
-  if (!v->is_number_integer()) invalid(key, fmt::format("'{}' must be an integer", key));
-  const int64_t x = v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)
-                        ? INT64_MAX : v->get<int64_t>();
-  if (x < lo || x > hi) invalid(key, fmt::format("'{}' must be between {} and {}, got {}", key, lo, hi, x));
-  return x;
-}
-
-std::optional<bool> boolean(const Json& body, const char* key) {
-  const Json* v = field(body, key);
-  if (!v) return std::nullopt;
-  if (!v->is_boolean()) invalid(key, fmt::format("'{}' must be true or false", key));
-  return v->get<bool>();
-}
-
-std::optional<std::string> string(const Json& body, const char* key) {
-  const Json* v = field(body, key);
-  if (!v) return std::nullopt;
-  if (!v->is_string()) invalid(key, fmt::format("'{}' must be a string", key));
-  return v->get<std::string>();
+// logit_bias keys are decimal token ids; anything else (a sign, spaces, an id
+// past int32, which would wrap to a small id) is refused. Ids past the
+// vocabulary are refused by the engine, which knows its size.
+int32_t logit_bias_id(const std::string& key) {
+  int64_t id = 0;
+  bool ok = !key.empty() && key.size() <= 10;
+  for (char c : key) {
+    if (c < '0' || c > '9') ok = false;
+    if (ok) id = id * 10 + (c - '0');
+  }
+  if (!ok || id > INT32_MAX)
+    invalid("logit_bias", fmt::format("'logit_bias' key '{}' must be a token id (a decimal integer below 2^31)", key));
+  return static_cast<int32_t>(id);
 }
 
 GenerationOptions parse_options(const Json& body, bool chat) {
@@ -81,16 +56,13 @@ GenerationOptions parse_options(const Json& body, bool chat) {
   if (const Json* bias = field(body, "logit_bias")) {
     if (!bias->is_object()) invalid("logit_bias", "'logit_bias' must map token ids to numbers");
     for (const auto& [key, value] : bias->items()) {
-      size_t used = 0;
-      long id = -1;
-      try {
-        id = std::stol(key, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != key.size() || id < 0 || !value.is_number())
-        invalid("logit_bias", fmt::format("'logit_bias' key '{}' must be a token id with a number", key));
-      s.logit_bias.emplace_back(static_cast<int32_t>(id), value.get<float>());
+      const int32_t id = logit_bias_id(key);
+      if (!value.is_number())
+        invalid("logit_bias", fmt::format("'logit_bias' value for token {} must be a number", key));
+      const double b = value.get<double>();
+      if (!(b >= -100.0 && b <= 100.0))
+        invalid("logit_bias", fmt::format("'logit_bias' value for token {} must be between -100 and 100", key));
+      s.logit_bias.emplace_back(id, static_cast<float>(b));
     }
   }
   const char* max_key = chat && field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
@@ -169,27 +141,14 @@ Json normalize_messages(const Json& messages) {
 
 std::vector<int32_t> token_ids(const Json& a) {
   std::vector<int32_t> ids;
-  for (const Json& x : a) {
-    if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX)
-      invalid("prompt", "token ids in 'prompt' must be non-negative integers");
-    ids.push_back(static_cast<int32_t>(x.get<int64_t>()));
-  }
+  for (const Json& x : a) ids.push_back(static_cast<int32_t>(integer_item(x, "prompt", 0, INT32_MAX)));
   return ids;
-}
-
-template <typename T, typename F>
-std::variant<T, RequestError> guarded(F&& f) {
-  try {
-    return f();
-  } catch (const Invalid& e) {
-    return e.error;
-  }
 }
 
 }  // namespace
 
 std::variant<CompletionRequest, RequestError> parse_completion_request(const Json& body) {
-  return guarded<CompletionRequest>([&] {
+  return validated<CompletionRequest>([&] {
     CompletionRequest r;
     r.options = parse_options(body, /*chat=*/false);
     r.echo = boolean(body, "echo").value_or(false);
@@ -217,7 +176,7 @@ std::variant<CompletionRequest, RequestError> parse_completion_request(const Jso
 }
 
 std::variant<ChatRequest, RequestError> parse_chat_request(const Json& body) {
-  return guarded<ChatRequest>([&] {
+  return validated<ChatRequest>([&] {
     ChatRequest r;
     r.options = parse_options(body, /*chat=*/true);
     const Json* messages = field(body, "messages");

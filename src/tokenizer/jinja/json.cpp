@@ -10,7 +10,14 @@
 
 namespace kvlm::jinja {
 
-Value from_json(const nlohmann::ordered_json& j) {
+namespace {
+
+// Deeper JSON is refused rather than walked: each level is a few stack frames,
+// and a few thousand levels from a client would overflow a handler thread's stack.
+constexpr int kMaxFromJsonDepth = 128;
+
+Value from_json_at(const nlohmann::ordered_json& j, int depth) {
+  if (depth > kMaxFromJsonDepth) throw_runtime("JSON value nested deeper than {} levels", kMaxFromJsonDepth);
   switch (j.type()) {
     case nlohmann::ordered_json::value_t::null: return Value::none();
     case nlohmann::ordered_json::value_t::boolean: return Value(j.get<bool>());
@@ -25,17 +32,21 @@ Value from_json(const nlohmann::ordered_json& j) {
     case nlohmann::ordered_json::value_t::array: {
       std::vector<Value> items;
       items.reserve(j.size());
-      for (const auto& item : j) items.push_back(from_json(item));
+      for (const auto& item : j) items.push_back(from_json_at(item, depth + 1));
       return Value::make_list(std::move(items));
     }
     case nlohmann::ordered_json::value_t::object: {
       Value d = Value::make_dict();
-      for (const auto& [key, value] : j.items()) d.dict().set(key, from_json(value));
+      for (const auto& [key, value] : j.items()) d.dict().set(key, from_json_at(value, depth + 1));
       return d;
     }
     default: return Value::none();  // binary and discarded values do not come from parsed JSON text
   }
 }
+
+}  // namespace
+
+Value from_json(const nlohmann::ordered_json& j) { return from_json_at(j, 0); }
 
 namespace {
 

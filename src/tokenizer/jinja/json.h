@@ -14,6 +14,7 @@
 
 namespace kvlm::jinja {
 
+// Throws RuntimeError for a value nested deeper than 128 levels.
 Value from_json(const nlohmann::ordered_json& j);
 
 struct JsonDumpOptions {

@@ -1,0 +1,66 @@
+#include "server/openai/fields.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace kvlm::openai {
+
+void invalid_field(const std::string& param, const std::string& message) {
+  throw FieldError{RequestError{400, message, param}};
+}
+
+const Json* field(const Json& obj, const char* key) {
+  if (!obj.is_object()) return nullptr;
+  auto it = obj.find(key);
+  return it == obj.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::optional<double> number_field(const Json& obj, const char* key, double lo, double hi) {
+  const Json* v = field(obj, key);
+  if (!v) return std::nullopt;
+  if (!v->is_number()) invalid_field(key, fmt::format("'{}' must be a number", key));
+  const double x = v->get<double>();
+  if (!std::isfinite(x) || x < lo || x > hi)
+    invalid_field(key, fmt::format("'{}' must be between {} and {}, got {}", key, lo, hi, x));
+  return x;
+}
+
+namespace {
+// JSON integers arrive as int64 or uint64; one above INT64_MAX is out of every range we accept.
+int64_t clamped_integer(const Json& v) {
+  return v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX
+                                                                                        : v.get<int64_t>();
+}
+}  // namespace
+
+std::optional<int64_t> integer_field(const Json& obj, const char* key, int64_t lo, int64_t hi) {
+  const Json* v = field(obj, key);
+  if (!v) return std::nullopt;
+  if (!v->is_number_integer()) invalid_field(key, fmt::format("'{}' must be an integer", key));
+  const int64_t x = clamped_integer(*v);
+  if (x < lo || x > hi) invalid_field(key, fmt::format("'{}' must be between {} and {}, got {}", key, lo, hi, x));
+  return x;
+}
+
+std::optional<bool> bool_field(const Json& obj, const char* key) {
+  const Json* v = field(obj, key);
+  if (!v) return std::nullopt;
+  if (!v->is_boolean()) invalid_field(key, fmt::format("'{}' must be true or false", key));
+  return v->get<bool>();
+}
+
+std::optional<std::string> string_field(const Json& obj, const char* key) {
+  const Json* v = field(obj, key);
+  if (!v) return std::nullopt;
+  if (!v->is_string()) invalid_field(key, fmt::format("'{}' must be a string", key));
+  return v->get<std::string>();
+}
+
+int64_t integer_item(const Json& item, const std::string& param, int64_t lo, int64_t hi) {
+  if (!item.is_number_integer() || clamped_integer(item) < lo || clamped_integer(item) > hi)
+    invalid_field(param, fmt::format("'{}' must hold integers in [{}, {}]", param, lo, hi));
+  return clamped_integer(item);
+}
+
+}  // namespace kvlm::openai
