@@ -116,12 +116,42 @@ void KvCacheManager::drop_whole_blocks(RequestBlocks& r, std::vector<bool>& drop
   dropped = std::move(kept_dropped);
 }
 
+// A contiguous run [a, a + bs) that straddles two blocks (sinks): every token
+// after it keeps its offset and moves one table entry down, so block ka + 1
+// takes the a % bs tokens before the run from block ka, which then leaves the
+// table. a % bs slot moves instead of one per token after the run.
+bool KvCacheManager::evict_run(RequestBlocks& r, int32_t a) {
+  const int32_t bs = config_.block_size;
+  BlockTable& t = r.tables[0];
+  const auto ka = static_cast<size_t>(a / bs);
+  if (!make_private(t, ka + 1)) return false;
+  for (int32_t o = 0; o < a % bs; ++o)
+    ops_.push_back(KvOp::move_slot(0, physical_slot(t, static_cast<int32_t>(ka) * bs + o, bs),
+                                   physical_slot(t, static_cast<int32_t>(ka + 1) * bs + o, bs)));
+  const BlockId gone[] = {t.blocks[ka]};
+  t.blocks.erase(t.blocks.begin() + static_cast<std::ptrdiff_t>(ka));
+  pool_.free(gone);
+  if (r.budget.shift) {
+    // Tokens from a on are bs positions earlier (those moved into block ka
+    // before a keep theirs).
+    for (size_t k = ka; k < t.blocks.size(); ++k)
+      if (!make_private(t, k)) return false;
+    for (int32_t i = a; i < r.num_computed - bs; ++i) ops_.push_back(KvOp::rotate_key(0, physical_slot(t, i, bs), -bs));
+  }
+  return true;
+}
+
 bool KvCacheManager::evict(RequestBlocks& r) {
   const int32_t bs = config_.block_size;
   const int32_t n = r.num_computed;
   BlockTable& t = r.tables[0];
   KVLM_ASSERT(num_groups() == 1 && t.num_released == 0, "budgets need one full-attention group");
   const std::vector<int32_t> victims = r.policy->choose(bs);
+  if (victims.back() - victims.front() == bs - 1 && victims.front() % bs != 0 && n % bs == 0) {
+    if (!evict_run(r, victims.front())) return false;
+    finish_eviction(r, victims, n - bs);
+    return true;
+  }
   std::vector<bool> dropped(static_cast<size_t>(n), false);
   for (int32_t s : victims) {
     KVLM_ASSERT(s >= 0 && s < n && !dropped[s], "a policy named a slot twice or out of range");
@@ -158,12 +188,16 @@ bool KvCacheManager::evict(RequestBlocks& r) {
   std::vector<BlockId> tail(t.blocks.rbegin(), t.blocks.rend() - static_cast<std::ptrdiff_t>(num_blocks));
   pool_.free(tail);
   t.blocks.resize(num_blocks);
+  finish_eviction(r, victims, num_kept);
+  return true;
+}
+
+void KvCacheManager::finish_eviction(RequestBlocks& r, std::span<const int32_t> victims, int32_t num_kept) {
   r.num_computed = num_kept;
   r.num_slots = num_kept;
-  r.num_evicted += bs;
+  r.num_evicted += static_cast<int32_t>(victims.size());
   r.policy->on_evict(victims);
-  num_evicted_tokens_[static_cast<size_t>(r.budget.policy)] += bs;
-  return true;
+  num_evicted_tokens_[static_cast<size_t>(r.budget.policy)] += static_cast<int64_t>(victims.size());
 }
 
 }  // namespace kvlm

@@ -55,24 +55,58 @@ TEST(KvEviction, StopsTheStepAtTheBudgetPlusOneBlock) {
 TEST(KvEviction, TokenPolicyCompactsSurvivorsWithExactMoves) {
   KvCacheManager kv = manager(16, false);
   const RequestId id(1);
-  ASSERT_TRUE(kv.allocate(id, 12, nullptr, budget(KvPolicyKind::kSinks, 8, 2)));
+  ASSERT_TRUE(kv.allocate(id, 12, nullptr, budget(KvPolicyKind::kTova, 8, 0)));
   EXPECT_EQ(kv.table(id, 0).blocks, ids({0, 1, 2}));
+  // TOVA: the newest queries ignored slots 1, 2, 5 and 9.
+  std::vector<float> w(12, 0.1f);
+  for (int s : {1, 2, 5, 9}) w[s] = 0.f;
+  kv.observe_attention(id, 11, 11, 1, 12, w);
   ASSERT_TRUE(kv.on_computed(id, tokens(12), 12));
-  // Sinks 0, 1 stay; 2..5 go; 6..11 move down to 2..7; block 2 empties.
-  const KvOps expected = {KvOp::move_slot(0, 6, 2), KvOp::move_slot(0, 7, 3), KvOp::move_slot(0, 8, 4),
-                          KvOp::move_slot(0, 9, 5), KvOp::move_slot(0, 10, 6), KvOp::move_slot(0, 11, 7)};
+  // Survivors 0, 3, 4, 6, 7, 8, 10, 11 move down to 0..7; block 2 empties.
+  const KvOps expected = {KvOp::move_slot(0, 3, 1), KvOp::move_slot(0, 4, 2), KvOp::move_slot(0, 6, 3),
+                          KvOp::move_slot(0, 7, 4), KvOp::move_slot(0, 8, 5), KvOp::move_slot(0, 10, 6),
+                          KvOp::move_slot(0, 11, 7)};
   EXPECT_EQ(kv.take_ops(), expected);
   EXPECT_EQ(kv.table(id, 0).blocks, ids({0, 1}));
   EXPECT_EQ(kv.num_resident(id), 8);
   EXPECT_EQ(kv.num_evicted(id), 4);
   EXPECT_EQ(kv.pool().num_used_blocks(), 2);
-  EXPECT_EQ(kv.num_evicted_tokens(KvPolicyKind::kSinks), 4);
-  // The next token goes to slot 8 of a fresh block; 4 more tokens reach the budget again.
-  EXPECT_EQ(kv.max_new_tokens(id, budget(KvPolicyKind::kSinks, 8, 2)), 4);
+  EXPECT_EQ(kv.num_evicted_tokens(KvPolicyKind::kTova), 4);
+  // 4 more tokens reach the budget again; they go to a fresh block.
+  EXPECT_EQ(kv.max_new_tokens(id, budget(KvPolicyKind::kTova, 8, 0)), 4);
   ASSERT_TRUE(kv.allocate(id, 4));
   EXPECT_EQ(kv.table(id, 0).blocks, ids({0, 1, 3}));  // block 2 went to the back of the free queue
   kv.free(id);
   EXPECT_EQ(kv.pool().num_free_blocks(), 16);
+}
+
+TEST(KvEviction, ARunAcrossTwoBlocksMovesOnlyTheTokensBeforeIt) {
+  KvCacheManager kv = manager(16, false);
+  const RequestId id(1);
+  ASSERT_TRUE(kv.allocate(id, 12, nullptr, budget(KvPolicyKind::kSinks, 8, 2)));
+  ASSERT_TRUE(kv.on_computed(id, tokens(12), 12));
+  // Sinks 0, 1 stay and 2..5 go: block 1 (6, 7 at offsets 2, 3) takes the
+  // sinks at offsets 0, 1 and becomes the first block; block 0 leaves.
+  const KvOps expected = {KvOp::move_slot(0, 0, 4), KvOp::move_slot(0, 1, 5)};
+  EXPECT_EQ(kv.take_ops(), expected);
+  EXPECT_EQ(kv.table(id, 0).blocks, ids({1, 2}));
+  EXPECT_EQ(kv.num_resident(id), 8);
+  kv.free(id);
+  EXPECT_EQ(kv.pool().num_free_blocks(), 16);
+}
+
+TEST(KvEviction, ARunWithTheShiftReRotatesWhatFollowsIt) {
+  KvCacheManager kv = manager(16, false);
+  const RequestId id(1);
+  ASSERT_TRUE(kv.allocate(id, 12, nullptr, budget(KvPolicyKind::kSinks, 8, 2, /*shift=*/true)));
+  ASSERT_TRUE(kv.on_computed(id, tokens(12), 12));
+  // New slots 2..7 (blocks 1 offsets 2, 3 and block 2) are 4 positions earlier.
+  const KvOps expected = {KvOp::move_slot(0, 0, 4),       KvOp::move_slot(0, 1, 5),
+                          KvOp::rotate_key(0, 6, -4),     KvOp::rotate_key(0, 7, -4),
+                          KvOp::rotate_key(0, 8, -4),     KvOp::rotate_key(0, 9, -4),
+                          KvOp::rotate_key(0, 10, -4),    KvOp::rotate_key(0, 11, -4)};
+  EXPECT_EQ(kv.take_ops(), expected);
+  kv.free(id);
 }
 
 TEST(KvEviction, WholeBlocksLeaveTheTableWithoutMoves) {
@@ -111,17 +145,14 @@ TEST(KvEviction, SharedBlocksAreCopiedBeforeTheyChange) {
   ASSERT_TRUE(kv.allocate(RequestId(2), kv.max_new_tokens(RequestId(2), b, &hit), &hit, b));
   EXPECT_EQ(kv.table(RequestId(2), 0).blocks, ids({0, 1, 4}));
   ASSERT_TRUE(kv.on_computed(RequestId(2), t, 12));
-  // Blocks 0 and 1 are shared with request 1 and the prefix cache: copied to
-  // 5 and 6 first, then the survivors move inside the copies.
-  const KvOps ops = kv.take_ops();
-  ASSERT_GE(ops.size(), 2u);
-  EXPECT_EQ(ops[0], KvOp::copy_block(0, 0, 5));
-  EXPECT_EQ(ops[1], KvOp::copy_block(0, 1, 6));
-  EXPECT_EQ(ops[2], KvOp::move_slot(0, 6 * kBs + 2, 5 * kBs + 2));
-  EXPECT_EQ(kv.table(RequestId(2), 0).blocks, ids({5, 6}));
+  // Block 1 takes the sinks and is shared with request 1 and the prefix
+  // cache: it is copied to block 5 first, and the sinks move into the copy.
+  const KvOps expected = {KvOp::copy_block(0, 1, 5), KvOp::move_slot(0, 0, 5 * kBs), KvOp::move_slot(0, 1, 5 * kBs + 1)};
+  EXPECT_EQ(kv.take_ops(), expected);
+  EXPECT_EQ(kv.table(RequestId(2), 0).blocks, ids({5, 4}));
   EXPECT_EQ(kv.table(RequestId(1), 0).blocks, ids({0, 1, 2, 3}));
-  EXPECT_EQ(kv.pool().meta(BlockId(0)).ref_count, 1);
-  EXPECT_TRUE(kv.pool().meta(BlockId(0)).hash.has_value());  // still a valid cache entry
+  EXPECT_EQ(kv.pool().meta(BlockId(1)).ref_count, 1);
+  EXPECT_TRUE(kv.pool().meta(BlockId(1)).hash.has_value());  // still a valid cache entry
   kv.free(RequestId(1));
   kv.free(RequestId(2));
   EXPECT_EQ(kv.pool().num_free_blocks(), 16);
@@ -131,10 +162,10 @@ TEST(KvEviction, ACachedBlockHeldAloneIsForgottenWhenNoBlockIsFree) {
   KvCacheManager kv = manager(3, true);
   const RequestId id(1);
   ASSERT_TRUE(kv.allocate(id, 12, nullptr, budget(KvPolicyKind::kSinks, 8, 2)));
-  ASSERT_TRUE(kv.on_computed(id, tokens(12), 12));  // published blocks 0, 1 then changed them
-  EXPECT_FALSE(kv.pool().meta(BlockId(0)).hash.has_value());
+  ASSERT_TRUE(kv.on_computed(id, tokens(12), 12));  // published blocks 0, 1, 2, then wrote into 1
+  EXPECT_TRUE(kv.pool().meta(BlockId(0)).hash.has_value());  // only read: its entry stays
   EXPECT_FALSE(kv.pool().meta(BlockId(1)).hash.has_value());
-  EXPECT_EQ(kv.pool().num_cached_blocks(), 1u);  // block 2 only read: its entry stays
+  EXPECT_EQ(kv.pool().num_cached_blocks(), 2u);
   kv.free(id);
 }
 
