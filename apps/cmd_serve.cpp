@@ -46,12 +46,17 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--served-model-name", sc.model_name, "model name in responses (default: the file's general.name)");
   app.add_option("--chat-template-file", sc.chat_template_file, "Jinja chat template to use instead of the model's");
   app.add_option("--http-threads", sc.num_http_threads, "HTTP worker threads (default: enough for every request)");
+  int64_t heartbeat_ms = 1000;
+  app.add_option("--sse-heartbeat-ms", heartbeat_ms, "idle time before a stream gets an SSE keep-alive comment")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{3600000}));
   double drain_timeout_s = 30;
   app.add_option("--drain-timeout", drain_timeout_s,
                  "on SIGTERM/SIGINT, seconds to let running requests finish before cancelling them")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
+  sc.sse_heartbeat = std::chrono::milliseconds(heartbeat_ms);
   if (sc.api_key.empty())
     if (const char* key = std::getenv("KVLM_API_KEY")) sc.api_key = key;
 

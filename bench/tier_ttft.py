@@ -92,7 +92,7 @@ def count_tokens(server, text):
 def prompt_of(args, server):
     """The shortest prefix of the text with at least --prompt-tokens tokens (the server's tokenizer)."""
     text = open(args.text).read()
-    lo, hi = 1, len(text)
+    lo, hi = 1, min(len(text), args.prompt_tokens * 8)
     while lo < hi:
         mid = (lo + hi) // 2
         if count_tokens(server, text[:mid]) >= args.prompt_tokens:

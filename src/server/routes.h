@@ -2,6 +2,7 @@
 // Internal to server/: server.cpp registers them with the HTTP transport.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string_view>
@@ -28,6 +29,7 @@ struct ServerContext {
   // token covers more bytes than the longest vocabulary piece), so it is
   // refused before it is tokenized: a 32 MiB prompt costs nothing.
   size_t max_prompt_bytes = SIZE_MAX;
+  std::chrono::milliseconds sse_heartbeat{1000};  // ServerConfig::sse_heartbeat
 };
 
 // Writes an OpenAI-style error.

@@ -25,7 +25,6 @@ using openai::Json;
 
 // How long a stream waits for tokens before it writes an SSE comment; a write
 // to a client that has gone fails, which cancels its request.
-constexpr auto kHeartbeat = std::chrono::milliseconds(1000);
 // How often a non-streaming request looks whether its client is still there.
 constexpr auto kHangUpCheck = std::chrono::milliseconds(100);
 
@@ -87,13 +86,16 @@ struct StreamState {
 bool stream_step(ServerContext& ctx, const Generation& gen, RequestStream& stream, StreamState& state,
                  bool want_logprobs, std::optional<int32_t> echoed_first, int32_t num_prompt,
                  httplib::DataSink& sink) {
-  auto ev = stream.next_for(kHeartbeat);
+  auto ev = stream.next_for(ctx.sse_heartbeat);
   if (!ev) {
     if (stream.done()) {
       sink.done();
       return true;
     }
-    return sink.write(": keep-alive\n\n", 15);  // false: the client is gone
+    // Exactly the comment line: one byte more (its NUL) would prefix the
+    // next event and make clients drop it.
+    static constexpr std::string_view kKeepAlive = ": keep-alive\n\n";
+    return sink.write(kKeepAlive.data(), kKeepAlive.size());  // false: the client is gone
   }
   std::string out;
   if (ev->error) {

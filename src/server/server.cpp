@@ -17,7 +17,7 @@
 namespace kvlm {
 
 struct Server::Impl {
-  Impl(Engine& engine, ServerConfig c) : config(std::move(c)), ctx{engine, config.model_name, nullptr, "", {}, SIZE_MAX} {}
+  Impl(Engine& engine, ServerConfig c) : config(std::move(c)), ctx{engine, config.model_name, nullptr, "", {}, SIZE_MAX, config.sse_heartbeat} {}
   ServerConfig config;
   ServerContext ctx;
   httplib::Server http;

@@ -32,6 +32,9 @@ struct ServerConfig {
   int num_http_threads = 0;         // 0: enough for every running and queued request
   std::optional<std::string> chat_template_file;  // overrides the model's template
   size_t max_body_bytes = 32 << 20;
+  // A stream with no event for this long gets an SSE comment line, so idle
+  // proxies keep it open and a gone client is noticed.
+  std::chrono::milliseconds sse_heartbeat{1000};
 };
 
 class Server {
