@@ -8,12 +8,12 @@ namespace kvlm {
 
 InFlightRequests::Ticket::~Ticket() { owner_.leave(key_); }
 
-bool InFlightRequests::Ticket::set_request(RequestId id) { return owner_.set_request(key_, id); }
+bool InFlightRequests::Ticket::set_requests(const std::vector<RequestId>& ids) { return owner_.set_requests(key_, ids); }
 
 std::unique_ptr<InFlightRequests::Ticket> InFlightRequests::enter() {
   std::lock_guard lock(mu_);
   const uint64_t key = next_key_++;
-  live_.emplace(key, std::nullopt);
+  live_.emplace(key, std::vector<RequestId>{});
   return std::make_unique<Ticket>(*this, key);
 }
 
@@ -33,9 +33,9 @@ void InFlightRequests::leave(uint64_t key) {
   cv_.notify_all();
 }
 
-bool InFlightRequests::set_request(uint64_t key, RequestId id) {
+bool InFlightRequests::set_requests(uint64_t key, const std::vector<RequestId>& ids) {
   std::lock_guard lock(mu_);
-  if (auto it = live_.find(key); it != live_.end()) it->second = id;
+  if (auto it = live_.find(key); it != live_.end()) it->second = ids;
   return !cancelling_;
 }
 
@@ -44,8 +44,7 @@ size_t InFlightRequests::drain(Engine& engine, std::chrono::milliseconds timeout
   draining_ = true;
   if (cv_.wait_for(lock, timeout, [&] { return live_.empty(); })) return 0;
   std::vector<RequestId> left;
-  for (const auto& [key, id] : live_)
-    if (id) left.push_back(*id);
+  for (const auto& [key, ids] : live_) left.insert(left.end(), ids.begin(), ids.end());
   const size_t num_left = live_.size();
   cancelling_ = true;
   lock.unlock();

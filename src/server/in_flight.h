@@ -13,6 +13,7 @@
 #include <mutex>
 #include <optional>
 #include <unordered_map>
+#include <vector>
 
 #include "common/strong_id.h"
 
@@ -22,8 +23,8 @@ class Engine;
 
 class InFlightRequests {
  public:
-  // Unregisters on destruction. The engine request id is set once submitted
-  // (before that there is nothing to cancel).
+  // Unregisters on destruction. The engine request ids are set once submitted
+  // (before that there is nothing to cancel): one per choice of the request.
   class Ticket {
    public:
     Ticket(InFlightRequests& owner, uint64_t key) : owner_(owner), key_(key) {}
@@ -32,7 +33,9 @@ class InFlightRequests {
     Ticket& operator=(const Ticket&) = delete;
     // Returns false once drain() has begun cancelling: the caller cancels
     // the request itself (drain() did not see its id).
-    [[nodiscard]] bool set_request(RequestId id);
+    [[nodiscard]] bool set_request(RequestId id) { return set_requests({id}); }
+    // All of a request's choices (n > 1), which a drain cancels together.
+    [[nodiscard]] bool set_requests(const std::vector<RequestId>& ids);
 
    private:
     InFlightRequests& owner_;
@@ -52,11 +55,11 @@ class InFlightRequests {
 
  private:
   void leave(uint64_t key);
-  bool set_request(uint64_t key, RequestId id);
+  bool set_requests(uint64_t key, const std::vector<RequestId>& ids);
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::unordered_map<uint64_t, std::optional<RequestId>> live_;
+  std::unordered_map<uint64_t, std::vector<RequestId>> live_;  // empty: not submitted yet
   uint64_t next_key_ = 0;
   bool draining_ = false;
   bool cancelling_ = false;  // drain()'s timeout has passed

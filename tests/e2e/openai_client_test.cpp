@@ -1,6 +1,6 @@
 // The official openai npm client (tests/npm, installed by scripts/setup.sh)
 // against `kvlm serve`: models, completions, chat, streamed chat with usage,
-// and an error it can read.
+// n = 3 choices, and an error it can read.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -36,6 +36,13 @@ TEST(OpenAiClient, SpeaksToKvlmServe) {
   EXPECT_EQ(j["chat_stream"]["usage"]["prompt_tokens"], j["chat"]["usage"]["prompt_tokens"]);
   // The second chat request reused the first one's prompt blocks.
   EXPECT_GT(j["chat_stream"]["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 0);
+  // n: 3 gives three choices, indexed 0..2 (choices_test.cpp checks each
+  // against the single request with seed + i).
+  EXPECT_EQ(j["n3"]["indices"], nlohmann::json::array({0, 1, 2}));
+  ASSERT_EQ(j["n3"]["texts"].size(), 3u);
+  for (const auto& t : j["n3"]["texts"]) EXPECT_FALSE(t.get<std::string>().empty());
+  EXPECT_EQ(j["n3"]["usage"]["completion_tokens"], 36);
+  EXPECT_EQ(j["n3"]["usage"]["prompt_tokens"], 5);
   EXPECT_EQ(j["error"]["status"], 400);
   EXPECT_EQ(j["error"]["param"], "temperature");
 }

@@ -259,7 +259,12 @@ TEST_F(ServerTest, BadRequestsGetOpenAiErrors) {
   const std::vector<Case> cases = {
       {"/v1/completions", "{not json", 400, "", "not valid JSON"},
       {"/v1/completions", R"({"max_tokens":5})", 400, "prompt", "'prompt' is required"},
-      {"/v1/completions", R"({"prompt":"x","n":2})", 400, "n", "only n = 1"},
+      {"/v1/completions", R"({"prompt":"x","n":0})", 400, "n", "between 1 and 16"},
+      {"/v1/completions", R"({"prompt":"x","n":17})", 400, "n", "between 1 and 16"},
+      {"/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}],"n":17})", 400, "n", "between 1 and 16"},
+      {"/v1/completions", R"({"prompt":"x","n":3,"best_of":2})", 400, "best_of", "at least 'n'"},
+      {"/v1/completions", R"({"prompt":"x","best_of":2,"stream":true})", 400, "best_of", "stream"},
+      {"/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}],"best_of":2})", 400, "best_of", ""},
       {"/v1/completions", R"({"prompt":"x","temperature":9})", 400, "temperature", "between 0 and 2"},
       {"/v1/completions", R"({"prompt":"x","max_tokens":100000})", 400, "max_tokens", "maximum context length is 2048"},
       {"/v1/completions", R"({"prompt":[1, 99999]})", 400, "", "outside the vocabulary"},

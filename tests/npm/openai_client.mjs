@@ -37,6 +37,12 @@ for await (const chunk of stream) {
 }
 out.chat_stream = { content: streamed, chunks, usage: streamUsage, finish_reason: streamReason };
 
+const three = await client.completions.create({
+  model: out.models[0], prompt: "Once upon a time", max_tokens: 12, temperature: 0.8, seed: 7, n: 3,
+});
+out.n3 = { indices: three.choices.map((c) => c.index), texts: three.choices.map((c) => c.text),
+           usage: three.usage };
+
 try {
   await client.completions.create({ model: out.models[0], prompt: "x", temperature: 7 });
   out.error = null;

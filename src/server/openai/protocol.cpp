@@ -34,6 +34,22 @@ int32_t logit_bias_id(const std::string& key) {
   return static_cast<int32_t>(id);
 }
 
+// n and best_of, after `stream` (best_of > n cannot stream: the pick needs
+// every candidate's whole text, as OpenAI says).
+void parse_choices(const Json& body, bool chat, GenerationOptions& o) {
+  o.n = static_cast<int32_t>(integer(body, "n", 1, kMaxChoices).value_or(1));
+  o.best_of = o.n;
+  if (chat) {
+    if (field(body, "best_of")) invalid("best_of", "'best_of' is only supported by /v1/completions");
+    return;
+  }
+  if (auto b = integer(body, "best_of", 1, kMaxChoices)) {
+    if (*b < o.n) invalid("best_of", fmt::format("'best_of' must be at least 'n' ({}), got {}", o.n, *b));
+    o.best_of = static_cast<int32_t>(*b);
+  }
+  if (o.best_of > o.n && o.stream) invalid("best_of", "'best_of' greater than 'n' cannot be used with stream: true");
+}
+
 GenerationOptions parse_options(const Json& body, bool chat) {
   if (!body.is_object()) invalid("body", "the request body must be a JSON object");
   GenerationOptions o;
@@ -85,8 +101,7 @@ GenerationOptions parse_options(const Json& body, bool chat) {
     if (!o.stream) invalid("stream_options", "'stream_options' is only allowed with stream: true");
     o.include_usage = boolean(*so, "include_usage").value_or(false);
   }
-  if (auto n = integer(body, "n", 1, 128); n && *n != 1) invalid("n", "only n = 1 is supported");
-  if (auto n = integer(body, "best_of", 1, 128); n && *n != 1) invalid("best_of", "only best_of = 1 is supported");
+  parse_choices(body, chat, o);
   if (chat) {
     // Chat: logprobs is a switch and top_logprobs the count, which needs the switch.
     const bool on = boolean(body, "logprobs").value_or(false);
@@ -208,42 +223,51 @@ namespace {
 Json reason_json(const std::string& r) { return r.empty() ? Json(nullptr) : Json(r); }
 }  // namespace
 
-Json completion_response(const std::string& id, int64_t created, const std::string& model, const std::string& text,
-                         const std::string& finish_reason, const Usage& usage, Json logprobs) {
+Json completion_choice(int32_t index, const std::string& text, const std::string& finish_reason, Json logprobs) {
+  return Json{{"index", index}, {"text", text}, {"logprobs", std::move(logprobs)},
+              {"finish_reason", reason_json(finish_reason)}};
+}
+
+Json chat_choice(int32_t index, const std::string& text, const std::string& finish_reason, Json logprobs) {
+  return Json{{"index", index},
+              {"message", Json{{"role", "assistant"}, {"content", text}}},
+              {"logprobs", std::move(logprobs)},
+              {"finish_reason", reason_json(finish_reason)}};
+}
+
+Json choices_response(const std::string& id, int64_t created, const std::string& model, bool chat, Json choices,
+                      const Usage& usage) {
   return Json{{"id", id},
-              {"object", "text_completion"},
+              {"object", chat ? "chat.completion" : "text_completion"},
               {"created", created},
               {"model", model},
-              {"choices", Json::array({Json{{"index", 0}, {"text", text}, {"logprobs", std::move(logprobs)},
-                                            {"finish_reason", reason_json(finish_reason)}}})},
+              {"choices", std::move(choices)},
               {"usage", usage_json(usage)}};
+}
+
+Json completion_response(const std::string& id, int64_t created, const std::string& model, const std::string& text,
+                         const std::string& finish_reason, const Usage& usage, Json logprobs) {
+  return choices_response(id, created, model, false,
+                          Json::array({completion_choice(0, text, finish_reason, std::move(logprobs))}), usage);
 }
 
 Json chat_response(const std::string& id, int64_t created, const std::string& model, const std::string& text,
                    const std::string& finish_reason, const Usage& usage, Json logprobs) {
-  return Json{{"id", id},
-              {"object", "chat.completion"},
-              {"created", created},
-              {"model", model},
-              {"choices", Json::array({Json{{"index", 0},
-                                            {"message", Json{{"role", "assistant"}, {"content", text}}},
-                                            {"logprobs", std::move(logprobs)},
-                                            {"finish_reason", reason_json(finish_reason)}}})},
-              {"usage", usage_json(usage)}};
+  return choices_response(id, created, model, true, Json::array({chat_choice(0, text, finish_reason, std::move(logprobs))}),
+                          usage);
 }
 
 Json completion_chunk(const std::string& id, int64_t created, const std::string& model, const std::string& text,
-                      const std::string& finish_reason, Json logprobs) {
+                      const std::string& finish_reason, Json logprobs, int32_t index) {
   return Json{{"id", id},
               {"object", "text_completion"},
               {"created", created},
               {"model", model},
-              {"choices", Json::array({Json{{"index", 0}, {"text", text}, {"logprobs", std::move(logprobs)},
-                                            {"finish_reason", reason_json(finish_reason)}}})}};
+              {"choices", Json::array({completion_choice(index, text, finish_reason, std::move(logprobs))})}};
 }
 
 Json chat_chunk(const std::string& id, int64_t created, const std::string& model, const std::string& text,
-                const std::string& finish_reason, bool with_role, Json logprobs) {
+                const std::string& finish_reason, bool with_role, Json logprobs, int32_t index) {
   Json delta = Json::object();
   if (with_role) delta["role"] = "assistant";
   if (!text.empty() || finish_reason.empty()) delta["content"] = text;
@@ -251,7 +275,7 @@ Json chat_chunk(const std::string& id, int64_t created, const std::string& model
               {"object", "chat.completion.chunk"},
               {"created", created},
               {"model", model},
-              {"choices", Json::array({Json{{"index", 0}, {"delta", delta}, {"logprobs", std::move(logprobs)},
+              {"choices", Json::array({Json{{"index", index}, {"delta", delta}, {"logprobs", std::move(logprobs)},
                                             {"finish_reason", reason_json(finish_reason)}}})}};
 }
 

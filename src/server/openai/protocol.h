@@ -52,7 +52,14 @@ struct GenerationOptions {
   std::optional<int32_t> kv_sinks;
   std::optional<int32_t> kv_recent;
   std::optional<bool> kv_shift;
+  // Choices (OpenAI's `n`, 1..16) and, completions only, the candidates they
+  // are picked from (`best_of`, n..16; more than n only without streaming):
+  // candidate i samples with seed + i, the n with the highest sum of token
+  // log-probabilities are returned.
+  int32_t n = 1;
+  int32_t best_of = 1;
 };
+constexpr int32_t kMaxChoices = 16;
 
 struct CompletionRequest {
   GenerationOptions options;
@@ -103,12 +110,19 @@ Json completion_response(const std::string& id, int64_t created, const std::stri
                          const std::string& finish_reason, const Usage& usage, Json logprobs = nullptr);
 Json chat_response(const std::string& id, int64_t created, const std::string& model, const std::string& text,
                    const std::string& finish_reason, const Usage& usage, Json logprobs = nullptr);
+// One entry of a response's `choices` (n > 1: several, indices 0..n-1).
+Json completion_choice(int32_t index, const std::string& text, const std::string& finish_reason,
+                       Json logprobs = nullptr);
+Json chat_choice(int32_t index, const std::string& text, const std::string& finish_reason, Json logprobs = nullptr);
+// A whole response of the given choices.
+Json choices_response(const std::string& id, int64_t created, const std::string& model, bool chat, Json choices,
+                      const Usage& usage);
 // Stream chunks; finish_reason empty while the stream goes on. `role` is set on
-// the first chat chunk only.
+// each choice's first chat chunk only; `index` names the choice.
 Json completion_chunk(const std::string& id, int64_t created, const std::string& model, const std::string& text,
-                      const std::string& finish_reason, Json logprobs = nullptr);
+                      const std::string& finish_reason, Json logprobs = nullptr, int32_t index = 0);
 Json chat_chunk(const std::string& id, int64_t created, const std::string& model, const std::string& text,
-                const std::string& finish_reason, bool with_role, Json logprobs = nullptr);
+                const std::string& finish_reason, bool with_role, Json logprobs = nullptr, int32_t index = 0);
 // The final usage-only chunk of a stream with include_usage.
 Json usage_chunk(const std::string& id, int64_t created, const std::string& model, bool chat, const Usage& usage);
 

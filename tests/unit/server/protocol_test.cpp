@@ -27,6 +27,24 @@ TEST(Protocol, CompletionDefaultsFollowOpenAi) {
   EXPECT_FALSE(r.options.stream);
 }
 
+TEST(Protocol, ChoicesAndBestOf) {
+  auto v = parse_completion_request(Json::parse(R"({"prompt":"hi"})"));
+  ASSERT_FALSE(error_of(v));
+  EXPECT_EQ(std::get<CompletionRequest>(v).options.n, 1);
+  EXPECT_EQ(std::get<CompletionRequest>(v).options.best_of, 1);
+  v = parse_completion_request(Json::parse(R"({"prompt":"hi","n":3,"best_of":5})"));
+  ASSERT_FALSE(error_of(v)) << error_of(v)->message;
+  EXPECT_EQ(std::get<CompletionRequest>(v).options.n, 3);
+  EXPECT_EQ(std::get<CompletionRequest>(v).options.best_of, 5);
+  // best_of == n streams: nothing has to be picked.
+  v = parse_completion_request(Json::parse(R"({"prompt":"hi","n":2,"best_of":2,"stream":true})"));
+  ASSERT_FALSE(error_of(v)) << error_of(v)->message;
+  auto c = parse_chat_request(Json::parse(R"({"messages":[{"role":"user","content":"x"}],"n":16})"));
+  ASSERT_FALSE(error_of(c)) << error_of(c)->message;
+  EXPECT_EQ(std::get<ChatRequest>(c).options.n, 16);
+  EXPECT_EQ(std::get<ChatRequest>(c).options.best_of, 16);
+}
+
 TEST(Protocol, PromptShapes) {
   auto ids = parse_completion_request(Json::parse(R"({"prompt":[1,2,3]})"));
   ASSERT_FALSE(error_of(ids));
@@ -48,7 +66,10 @@ TEST(Protocol, ValidationNamesTheParameter) {
   };
   for (Case c : {Case{R"({"prompt":"x","temperature":"hot"})", "temperature"},
                  Case{R"({"prompt":"x","top_p":0})", "top_p"}, Case{R"({"prompt":"x","max_tokens":0})", "max_tokens"},
-                 Case{R"({"prompt":"x","stop":[1]})", "stop"}, Case{R"({"prompt":"x","n":3})", "n"},
+                 Case{R"({"prompt":"x","stop":[1]})", "stop"}, Case{R"({"prompt":"x","n":17})", "n"},
+                 Case{R"({"prompt":"x","n":0})", "n"}, Case{R"({"prompt":"x","n":2,"best_of":1})", "best_of"},
+                 Case{R"({"prompt":"x","best_of":3,"stream":true})", "best_of"},
+                 Case{R"({"prompt":"x","best_of":17})", "best_of"},
                  Case{R"({"prompt":"x","logprobs":21})", "logprobs"}, Case{R"({"prompt":"x","echo":1})", "echo"},
                  Case{R"({"prompt":"x","stream_options":{"include_usage":true}})", "stream_options"},
                  Case{R"({"prompt":"x","logit_bias":{"a":1}})", "logit_bias"},
