@@ -386,18 +386,27 @@ void kv_copy_block(const KvLayout& layout, const KvLayer& layer, int64_t src_blo
   std::memcpy(layer.v + static_cast<size_t>(dst_block) * n, layer.v + static_cast<size_t>(src_block) * n, n);
 }
 
+namespace {
+// One slot's key elements in a transposed block: stride block_size.
+template <typename T>
+void move_transposed(const uint8_t* src_block, uint8_t* dst_block, int64_t head_dim, int32_t block_size,
+                     int64_t src_offset, int64_t dst_offset) {
+  const T* src = reinterpret_cast<const T*>(src_block) + src_offset;
+  T* dst = reinterpret_cast<T*>(dst_block) + dst_offset;
+  for (int64_t c = 0; c < head_dim; ++c) dst[c * block_size] = src[c * block_size];
+}
+}  // namespace
+
 void kv_move_slot(const KvLayout& layout, const KvLayer& layer, int64_t src_slot, int64_t dst_slot) {
   const int32_t bs = layout.block_size;
   const size_t row = layout.row_bytes();
-  const size_t elem = static_cast<size_t>(dtype_info(layout.dtype).block_bytes);  // one element (F32/F16)
   for (int32_t h = 0; h < layout.num_kv_heads; ++h) {
     const uint8_t* kb_src = block_head(layout, layer.k, src_slot / bs, h);
     uint8_t* kb_dst = block_head(layout, layer.k, dst_slot / bs, h);
-    if (layout.keys_transposed()) {
-      for (int64_t c = 0; c < layout.head_dim; ++c)
-        std::memcpy(kb_dst + (c * bs + dst_slot % bs) * elem, kb_src + (c * bs + src_slot % bs) * elem, elem);
-    } else {
-      std::memcpy(kb_dst + (dst_slot % bs) * row, kb_src + (src_slot % bs) * row, row);
+    switch (layout.dtype) {
+      case DType::kF32: move_transposed<float>(kb_src, kb_dst, layout.head_dim, bs, src_slot % bs, dst_slot % bs); break;
+      case DType::kF16: move_transposed<uint16_t>(kb_src, kb_dst, layout.head_dim, bs, src_slot % bs, dst_slot % bs); break;
+      default: std::memcpy(kb_dst + (dst_slot % bs) * row, kb_src + (src_slot % bs) * row, row); break;
     }
     std::memcpy(block_head(layout, layer.v, dst_slot / bs, h) + (dst_slot % bs) * row,
                 block_head(layout, layer.v, src_slot / bs, h) + (src_slot % bs) * row, row);
