@@ -166,7 +166,8 @@ class KvCacheManager {
   // kv_eviction.cpp: sheds block_size tokens of a request at its budget.
   bool evict(RequestBlocks& r);
   bool evict_run(RequestBlocks& r, int32_t first_slot);
-  void finish_eviction(RequestBlocks& r, std::span<const int32_t> victims, int32_t num_kept);
+  // The bookkeeping after an eviction: new slot i holds old slot from[i].
+  void finish_eviction(RequestBlocks& r, std::span<const int32_t> from, int32_t num_dropped);
   void drop_whole_blocks(RequestBlocks& r, std::vector<bool>& dropped, std::vector<int32_t>& old_slot);
   bool make_private(BlockTable& t, size_t index);
   int32_t blocks_needed(const RequestBlocks* r, int32_t group, int32_t num_tokens) const;

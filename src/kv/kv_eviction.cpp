@@ -18,6 +18,26 @@ int64_t physical_slot(const BlockTable& t, int32_t slot, int32_t block_size) {
          slot % block_size;
 }
 
+// Where each survivor goes. With --kv-shift positions are slots, so order is
+// kept and every token after a hole moves down. Without it, keys carry their
+// own rotation, every resident token is visible to every new query, and
+// policies judge recency by token age, so the holes below the new end are
+// filled from the survivors past it: at most one move per dropped token.
+std::vector<int32_t> compaction_order(const std::vector<bool>& dropped, bool keep_order) {
+  const auto n = static_cast<int32_t>(dropped.size());
+  std::vector<int32_t> keep;
+  for (int32_t j = 0; j < n; ++j)
+    if (!dropped[j]) keep.push_back(j);
+  if (keep_order) return keep;
+  const auto m = static_cast<int32_t>(keep.size());
+  std::vector<int32_t> sources;
+  for (int32_t j = m; j < n; ++j)
+    if (!dropped[j]) sources.push_back(j);
+  size_t next = 0;
+  for (int32_t i = 0; i < m; ++i) keep[i] = dropped[i] ? sources[next++] : i;
+  return keep;
+}
+
 }  // namespace
 
 int32_t KvCacheManager::max_new_tokens(RequestId id, const KvBudget& budget, const PrefixHit* hit) const {
@@ -149,7 +169,10 @@ bool KvCacheManager::evict(RequestBlocks& r) {
   const std::vector<int32_t> victims = r.policy->choose(bs);
   if (victims.back() - victims.front() == bs - 1 && victims.front() % bs != 0 && n % bs == 0) {
     if (!evict_run(r, victims.front())) return false;
-    finish_eviction(r, victims, n - bs);
+    std::vector<int32_t> from;
+    for (int32_t s = 0; s < n; ++s)
+      if (s < victims.front() || s > victims.back()) from.push_back(s);
+    finish_eviction(r, from, bs);
     return true;
   }
   std::vector<bool> dropped(static_cast<size_t>(n), false);
@@ -161,9 +184,7 @@ bool KvCacheManager::evict(RequestBlocks& r) {
   drop_whole_blocks(r, dropped, old_slot);
 
   // Step 2: compact the survivors. keep[i] = the slot whose token ends at i.
-  std::vector<int32_t> keep;
-  for (int32_t j = 0; j < static_cast<int32_t>(dropped.size()); ++j)
-    if (!dropped[j]) keep.push_back(j);
+  const std::vector<int32_t> keep = compaction_order(dropped, r.budget.shift);
   const auto num_kept = static_cast<int32_t>(keep.size());
   // A block is written when a slot moves into it, or (with --kv-shift) when
   // one of its keys changes position.
@@ -188,16 +209,19 @@ bool KvCacheManager::evict(RequestBlocks& r) {
   std::vector<BlockId> tail(t.blocks.rbegin(), t.blocks.rend() - static_cast<std::ptrdiff_t>(num_blocks));
   pool_.free(tail);
   t.blocks.resize(num_blocks);
-  finish_eviction(r, victims, num_kept);
+  std::vector<int32_t> from(keep.size());
+  for (size_t i = 0; i < keep.size(); ++i) from[i] = old_slot[static_cast<size_t>(keep[i])];
+  finish_eviction(r, from, bs);
   return true;
 }
 
-void KvCacheManager::finish_eviction(RequestBlocks& r, std::span<const int32_t> victims, int32_t num_kept) {
+void KvCacheManager::finish_eviction(RequestBlocks& r, std::span<const int32_t> from, int32_t num_dropped) {
+  const auto num_kept = static_cast<int32_t>(from.size());
   r.num_computed = num_kept;
   r.num_slots = num_kept;
-  r.num_evicted += static_cast<int32_t>(victims.size());
-  r.policy->on_evict(victims);
-  num_evicted_tokens_[static_cast<size_t>(r.budget.policy)] += static_cast<int64_t>(victims.size());
+  r.num_evicted += num_dropped;
+  r.policy->on_compact(from);
+  num_evicted_tokens_[static_cast<size_t>(r.budget.policy)] += num_dropped;
 }
 
 }  // namespace kvlm

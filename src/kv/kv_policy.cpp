@@ -43,7 +43,7 @@ class HeavyHitterPolicy final : public KvPolicy {
   std::vector<int32_t> choose(int32_t num_evict) const override {
     // The paper's split: half the budget for the recent window by default.
     const int32_t num_recent = budget_.num_recent > 0 ? budget_.num_recent : budget_.budget_tokens / 2;
-    return lowest(0, num_slots() - num_recent, num_evict);
+    return lowest(num_recent, num_evict);
   }
 };
 
@@ -63,7 +63,7 @@ class TovaPolicy final : public KvPolicy {
       for (int32_t s = 0; s < num_context && s < num_slots(); ++s) score_[s] += weights[static_cast<size_t>(r) * num_context + s];
   }
   std::vector<int32_t> choose(int32_t num_evict) const override {
-    return lowest(0, num_slots() - std::max(1, budget_.num_recent), num_evict);
+    return lowest(std::max(1, budget_.num_recent), num_evict);
   }
   void after_evict() override { std::fill(score_.begin(), score_.end(), 0.f); }
 };
@@ -185,28 +185,50 @@ KvBudget validated_budget(KvBudget b, int32_t block_size) {
 }
 
 void KvPolicy::grow_to(int32_t num_slots) {
-  if (num_slots > this->num_slots()) score_.resize(static_cast<size_t>(num_slots), 0.f);
+  for (auto s = static_cast<int32_t>(score_.size()); s < num_slots; ++s) {
+    score_.push_back(0.f);
+    age_.push_back(num_dropped_ + s);
+  }
 }
 
 void KvPolicy::on_evict(std::span<const int32_t> slots) {
-  size_t out = 0, next = 0;
-  for (size_t s = 0; s < score_.size(); ++s) {
-    if (next < slots.size() && static_cast<size_t>(slots[next]) == s) {
+  std::vector<int32_t> from;
+  size_t next = 0;
+  for (int32_t s = 0; s < num_slots(); ++s) {
+    if (next < slots.size() && slots[next] == s) {
       ++next;
       continue;
     }
-    score_[out++] = score_[s];
+    from.push_back(s);
   }
   KVLM_ASSERT(next == slots.size(), "evicted slots must be ascending and resident");
-  score_.resize(out);
+  on_compact(from);
+}
+
+void KvPolicy::on_compact(std::span<const int32_t> from) {
+  std::vector<float> score(from.size());
+  std::vector<int64_t> age(from.size());
+  for (size_t i = 0; i < from.size(); ++i) {
+    KVLM_ASSERT(from[i] >= 0 && from[i] < num_slots(), "a compaction names a slot that is not resident");
+    score[i] = score_[static_cast<size_t>(from[i])];
+    age[i] = age_[static_cast<size_t>(from[i])];
+  }
+  num_dropped_ += static_cast<int64_t>(score_.size() - from.size());
+  score_ = std::move(score);
+  age_ = std::move(age);
   after_evict();
 }
 
-std::vector<int32_t> KvPolicy::lowest(int32_t begin, int32_t end, int32_t num_evict) const {
-  KVLM_ASSERT(begin >= 0 && end <= num_slots() && end - begin >= num_evict, "too few candidates to evict");
-  std::vector<int32_t> idx(static_cast<size_t>(end - begin));
-  std::iota(idx.begin(), idx.end(), begin);
-  auto by_score = [&](int32_t a, int32_t b) { return score_[a] != score_[b] ? score_[a] < score_[b] : a < b; };
+std::vector<int32_t> KvPolicy::lowest(int32_t num_recent, int32_t num_evict) const {
+  const int32_t n = num_slots();
+  KVLM_ASSERT(n - num_recent >= num_evict, "too few candidates to evict");
+  std::vector<int32_t> idx(static_cast<size_t>(n));
+  std::iota(idx.begin(), idx.end(), 0);
+  // The newest num_recent tokens stay: candidates are the n - num_recent oldest.
+  std::nth_element(idx.begin(), idx.begin() + (n - num_recent), idx.end(),
+                   [&](int32_t a, int32_t b) { return age_[a] < age_[b]; });
+  idx.resize(static_cast<size_t>(n - num_recent));
+  auto by_score = [&](int32_t a, int32_t b) { return score_[a] != score_[b] ? score_[a] < score_[b] : age_[a] < age_[b]; };
   std::partial_sort(idx.begin(), idx.begin() + num_evict, idx.end(), by_score);
   idx.resize(static_cast<size_t>(num_evict));
   std::sort(idx.begin(), idx.end());

@@ -98,15 +98,19 @@ class KvPolicy {
   // Block policies return whole blocks. Precondition: num_slots() is a whole
   // number of blocks larger than the budget, num_evict == block_size.
   virtual std::vector<int32_t> choose(int32_t num_evict) const = 0;
-  // The slots choose() named were dropped; later slots moved down.
+  // The slots choose() named were dropped; later slots moved down in order.
   void on_evict(std::span<const int32_t> slots);
+  // The resident slots were rearranged: new slot i holds what old slot
+  // from[i] held (the slots not named were dropped).
+  void on_compact(std::span<const int32_t> from);
 
  protected:
   KvPolicy(KvPolicyKind kind, const KvBudget& budget, int32_t block_size)
       : kind_(kind), budget_(budget), block_size_(block_size) {}
-  // The num_evict slots with the lowest score among [begin, end), ties to the
-  // oldest; ascending.
-  std::vector<int32_t> lowest(int32_t begin, int32_t end, int32_t num_evict) const;
+  // The num_evict slots with the lowest score among all but the num_recent
+  // newest tokens (by age, not slot: a compaction may reorder slots), ties to
+  // the oldest; ascending.
+  std::vector<int32_t> lowest(int32_t num_recent, int32_t num_evict) const;
   // Block policies: among the blocks between the sinks' and the newest
   // num_recent_blocks(), the one whose score over its slots (mean when
   // use_mean, else max) is lowest (highest when highest == true), ties to the
@@ -123,6 +127,8 @@ class KvPolicy {
   KvBudget budget_;
   int32_t block_size_;
   std::vector<float> score_;  // [num_slots] the policy's statistic per slot
+  std::vector<int64_t> age_;  // [num_slots] the token's index in its sequence
+  int64_t num_dropped_ = 0;   // tokens dropped so far: a new slot s holds token num_dropped_ + s
 };
 
 // Throws Error(kInvalidArgument) for a budget validated_budget() refuses.

@@ -62,10 +62,9 @@ TEST(KvEviction, TokenPolicyCompactsSurvivorsWithExactMoves) {
   for (int s : {1, 2, 5, 9}) w[s] = 0.f;
   kv.observe_attention(id, 11, 11, 1, 12, w);
   ASSERT_TRUE(kv.on_computed(id, tokens(12), 12));
-  // Survivors 0, 3, 4, 6, 7, 8, 10, 11 move down to 0..7; block 2 empties.
-  const KvOps expected = {KvOp::move_slot(0, 3, 1), KvOp::move_slot(0, 4, 2), KvOp::move_slot(0, 6, 3),
-                          KvOp::move_slot(0, 7, 4), KvOp::move_slot(0, 8, 5), KvOp::move_slot(0, 10, 6),
-                          KvOp::move_slot(0, 11, 7)};
+  // The holes below the new end (1, 2, 5) take the survivors past it (8, 10,
+  // 11): three moves, and block 2 empties.
+  const KvOps expected = {KvOp::move_slot(0, 8, 1), KvOp::move_slot(0, 10, 2), KvOp::move_slot(0, 11, 5)};
   EXPECT_EQ(kv.take_ops(), expected);
   EXPECT_EQ(kv.table(id, 0).blocks, ids({0, 1}));
   EXPECT_EQ(kv.num_resident(id), 8);
@@ -78,6 +77,25 @@ TEST(KvEviction, TokenPolicyCompactsSurvivorsWithExactMoves) {
   EXPECT_EQ(kv.table(id, 0).blocks, ids({0, 1, 3}));  // block 2 went to the back of the free queue
   kv.free(id);
   EXPECT_EQ(kv.pool().num_free_blocks(), 16);
+}
+
+TEST(KvEviction, WithTheShiftSurvivorsKeepTheirOrder) {
+  KvCacheManager kv = manager(16, false);
+  const RequestId id(1);
+  ASSERT_TRUE(kv.allocate(id, 12, nullptr, budget(KvPolicyKind::kTova, 8, 0, /*shift=*/true)));
+  std::vector<float> w(12, 0.1f);
+  for (int s : {1, 2, 5, 9}) w[s] = 0.f;
+  kv.observe_attention(id, 11, 11, 1, 12, w);
+  ASSERT_TRUE(kv.on_computed(id, tokens(12), 12));
+  // Positions are slots: 0, 3, 4, 6, 7, 8, 10, 11 move down to 0..7 in order
+  // and every moved key re-rotates by how far it moved.
+  const KvOps expected = {
+      KvOp::move_slot(0, 3, 1),  KvOp::move_slot(0, 4, 2),  KvOp::move_slot(0, 6, 3),  KvOp::move_slot(0, 7, 4),
+      KvOp::move_slot(0, 8, 5),  KvOp::move_slot(0, 10, 6), KvOp::move_slot(0, 11, 7), KvOp::rotate_key(0, 1, -2),
+      KvOp::rotate_key(0, 2, -2), KvOp::rotate_key(0, 3, -3), KvOp::rotate_key(0, 4, -3), KvOp::rotate_key(0, 5, -3),
+      KvOp::rotate_key(0, 6, -4), KvOp::rotate_key(0, 7, -4)};
+  EXPECT_EQ(kv.take_ops(), expected);
+  kv.free(id);
 }
 
 TEST(KvEviction, ARunAcrossTwoBlocksMovesOnlyTheTokensBeforeIt) {

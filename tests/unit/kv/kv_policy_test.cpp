@@ -101,6 +101,17 @@ TEST(KvPolicy, TovaSumsTheQueriesSinceTheLastEviction) {
   EXPECT_EQ(p->choose(kBs), (std::vector<int32_t>{1, 2, 6, 7}));
 }
 
+TEST(KvPolicy, RecencyFollowsTokenAgeAfterSlotsAreReordered) {
+  auto p = policy(KvPolicyKind::kH2o, 8);  // 12 slots; the newest 4 tokens stay
+  // A compaction moved the newest tokens (ages 8..11) into slots 0..3.
+  p->on_compact(std::vector<int32_t>{8, 9, 10, 11, 4, 5, 6, 7, 0, 1, 2, 3});
+  p->grow_to(12);
+  std::vector<float> w(12, 0.5f);
+  attend(*p, 11, 11, w);
+  // Equal scores: the oldest tokens (now in slots 8..11) go, never slots 0..3.
+  EXPECT_EQ(p->choose(kBs), range(8, 4));
+}
+
 TEST(KvPolicy, RecentWindowIsKeptWhereAsked) {
   KvBudget b;
   b.budget_tokens = 16;
