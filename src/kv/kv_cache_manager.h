@@ -14,8 +14,10 @@
 // group; the window group's older entries start out released.
 //
 // KV budgets (kv_policy.h): a request may hold at most budget + one block of
-// tokens. Its slots then stop being its token positions: slot s holds the
-// s-th *resident* token. When its resident tokens reach budget + block_size
+// tokens. Its slots then stop being its token positions: its n resident
+// tokens fill slots 0..n-1 (in token order with --kv-shift; without it a
+// compaction may reorder them, see kv_eviction.cpp), and new tokens are
+// appended after them. When its resident tokens reach budget + block_size
 // (its newest block has just filled), its policy names block_size tokens to
 // drop; whole blocks leave the table, single tokens are compacted away by
 // slot moves, and blocks shared with the prefix cache or another request are
