@@ -375,7 +375,10 @@ void Engine::publish_metrics() {
   std::lock_guard lock(mu_);
   const auto& kv = scheduler_->kv();
   metrics_.num_running = scheduler_->num_running();
-  metrics_.num_waiting = scheduler_->num_waiting() + static_cast<int32_t>(inbox_.size() + loading_.size());
+  size_t num_followers = 0;  // choices waiting for their first sibling's prefill
+  for (const auto& [first, waiting] : followers_) num_followers += waiting.size();
+  metrics_.num_waiting =
+      scheduler_->num_waiting() + static_cast<int32_t>(inbox_.size() + loading_.size() + num_followers);
   metrics_.num_loading = static_cast<int32_t>(loading_.size());
   metrics_.num_kv_blocks_used = kv.pool().num_used_blocks();
   metrics_.peak_kv_blocks_used = peak_kv_blocks_used_;
