@@ -37,8 +37,7 @@ class HeavyHitterPolicy final : public KvPolicy {
   HeavyHitterPolicy(const KvBudget& b, int32_t bs) : KvPolicy(KvPolicyKind::kH2o, b, bs) {}
   void observe_attention(int32_t, int64_t, int32_t num_rows, int32_t num_context,
                          std::span<const float> weights) override {
-    for (int32_t r = 0; r < num_rows; ++r)
-      for (int32_t s = 0; s < num_context && s < num_slots(); ++s) score_[s] += weights[static_cast<size_t>(r) * num_context + s];
+    add_attention(num_rows, num_context, weights);
   }
   std::vector<int32_t> choose(int32_t num_evict) const override {
     // The paper's split: half the budget for the recent window by default.
@@ -59,8 +58,7 @@ class TovaPolicy final : public KvPolicy {
   TovaPolicy(const KvBudget& b, int32_t bs) : KvPolicy(KvPolicyKind::kTova, b, bs) {}
   void observe_attention(int32_t, int64_t, int32_t num_rows, int32_t num_context,
                          std::span<const float> weights) override {
-    for (int32_t r = 0; r < num_rows; ++r)
-      for (int32_t s = 0; s < num_context && s < num_slots(); ++s) score_[s] += weights[static_cast<size_t>(r) * num_context + s];
+    add_attention(num_rows, num_context, weights);
   }
   std::vector<int32_t> choose(int32_t num_evict) const override {
     return lowest(std::max(1, budget_.num_recent), num_evict);
@@ -189,6 +187,11 @@ void KvPolicy::grow_to(int32_t num_slots) {
     score_.push_back(0.f);
     age_.push_back(num_dropped_ + s);
   }
+}
+
+void KvPolicy::add_attention(int32_t num_rows, int32_t num_context, std::span<const float> weights) {
+  for (int32_t r = 0; r < num_rows; ++r)
+    for (int32_t s = 0; s < num_context && s < num_slots(); ++s) score_[s] += weights[static_cast<size_t>(r) * num_context + s];
 }
 
 void KvPolicy::on_evict(std::span<const int32_t> slots) {

@@ -116,6 +116,8 @@ class KvPolicy {
   // use_mean, else max) is lowest (highest when highest == true), ties to the
   // oldest. Returns its slots. Precondition: num_evict == block_size.
   std::vector<int32_t> pick_block(int32_t num_evict, bool use_mean, bool highest) const;
+  // score_[s] += each row's weight on slot s, rows in order (h2o, tova).
+  void add_attention(int32_t num_rows, int32_t num_context, std::span<const float> weights);
   // Blocks kept at the start for the sinks (ceil(num_sinks / block_size)).
   int32_t num_sink_blocks() const;
   // Newest blocks a block policy keeps (ceil(num_recent / block_size), at least 1).

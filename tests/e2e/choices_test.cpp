@@ -43,30 +43,6 @@ Json post_ok(const test::ServerProcess& server, const std::string& path, const J
   return Json::parse(text);
 }
 
-// The data payloads of an SSE body, in order ("[DONE]" included).
-std::vector<std::string> sse_data(const std::string& body) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while ((pos = body.find("data: ", pos)) != std::string::npos) {
-    const size_t end = body.find("\n\n", pos);
-    out.push_back(body.substr(pos + 6, end - pos - 6));
-    pos = end;
-  }
-  return out;
-}
-
-double metric(const test::ServerProcess& server, const std::string& name) {
-  httplib::Client cli("127.0.0.1", server.port());
-  auto r = cli.Get("/metrics");
-  if (!r) return -1;
-  // `name` alone: its first series ("name{labels} value"); or the whole series.
-  const bool whole = name.find('{') != std::string::npos;
-  const size_t at = r->body.find("\n" + name + (whole ? " " : "{"));
-  if (at == std::string::npos) return -1;
-  const size_t sp = r->body.find(' ', r->body.find('}', at));
-  return std::stod(r->body.substr(sp + 1, r->body.find('\n', sp) - sp - 1));
-}
-
 class ChoicesTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { server_ = new test::ServerProcess(server_args()); }
@@ -112,7 +88,7 @@ TEST_F(ChoicesTest, StreamedChoicesInterleaveAndEqualTheSingleRequests) {
   body["stream_options"] = Json{{"include_usage", true}};
   auto [status, text] = post(*server_, "/v1/chat/completions", body);
   ASSERT_EQ(status, 200) << text;
-  const auto events = sse_data(text);
+  const auto events = test::sse_data(text);
   ASSERT_GE(events.size(), 3u) << text;
   EXPECT_EQ(events.back(), "[DONE]");
   std::vector<std::string> content(3), reason(3);
@@ -177,14 +153,14 @@ TEST(Choices, EightChoicesComputeTheirPromptOnce) {
   ASSERT_GT(server.port(), 0);
   // About 512 tokens (stories260K: about 2 characters per token).
   const std::string text = test::read_file(test::shared_path("text/tinystories_sample.txt")).substr(0, 1000);
-  const double hits_before = metric(server, "kvlm_prefix_cache_hits_total");
+  const double hits_before = test::server_metric(server, "kvlm_prefix_cache_hits_total");
   const Json j = post_ok(server, "/v1/completions",
                          Json{{"prompt", text}, {"max_tokens", 8}, {"temperature", 0.8}, {"seed", kSeed}, {"n", 8}});
   ASSERT_EQ(j["choices"].size(), 8u) << j;
   const int num_prompt = j["usage"]["prompt_tokens"];
   const int num_full_blocks = num_prompt / 16;
-  const double hits = metric(server, "kvlm_prefix_cache_hits_total") - hits_before;
-  const double peak = metric(server, "kvlm_kv_blocks_peak");
+  const double hits = test::server_metric(server, "kvlm_prefix_cache_hits_total") - hits_before;
+  const double peak = test::server_metric(server, "kvlm_kv_blocks_peak");
   std::cout << "n=8: prompt " << num_prompt << " tokens (" << num_full_blocks << " full blocks), prefix-cache hits "
             << hits << " tokens, kv blocks peak " << peak << "\n";
   EXPECT_EQ(hits, 7.0 * num_full_blocks * 16);
@@ -198,7 +174,7 @@ TEST(Choices, EightChoicesComputeTheirPromptOnce) {
 // Hanging up a stream of 4 choices ends all four and gives every block back.
 TEST_F(ChoicesTest, ClientThatHangsUpCancelsEveryChoice) {
   const std::string aborted = "kvlm_requests_finished_total{model_name=\"llama\",finished_reason=\"abort\"}";
-  const double aborted_before = std::max(0.0, metric(*server_, aborted));  // -1: no series yet
+  const double aborted_before = std::max(0.0, test::server_metric(*server_, aborted));  // -1: no series yet
   httplib::Client cli("127.0.0.1", server_->port());
   int chunks = 0;
   httplib::Request req;
@@ -209,12 +185,12 @@ TEST_F(ChoicesTest, ClientThatHangsUpCancelsEveryChoice) {
   req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 3; };
   cli.send(req);
   EXPECT_GE(chunks, 3);
-  for (int i = 0; i < 500 && (metric(*server_, "kvlm_requests_running") != 0 ||
-                              metric(*server_, "kvlm_kv_blocks_used") != 0); ++i)
+  for (int i = 0; i < 500 && (test::server_metric(*server_, "kvlm_requests_running") != 0 ||
+                              test::server_metric(*server_, "kvlm_kv_blocks_used") != 0); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_EQ(metric(*server_, "kvlm_requests_running"), 0);
-  EXPECT_EQ(metric(*server_, "kvlm_kv_blocks_used"), 0);
-  EXPECT_EQ(metric(*server_, aborted), aborted_before + 4);
+  EXPECT_EQ(test::server_metric(*server_, "kvlm_requests_running"), 0);
+  EXPECT_EQ(test::server_metric(*server_, "kvlm_kv_blocks_used"), 0);
+  EXPECT_EQ(test::server_metric(*server_, aborted), aborted_before + 4);
 }
 
 // A drain past its deadline cancels every choice of a running request (the
@@ -249,7 +225,7 @@ TEST(Choices, DrainCancelsEveryChoice) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(8)) << "the drain waited for its bound";
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("drained (1 requests cancelled); requests left 0, KV blocks in use 0"), std::string::npos) << r.err;
-  EXPECT_EQ(sse_data(body).back(), "[DONE]");
+  EXPECT_EQ(test::sse_data(body).back(), "[DONE]");
 }
 
 }  // namespace

@@ -33,14 +33,7 @@ class KvBudgetServer : public ::testing::Test {
     if (!r) return {0, Json()};
     return {r->status, Json::parse(r->body)};
   }
-  static double metric(const std::string& series) {
-    httplib::Client c("127.0.0.1", server_->port());
-    auto r = c.Get("/metrics");
-    if (!r) return -1;
-    const size_t at = r->body.find("\n" + series + " ");
-    if (at == std::string::npos) return -1;
-    return std::stod(r->body.substr(at + series.size() + 2));
-  }
+  static double metric(const std::string& series) { return test::server_metric(*server_, series); }
   // `kvlm run` with the same prompt, greedy, under the given budget flags.
   static std::string cli_text(int max_tokens, const std::vector<std::string>& kv_flags) {
     std::vector<std::string> args = {"run", "-m", test::shared_path("models/stories260K.gguf"), "-p", "Once upon a time",

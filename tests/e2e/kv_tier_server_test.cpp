@@ -54,19 +54,11 @@ Answer complete(const test::ServerProcess& s, const std::string& prompt) {
   return a;
 }
 
-double metric(const test::ServerProcess& s, const std::string& series) {
-  httplib::Client c("127.0.0.1", s.port());
-  auto r = c.Get("/metrics");
-  if (!r) return -1;
-  const size_t at = r->body.find("\n" + series + " ");
-  return at == std::string::npos ? -1 : std::stod(r->body.substr(at + series.size() + 2));
-}
-
 // Writes go behind on the I/O thread: wait (bounded) until `n` blocks are down.
 void wait_written(const test::ServerProcess& s, const std::string& tier, double n) {
   const std::string series = R"(kvlm_kv_tier_blocks_written_total{model_name="llama",tier=")" + tier + "\"}";
-  for (int i = 0; i < 500 && metric(s, series) < n; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  ASSERT_GE(metric(s, series), n) << "the " << tier << " tier never got the blocks";
+  for (int i = 0; i < 500 && test::server_metric(s, series) < n; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_GE(test::server_metric(s, series), n) << "the " << tier << " tier never got the blocks";
 }
 
 std::vector<std::string> server_args(std::vector<std::string> tier_flags) {
@@ -97,7 +89,7 @@ TEST(KvTierDisk, SurvivesARestartAndLoadsTheSameKv) {
   ASSERT_EQ(b.status, 200);
   EXPECT_EQ(b.text, want.text);
   EXPECT_EQ(b.cached, 16 * b.full_blocks()) << "every full block of the prompt comes from the disk tier";
-  EXPECT_EQ(metric(second, R"(kvlm_kv_tier_hit_tokens_total{model_name="llama"})"), 16 * b.full_blocks());
+  EXPECT_EQ(test::server_metric(second, R"(kvlm_kv_tier_hit_tokens_total{model_name="llama"})"), 16 * b.full_blocks());
 }
 
 TEST(KvTierDisk, CorruptRecordsAreSkippedAndTheAnswerStaysCold) {
@@ -126,7 +118,7 @@ TEST(KvTierDisk, CorruptRecordsAreSkippedAndTheAnswerStaysCold) {
   ASSERT_EQ(b.status, 200);
   EXPECT_EQ(b.text, want.text);
   EXPECT_LT(b.cached, 16 * b.full_blocks()) << "a hit stops at the first bad record";
-  EXPECT_GT(metric(second, R"(kvlm_kv_tier_corrupt_records_total{model_name="llama",tier="disk"})"), 0);
+  EXPECT_GT(test::server_metric(second, R"(kvlm_kv_tier_corrupt_records_total{model_name="llama",tier="disk"})"), 0);
 }
 
 TEST(KvTierDisk, ACapSmallerThanOneRecordIsAMissNeverAnError) {
@@ -139,9 +131,9 @@ TEST(KvTierDisk, ACapSmallerThanOneRecordIsAMissNeverAnError) {
     EXPECT_EQ(a.text, want.text);
   }
   const std::string dropped = R"(kvlm_kv_tier_blocks_dropped_total{model_name="llama",tier="disk"})";
-  for (int i = 0; i < 300 && metric(s, dropped) <= 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_GT(metric(s, dropped), 0);
-  EXPECT_EQ(metric(s, R"(kvlm_kv_tier_records{model_name="llama",tier="disk"})"), 0);
+  for (int i = 0; i < 300 && test::server_metric(s, dropped) <= 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_GT(test::server_metric(s, dropped), 0);
+  EXPECT_EQ(test::server_metric(s, R"(kvlm_kv_tier_records{model_name="llama",tier="disk"})"), 0);
 }
 
 TEST(KvTierRedis, TwoServersShareOnePrefill) {
@@ -205,7 +197,7 @@ TEST(KvTierRedis, KilledInTheMiddleEveryRequestIsStillAnswered) {
   auto health = c.Get("/health");
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200);
-  EXPECT_GT(metric(reader, R"(kvlm_kv_tier_errors_total{model_name="llama",tier="redis"})"), 0);
+  EXPECT_GT(test::server_metric(reader, R"(kvlm_kv_tier_errors_total{model_name="llama",tier="redis"})"), 0);
   // Hits come back: once the breaker lets writes through again, a prompt the
   // reader computes is a hit for a third server.
   test::ServerProcess third(server_args({"--kv-redis", redis.url(), "--ctx", "1024"}));

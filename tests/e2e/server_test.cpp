@@ -39,28 +39,6 @@ std::pair<int, std::string> curl_get(const std::string& url) {
   return {std::stoi(r.out.substr(nl + 1)), r.out.substr(0, nl)};
 }
 
-// The data payloads of an SSE body, in order ("[DONE]" included).
-std::vector<std::string> sse_data(const std::string& body) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while ((pos = body.find("data: ", pos)) != std::string::npos) {
-    const size_t end = body.find("\n\n", pos);
-    out.push_back(body.substr(pos + 6, end - pos - 6));
-    pos = end;
-  }
-  return out;
-}
-
-// The value of a sample: `name` alone matches its first series, or give the
-// whole series ("name{labels}").
-double metric(const std::string& text, const std::string& series) {
-  const std::string key = "\n" + series + (series.find('{') == std::string::npos ? "{" : " ");
-  const size_t at = text.find(key);
-  if (at == std::string::npos) return -1;
-  const size_t sp = text.find(' ', at + key.size() - 1);
-  return std::stod(text.substr(sp + 1, text.find('\n', sp) - sp - 1));
-}
-
 class ServerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -107,7 +85,7 @@ TEST_F(ServerTest, StreamedDeltasConcatenateToTheWholeText) {
   ASSERT_EQ(status, 200) << whole;
   auto [s2, stream] = curl_post(url("/v1/completions"), req + R"(,"stream":true,"stream_options":{"include_usage":true}})");
   ASSERT_EQ(s2, 200) << stream;
-  auto events = sse_data(stream);
+  auto events = test::sse_data(stream);
   ASSERT_GE(events.size(), 3u) << stream;
   EXPECT_EQ(events.back(), "[DONE]");
   std::string text;
@@ -147,7 +125,7 @@ TEST_F(ServerTest, ChatCompletionUsesTheTemplateAndStreams) {
 
   auto [s2, stream] = curl_post(url("/v1/chat/completions"), req + R"(,"stream":true})");
   ASSERT_EQ(s2, 200);
-  auto events = sse_data(stream);
+  auto events = test::sse_data(stream);
   ASSERT_GE(events.size(), 2u);
   EXPECT_EQ(events.back(), "[DONE]");
   Json first = Json::parse(events.front());
@@ -186,7 +164,7 @@ TEST_F(ServerTest, LogprobsDescribeTheChosenTokens) {
   auto [s2, stream] = curl_post(url("/v1/completions"), req + R"(,"stream":true})");
   ASSERT_EQ(s2, 200);
   Json streamed_logprobs = Json::array(), streamed_offsets = Json::array();
-  for (const std::string& e : sse_data(stream)) {
+  for (const std::string& e : test::sse_data(stream)) {
     if (e == "[DONE]") break;
     const Json c = Json::parse(e)["choices"][0];
     if (c["logprobs"].is_null()) continue;
@@ -322,12 +300,12 @@ TEST_F(ServerTest, ClientThatHangsUpReleasesItsBlocks) {
   std::string text;
   for (int i = 0; i < 500; ++i) {
     text = curl_get(url("/metrics")).second;
-    if (metric(text, "kvlm_requests_running") == 0 && metric(text, "kvlm_kv_blocks_used") == 0) break;
+    if (test::metric_sample(text, "kvlm_requests_running") == 0 && test::metric_sample(text, "kvlm_kv_blocks_used") == 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  EXPECT_EQ(metric(text, "kvlm_requests_running"), 0) << text;
-  EXPECT_EQ(metric(text, "kvlm_kv_blocks_used"), 0) << text;
-  EXPECT_GE(metric(text, "kvlm_requests_finished_total{model_name=\"llama\",finished_reason=\"abort\"}"), 1) << text;
+  EXPECT_EQ(test::metric_sample(text, "kvlm_requests_running"), 0) << text;
+  EXPECT_EQ(test::metric_sample(text, "kvlm_kv_blocks_used"), 0) << text;
+  EXPECT_GE(test::metric_sample(text, "kvlm_requests_finished_total{model_name=\"llama\",finished_reason=\"abort\"}"), 1) << text;
   // And the server still serves.
   auto [status, body] = curl_post(url("/v1/completions"), R"({"prompt":"Once","max_tokens":3})");
   EXPECT_EQ(status, 200) << body;
@@ -337,9 +315,9 @@ TEST_F(ServerTest, MetricsCountWhatHappened) {
   curl_post(url("/v1/completions"), R"({"prompt":"Once upon a time","max_tokens":8,"temperature":0})");
   auto [status, text] = curl_get(url("/metrics"));
   ASSERT_EQ(status, 200);
-  EXPECT_GT(metric(text, "kvlm_generation_tokens_total"), 0) << text;
-  EXPECT_GT(metric(text, "kvlm_prompt_tokens_total"), 0);
-  EXPECT_GT(metric(text, "kvlm_kv_blocks_total"), 0);
+  EXPECT_GT(test::metric_sample(text, "kvlm_generation_tokens_total"), 0) << text;
+  EXPECT_GT(test::metric_sample(text, "kvlm_prompt_tokens_total"), 0);
+  EXPECT_GT(test::metric_sample(text, "kvlm_kv_blocks_total"), 0);
   EXPECT_NE(text.find("# TYPE kvlm_time_to_first_token_seconds histogram"), std::string::npos);
   EXPECT_NE(text.find("kvlm_time_to_first_token_seconds_bucket{model_name=\"llama\",le=\"+Inf\"}"), std::string::npos);
   // Repeating a prompt hits the prefix cache (16-token blocks: a 40-token prompt has 2 full blocks).
@@ -349,7 +327,7 @@ TEST_F(ServerTest, MetricsCountWhatHappened) {
   auto [s2, again] = curl_post(url("/v1/completions"), p);
   EXPECT_GE(Json::parse(again)["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 16) << again;
   text = curl_get(url("/metrics")).second;
-  EXPECT_GT(metric(text, "kvlm_prefix_cache_hits_total"), 0);
+  EXPECT_GT(test::metric_sample(text, "kvlm_prefix_cache_hits_total"), 0);
 }
 
 // A non-streaming client that gives up before its answer: nothing is written
@@ -371,12 +349,12 @@ TEST(ServerHangUp, NonStreamingClientThatGivesUpCancelsItsRequest) {
   std::string text;
   for (int i = 0; i < 1000; ++i) {
     text = curl_get(server.url() + "/metrics").second;
-    if ((metric(text, aborted) >= 1 || metric(text, completed) >= 1) && metric(text, "kvlm_kv_blocks_used") == 0) break;
+    if ((test::metric_sample(text, aborted) >= 1 || test::metric_sample(text, completed) >= 1) && test::metric_sample(text, "kvlm_kv_blocks_used") == 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  EXPECT_EQ(metric(text, "kvlm_kv_blocks_used"), 0) << text;
-  EXPECT_GE(metric(text, aborted), 1) << text;
-  EXPECT_LT(metric(text, "kvlm_generation_tokens_total"), 500) << text;
+  EXPECT_EQ(test::metric_sample(text, "kvlm_kv_blocks_used"), 0) << text;
+  EXPECT_GE(test::metric_sample(text, aborted), 1) << text;
+  EXPECT_LT(test::metric_sample(text, "kvlm_generation_tokens_total"), 500) << text;
   // The server goes on serving, non-streaming requests included.
   auto [status, body] = curl_post(server.url() + "/v1/completions", R"({"prompt":"Once","max_tokens":3})");
   EXPECT_EQ(status, 200) << body;

@@ -28,11 +28,6 @@ void require_tools() {
       << "tests/npm/node_modules/ws is missing: run scripts/setup.sh (npm ci --prefix tests/npm)";
 }
 
-double metric(const std::string& text, const std::string& series) {
-  const size_t at = text.find("\n" + series + " ");
-  return at == std::string::npos ? -1 : std::stod(text.substr(at + series.size() + 2));
-}
-
 TEST(WebChat, StreamsRepliesWithTheirStats) {
   require_tools();
   test::ServerProcess server({"-m", test::shared_path("models/stories260K.gguf"), "--chat-template-file",
@@ -88,12 +83,12 @@ TEST(WebChat, StopCancelsTheRequestOnTheServer) {
   std::string text;
   for (int i = 0; i < 300; ++i) {
     text = test::run_program({"curl", "-sS", server.url() + "/metrics"}).out;
-    if (metric(text, "kvlm_requests_running" + name + "}") == 0) break;
+    if (test::metric_sample(text, "kvlm_requests_running" + name + "}") == 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  EXPECT_GE(metric(text, "kvlm_requests_finished_total" + name + ",finished_reason=\"abort\"}"), 1) << text;
-  EXPECT_EQ(metric(text, "kvlm_kv_blocks_used" + name + "}"), 0) << text;
-  EXPECT_LT(metric(text, "kvlm_generation_tokens_total" + name + "}"), 3500) << text;
+  EXPECT_GE(test::metric_sample(text, "kvlm_requests_finished_total" + name + ",finished_reason=\"abort\"}"), 1) << text;
+  EXPECT_EQ(test::metric_sample(text, "kvlm_kv_blocks_used" + name + "}"), 0) << text;
+  EXPECT_LT(test::metric_sample(text, "kvlm_generation_tokens_total" + name + "}"), 3500) << text;
 }
 
 TEST(WebChat, ModelWithoutTemplateGetsPlainCompletion) {

@@ -1,5 +1,7 @@
 #include "support/test_support.h"
 
+#include <httplib.h>
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -212,5 +214,34 @@ CommandResult ServerProcess::wait() {
 std::string ServerProcess::err_so_far() const { return read_so_far(err_path_); }
 
 ServerProcess::~ServerProcess() { stop(); }
+
+double metric_sample(const std::string& text, const std::string& series) {
+  const std::string key = "\n" + series + (series.find('{') == std::string::npos ? "{" : " ");
+  const size_t at = text.find(key);
+  if (at == std::string::npos) return -1;
+  const size_t sp = text.find(' ', at + key.size() - 1);
+  return std::stod(text.substr(sp + 1, text.find('\n', sp) - sp - 1));
+}
+
+std::string metrics_text(const ServerProcess& server) {
+  httplib::Client cli("127.0.0.1", server.port());
+  auto r = cli.Get("/metrics");
+  return r ? r->body : std::string();
+}
+
+double server_metric(const ServerProcess& server, const std::string& series) {
+  return metric_sample(metrics_text(server), series);
+}
+
+std::vector<std::string> sse_data(const std::string& body) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while ((pos = body.find("data: ", pos)) != std::string::npos) {
+    const size_t end = body.find("\n\n", pos);
+    out.push_back(body.substr(pos + 6, end - pos - 6));
+    pos = end;
+  }
+  return out;
+}
 
 }  // namespace kvlm::test

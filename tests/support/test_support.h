@@ -54,6 +54,18 @@ class ServerProcess {
   std::string err_path_;
 };
 
+// The value of one sample in Prometheus text: `series` alone ("name")
+// matches the name's first series; with labels ("name{a=\"b\"}") exactly
+// that series. -1 when absent.
+double metric_sample(const std::string& text, const std::string& series);
+// GET /metrics of a server ("" if it does not answer).
+std::string metrics_text(const ServerProcess& server);
+// metric_sample of a server's current /metrics.
+double server_metric(const ServerProcess& server, const std::string& series);
+
+// The data payloads of an SSE body, in order ("[DONE]" included).
+std::vector<std::string> sse_data(const std::string& body);
+
 // A per-process temporary directory, removed at exit; tests create files
 // under it with unique names.
 std::string temp_dir();
