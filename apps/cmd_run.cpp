@@ -13,7 +13,7 @@
 #include "common/error.h"
 #include "common/mapped_file.h"
 #include "model/model.h"
-#include "tokenizer/chat_prompt.h"
+#include "chat/chat_prompt.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvlm::apps {

@@ -22,7 +22,7 @@
 #include "common/error.h"
 #include "server/openai/json_text.h"
 #include "model/gguf.h"
-#include "tokenizer/chat_template.h"
+#include "chat/chat_template.h"
 
 namespace kvlm::apps {
 

@@ -12,7 +12,7 @@
 #include "server/openai/json_text.h"
 #include "server/routes.h"
 #include "server/routes_choices.h"
-#include "tokenizer/chat_prompt.h"
+#include "chat/chat_prompt.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvlm {

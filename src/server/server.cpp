@@ -10,7 +10,7 @@
 #include "model/model.h"
 #include "server/openai/json_text.h"
 #include "server/routes.h"
-#include "tokenizer/chat_prompt.h"
+#include "chat/chat_prompt.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
 
