@@ -113,7 +113,7 @@ std::string prometheus_text(const EngineMetrics& m, const std::string& model_nam
   Writer w(model_name);
   w.metric("kvlm_requests_running", "gauge", "Requests in the running batch.", m.num_running);
   w.metric("kvlm_requests_waiting", "gauge", "Requests waiting to be scheduled.", m.num_waiting);
-  w.metric("kvlm_kv_blocks_total", "gauge", "KV cache blocks in the pool.", m.num_kv_blocks);
+  w.metric("kvlm_kv_blocks_capacity", "gauge", "KV cache blocks in the pool (used or free).", m.num_kv_blocks);
   w.metric("kvlm_kv_blocks_used", "gauge", "KV cache blocks referenced by requests.", m.num_kv_blocks_used);
   w.metric("kvlm_kv_blocks_peak", "gauge", "Most KV cache blocks referenced at once since start.", m.peak_kv_blocks_used);
   w.metric("kvlm_kv_usage_ratio", "gauge", "Fraction of KV cache blocks in use (0 to 1).",

@@ -6,13 +6,13 @@
 
 #include <fmt/format.h>
 
+#include "chat/chat_prompt.h"
 #include "common/error.h"
 #include "common/hash.h"
 #include "engine/engine.h"
 #include "server/openai/json_text.h"
 #include "server/routes.h"
 #include "server/routes_choices.h"
-#include "chat/chat_prompt.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvlm {

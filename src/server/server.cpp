@@ -1,16 +1,19 @@
 #include "server/server.h"
 
 #include <algorithm>
+#include <map>
+#include <set>
 
 #include <fmt/format.h>
 
+#include "chat/chat_prompt.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "engine/engine.h"
 #include "model/model.h"
 #include "server/openai/json_text.h"
 #include "server/routes.h"
-#include "chat/chat_prompt.h"
+#include "server/web_assets.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
 
@@ -22,6 +25,9 @@ struct Server::Impl {
   ServerContext ctx;
   httplib::Server http;
   int port = -1;
+  // The methods each route answers: a known path asked with another method
+  // is a 405 with this list in its Allow header, not a 404.
+  std::map<std::string, std::set<std::string>> allowed_methods;
 };
 
 namespace {
@@ -46,8 +52,20 @@ size_t max_prompt_bytes(const Engine& engine) {
 
 // Routing misses and refusals by the transport (a malformed request line or
 // header, a body over the limit) as OpenAI-style JSON.
-void answer_transport_error(const httplib::Request& req, httplib::Response& res) {
-  std::string message = res.status == 404 ? fmt::format("no route {} {}", req.method, req.path)
+void answer_transport_error(const std::map<std::string, std::set<std::string>>& allowed_methods,
+                            const httplib::Request& req, httplib::Response& res) {
+  if (res.status == 404) {
+    if (const auto it = allowed_methods.find(req.path); it != allowed_methods.end()) {
+      std::string allow;
+      for (const std::string& m : it->second) allow += (allow.empty() ? "" : ", ") + m;
+      if (it->second.count("GET")) allow += ", HEAD";  // httplib answers HEAD with the GET handler
+      res.status = 405;
+      res.set_header("Allow", allow);
+    }
+  }
+  std::string message = res.status == 404   ? fmt::format("no route {} {}", req.method, req.path)
+                        : res.status == 405 ? fmt::format("{} is not allowed on {}; use {}", req.method, req.path,
+                                                          res.get_header_value("Allow"))
                         : res.status == 413 ? "the request body is too large"
                                             : fmt::format("HTTP {}", res.status);
   const std::string body = openai::dump_json(openai::error_json({res.status, unicode::sanitize_utf8(message), std::nullopt}));
@@ -116,20 +134,45 @@ Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Imp
       }
     };
   };
-  s.http.Post("/v1/completions", route(handle_completions, true));
-  s.http.Post("/v1/chat/completions", route(handle_chat_completions, true));
-  s.http.Get("/v1/models", route(handle_models, true));
-  s.http.Post("/tokenize", route(handle_tokenize, true));
-  s.http.Post("/detokenize", route(handle_detokenize, true));
-  s.http.Get("/health", route(handle_health, false));
-  s.http.Get("/metrics", route(handle_metrics, false));
-  s.http.Get("/v1/status", route(handle_status, true));
+  // POST routes read their body through a content reader: httplib's own
+  // reading treats application/x-www-form-urlencoded (curl -d's default) as a
+  // form and refuses one over 8 KiB with 413; every body here is JSON,
+  // whatever its Content-Type says.
+  auto post = [&s](const std::string& path, auto handler) {
+    s.allowed_methods[path].insert("POST");
+    s.http.Post(path, [handler](const httplib::Request& req, httplib::Response& res,
+                                const httplib::ContentReader& read) {
+      std::string body;
+      const bool ok = read([&body](const char* data, size_t n) {
+        body.append(data, n);
+        return true;
+      });
+      if (!ok) return;  // too large or cut off: res.status says which, the error handler answers
+      httplib::Request with_body = req;
+      with_body.body = std::move(body);
+      handler(with_body, res);
+    });
+  };
+  auto get = [&s](const std::string& path, auto handler) {
+    s.allowed_methods[path].insert("GET");
+    s.http.Get(path, handler);
+  };
+  post("/v1/completions", route(handle_completions, true));
+  post("/v1/chat/completions", route(handle_chat_completions, true));
+  get("/v1/models", route(handle_models, true));
+  post("/tokenize", route(handle_tokenize, true));
+  post("/detokenize", route(handle_detokenize, true));
+  get("/health", route(handle_health, false));
+  get("/metrics", route(handle_metrics, false));
+  get("/v1/status", route(handle_status, true));
   add_web_routes(s.http);
+  for (const WebAsset& asset : web_assets()) s.allowed_methods[std::string(asset.path)].insert("GET");
+  s.allowed_methods["/"].insert("GET");
 
-  s.http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+  s.http.set_error_handler([&s](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     try {
-      answer_transport_error(req, res);
+      answer_transport_error(s.allowed_methods, req, res);
     } catch (...) {
       res.set_content(R"({"error":{"message":"internal error","type":"server_error","param":null,"code":null}})",
                       "application/json");
