@@ -1,0 +1,36 @@
+// The generic format, for templates that know no tools: the system prompt
+// (tool_prompt.h) asks for a JSON reply,
+//   {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]}
+// or {"response": "text"} to answer in words; {"tool_call": {...}} (one call)
+// is taken too. Anything else is the model's plain answer.
+#include "chat/tool_calls_impl.h"
+
+namespace kvlm::tool_calls {
+
+ParsedToolCalls parse_generic(std::string_view text) {
+  const size_t start = skip_space(text, 0);
+  const auto end = json_end(text, start);
+  if (!end || !only_space(text, *end)) return plain(text);
+  const auto value = parse_json_at(text, start, *end);
+  if (!value || !value->is_object()) return plain(text);
+  ParsedToolCalls out;
+  if (const auto r = value->find("response"); r != value->end() && r->is_string() && value->size() == 1)
+    return {r->get<std::string>(), {}};
+  Json items;
+  if (const auto calls = value->find("tool_calls"); calls != value->end() && calls->is_array()) {
+    items = *calls;
+  } else if (const auto call = value->find("tool_call"); call != value->end()) {
+    items = Json::array({*call});
+  } else {
+    return plain(text);
+  }
+  for (const Json& item : items) {
+    auto call = call_from_object(item, {"arguments", "parameters"});
+    if (!call) return plain(text);
+    out.calls.push_back(std::move(*call));
+  }
+  if (out.calls.empty()) return plain(text);
+  return out;
+}
+
+}  // namespace kvlm::tool_calls

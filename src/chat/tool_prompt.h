@@ -1,0 +1,32 @@
+// The prompt side of tool calling: an OpenAI request's messages made into
+// what chat templates expect, and for templates that know no tools, a system
+// prompt that describes them and the reply format (llama.cpp's approach).
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "chat/tool_calls.h"
+
+namespace kvlm {
+
+// `messages` (OpenAI's shape, validated) as a template reads them: each
+// assistant tool call's `function.arguments`, JSON text in OpenAI's API,
+// becomes the object Hugging Face templates expect (Qwen's `arguments |
+// tojson`), except for formats whose templates concatenate the text
+// (DeepSeek's), which keep it. Arguments that are not JSON stay text.
+nlohmann::ordered_json template_messages(ToolCallFormat f, const nlohmann::ordered_json& messages);
+
+// The system prompt that tells a model of format `f` about `tools` (an
+// OpenAI `tools` array) and how to call them; for templates that do not
+// render tools themselves (template_renders_tools false).
+std::string tools_system_prompt(ToolCallFormat f, const nlohmann::ordered_json& tools);
+
+// `messages` with `text` before the first system message's content (or a new
+// system message first); into_system false: before the first user
+// message's content instead, for templates that refuse a system role.
+nlohmann::ordered_json with_tools_prompt(const nlohmann::ordered_json& messages, const std::string& text,
+                                         bool into_system);
+
+}  // namespace kvlm

@@ -1,0 +1,215 @@
+// Tool-call parsers on outputs written the way each model family documents
+// them (Qwen2.5 / Hermes 2 Pro function-calling docs, Meta's Llama 3.1 model
+// card prompt format, Mistral's v3 tokenizer docs, DeepSeek-R1's template),
+// and on malformed ones, which must come back as plain content.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "chat/tool_call_stream.h"
+#include "chat/tool_calls.h"
+#include "chat/tool_prompt.h"
+
+namespace kvlm {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// name(arguments) for each call, to compare in one line.
+std::vector<std::string> calls_of(const ParsedToolCalls& p) {
+  std::vector<std::string> out;
+  for (const ToolCall& c : p.calls) out.push_back(c.name + Json::parse(c.arguments).dump());
+  return out;
+}
+
+using V = std::vector<std::string>;
+
+TEST(ToolCallFormat, DetectedFromTheTemplateSource) {
+  EXPECT_EQ(detect_tool_call_format("{{- '\\n<tool_call>\\n{\"name\": \"' }}"), ToolCallFormat::kHermes);
+  EXPECT_EQ(detect_tool_call_format("{{- \"[TOOL_CALLS][\" }}"), ToolCallFormat::kMistral);
+  EXPECT_EQ(detect_tool_call_format("{{'<｜Assistant｜><｜tool▁calls▁begin｜>'}}"), ToolCallFormat::kDeepSeek);
+  EXPECT_EQ(detect_tool_call_format("{{- \"<|python_tag|>\" + tool_call.name }}"), ToolCallFormat::kLlama3);
+  EXPECT_EQ(detect_tool_call_format("<|start_header_id|> {{ '\"parameters\": ' }}"), ToolCallFormat::kLlama3);
+  EXPECT_EQ(detect_tool_call_format("{{ '<start_of_turn>' + role }}"), ToolCallFormat::kGeneric);
+  EXPECT_TRUE(template_renders_tools("{%- if tools %}"));
+  EXPECT_FALSE(template_renders_tools("{{ messages[0]['content'] }}"));
+}
+
+TEST(ToolCallParse, Hermes) {
+  // Qwen2.5's documented reply: text, then one call per tag pair.
+  ParsedToolCalls p = parse_tool_calls(ToolCallFormat::kHermes,
+      "I'll check both cities.\n<tool_call>\n{\"name\": \"get_current_temperature\", \"arguments\": "
+      "{\"location\": \"San Francisco, CA, USA\", \"unit\": \"celsius\"}}\n</tool_call>\n<tool_call>\n"
+      "{\"name\": \"get_current_temperature\", \"arguments\": {\"location\": \"Paris, France\"}}\n</tool_call>");
+  EXPECT_EQ(calls_of(p), (V{R"(get_current_temperature{"location":"San Francisco, CA, USA","unit":"celsius"})",
+                            R"(get_current_temperature{"location":"Paris, France"})"}));
+  EXPECT_EQ(p.content, "I'll check both cities.\n\n");
+  // Arguments as JSON text, no arguments, and an unclosed last call (stopped at EOS).
+  p = parse_tool_calls(ToolCallFormat::kHermes, "<tool_call>\n{\"name\": \"f\", \"arguments\": \"{\\\"a\\\": 1}\"}\n</tool_call>"
+                                                "<tool_call>{\"name\": \"now\"}");
+  EXPECT_EQ(calls_of(p), (V{R"(f{"a":1})", "now{}"}));
+  EXPECT_EQ(p.content, "");
+}
+
+TEST(ToolCallParse, Llama3) {
+  // Meta's JSON-based tool calling: the whole reply is the call.
+  ParsedToolCalls p = parse_tool_calls(ToolCallFormat::kLlama3,
+      "{\"name\": \"get_current_conditions\", \"parameters\": {\"location\": \"San Francisco, CA\", \"unit\": \"Fahrenheit\"}}");
+  EXPECT_EQ(calls_of(p), (V{R"(get_current_conditions{"location":"San Francisco, CA","unit":"Fahrenheit"})"}));
+  EXPECT_EQ(p.content, "");
+  p = parse_tool_calls(ToolCallFormat::kLlama3, "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}");
+  EXPECT_EQ(calls_of(p), (V{R"(get_weather{"city":"Oslo"})"}));
+  // A built-in tool in Python syntax.
+  p = parse_tool_calls(ToolCallFormat::kLlama3, "<|python_tag|>brave_search.call(query=\"current weather in Menlo Park\")");
+  EXPECT_EQ(calls_of(p), (V{R"(brave_search{"query":"current weather in Menlo Park"})"}));
+  p = parse_tool_calls(ToolCallFormat::kLlama3, "<|python_tag|>wolfram_alpha.call(query=\"2+2\", n=3)");
+  EXPECT_EQ(calls_of(p), (V{R"(wolfram_alpha{"query":"2+2","n":3})"}));
+  // Two calls separated by ';' (Llama 3.2).
+  p = parse_tool_calls(ToolCallFormat::kLlama3, R"({"name": "a", "parameters": {}}; {"name": "b", "parameters": {"x": 1}})");
+  EXPECT_EQ(calls_of(p), (V{"a{}", R"(b{"x":1})"}));
+}
+
+TEST(ToolCallParse, Mistral) {
+  ParsedToolCalls p = parse_tool_calls(ToolCallFormat::kMistral,
+      "[TOOL_CALLS][{\"name\": \"get_current_weather\", \"arguments\": {\"location\": \"Paris, France\", \"format\": \"celsius\"}}, "
+      "{\"name\": \"get_time\", \"arguments\": {}}]");
+  EXPECT_EQ(calls_of(p), (V{R"(get_current_weather{"location":"Paris, France","format":"celsius"})", "get_time{}"}));
+  EXPECT_EQ(p.content, "");
+  // With text before, a space after the marker, and the id Nemo sometimes echoes.
+  p = parse_tool_calls(ToolCallFormat::kMistral, "Let me see. [TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {\"a\": [1, 2]}, \"id\": \"abcDEF123\"}]");
+  EXPECT_EQ(calls_of(p), (V{R"(f{"a":[1,2]})"}));
+  EXPECT_EQ(p.content, "Let me see. ");
+}
+
+TEST(ToolCallParse, DeepSeek) {
+  const std::string call = "<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"location\": \"Tokyo\"}\n```<｜tool▁call▁end｜>";
+  ParsedToolCalls p = parse_tool_calls(ToolCallFormat::kDeepSeek,
+      "<think>\nThe user wants the weather.\n</think>\n\n<｜tool▁calls▁begin｜>" + call + "\n" + call + "<｜tool▁calls▁end｜>");
+  EXPECT_EQ(calls_of(p), (V{R"(get_weather{"location":"Tokyo"})", R"(get_weather{"location":"Tokyo"})"}));
+  EXPECT_EQ(p.content, "<think>\nThe user wants the weather.\n</think>\n\n");
+  // The distills' habit: no outer begin token, no end token at EOS.
+  p = parse_tool_calls(ToolCallFormat::kDeepSeek, call);
+  EXPECT_EQ(calls_of(p), (V{R"(get_weather{"location":"Tokyo"})"}));
+}
+
+TEST(ToolCallParse, Generic) {
+  ParsedToolCalls p = parse_tool_calls(ToolCallFormat::kGeneric,
+      "{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Lima\"}}]}");
+  EXPECT_EQ(calls_of(p), (V{R"(get_weather{"city":"Lima"})"}));
+  p = parse_tool_calls(ToolCallFormat::kGeneric, "  {\"tool_call\": {\"name\": \"f\", \"arguments\": {}}}\n");
+  EXPECT_EQ(calls_of(p), (V{"f{}"}));
+  p = parse_tool_calls(ToolCallFormat::kGeneric, "{\"response\": \"It is sunny.\"}");
+  EXPECT_TRUE(p.calls.empty());
+  EXPECT_EQ(p.content, "It is sunny.");
+  p = parse_tool_calls(ToolCallFormat::kGeneric, "It is sunny.");
+  EXPECT_EQ(p.content, "It is sunny.");
+}
+
+TEST(ToolCallParse, MalformedOutputIsPlainContent) {
+  struct Case {
+    ToolCallFormat f;
+    std::string text;
+  };
+  const std::vector<Case> cases = {
+      {ToolCallFormat::kHermes, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}\n</tool_call>"},  // unbalanced
+      {ToolCallFormat::kHermes, "<tool_call>\n{\"arguments\": {}}\n</tool_call>"},                         // no name
+      {ToolCallFormat::kHermes, "<tool_call>\n{\"name\": 7, \"arguments\": {}}\n</tool_call>"},            // name not a string
+      {ToolCallFormat::kHermes, "<tool_call>\n{\"name\": \"f\", \"arguments\": [1]}\n</tool_call>"},       // args not an object
+      {ToolCallFormat::kHermes, "<tool_call>{\"name\": \"f\"} trailing words</tool_call>"},
+      {ToolCallFormat::kHermes, "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": tru}}</tool_call>"},  // not JSON
+      {ToolCallFormat::kHermes, "<tool_call>" + std::string(100, '[') + std::string(100, ']') + "</tool_call>"},  // too deep
+      {ToolCallFormat::kLlama3, "{\"name\": \"f\", \"parameters\": {}} and some words"},
+      {ToolCallFormat::kLlama3, "{\"city\": \"Paris\"}"},
+      {ToolCallFormat::kLlama3, "<|python_tag|>print('hi')"},
+      {ToolCallFormat::kLlama3, "<|python_tag|>brave_search.call(query=)"},
+      {ToolCallFormat::kMistral, "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}}"},  // cut off
+      {ToolCallFormat::kMistral, "[TOOL_CALLS][]"},
+      {ToolCallFormat::kMistral, "[TOOL_CALLS][{\"name\": \"f\"}] more text"},
+      {ToolCallFormat::kDeepSeek, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{\"a\": 1}\n"},
+      {ToolCallFormat::kDeepSeek, "<｜tool▁calls▁begin｜><｜tool▁calls▁end｜>"},
+      {ToolCallFormat::kGeneric, "{\"tool_calls\": [{\"name\": \"\"}]}"},
+      {ToolCallFormat::kGeneric, "{\"tool_calls\": \"f\"}"},
+      {ToolCallFormat::kGeneric, "{\"tool_calls\": ["},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.text);
+    const ParsedToolCalls p = parse_tool_calls(c.f, c.text);
+    EXPECT_TRUE(p.calls.empty());
+    EXPECT_EQ(p.content, c.text);
+  }
+}
+
+// Streams `pieces` through a ToolCallStream; the content sent while
+// streaming, then what finish() gave.
+struct Streamed {
+  std::vector<std::string> sent;
+  ParsedToolCalls end;
+};
+Streamed stream(ToolCallFormat f, const std::vector<std::string>& pieces, bool parallel = true) {
+  ToolCallStream s(f, parallel);
+  Streamed out;
+  for (const std::string& p : pieces) out.sent.push_back(s.push(p));
+  out.end = s.finish();
+  return out;
+}
+
+TEST(ToolCallStream, ContentFlowsAndACallIsHeldUntilTheEnd) {
+  const Streamed s = stream(ToolCallFormat::kHermes, {"Sure", ", one moment.", "\n<tool", "_call>\n{\"name\": \"f\", ",
+                                                      "\"arguments\": {}}\n</tool_call>"});
+  EXPECT_EQ(s.sent, (V{"Sure", ", one moment.", "\n", "", ""}));  // "<tool" is held: it may be a marker
+  EXPECT_EQ(calls_of(s.end), (V{"f{}"}));
+  EXPECT_EQ(s.end.content, "");
+}
+
+TEST(ToolCallStream, HeldTextThatIsNoCallIsSentAfterAll) {
+  Streamed s = stream(ToolCallFormat::kHermes, {"a <", "b> c"});
+  EXPECT_EQ(s.sent, (V{"a ", "<b> c"}));
+  EXPECT_EQ(s.end.content, "");
+  // A broken call is plain content, sent at the end.
+  s = stream(ToolCallFormat::kMistral, {"[TOOL_CALLS]", "[{\"name\": "});
+  EXPECT_EQ(s.sent, (V{"", ""}));
+  EXPECT_TRUE(s.end.calls.empty());
+  EXPECT_EQ(s.end.content, "[TOOL_CALLS][{\"name\": ");
+  // Llama 3: a reply that starts with words is content at once.
+  s = stream(ToolCallFormat::kLlama3, {" ", "Hello", " there"});
+  EXPECT_EQ(s.sent, (V{"", " Hello", " there"}));
+  // Generic: {"response": ...} comes back as its text.
+  s = stream(ToolCallFormat::kGeneric, {"{\"response\": ", "\"Hi\"}"});
+  EXPECT_EQ(s.sent, (V{"", ""}));
+  EXPECT_EQ(s.end.content, "Hi");
+}
+
+TEST(ToolCallStream, NotParallelKeepsTheFirstCall) {
+  const Streamed s = stream(ToolCallFormat::kMistral,
+                            {R"([TOOL_CALLS][{"name": "a", "arguments": {}}, {"name": "b", "arguments": {}}])"}, false);
+  EXPECT_EQ(calls_of(s.end), (V{"a{}"}));
+}
+
+TEST(ToolPrompt, ArgumentsBecomeObjectsExceptForDeepSeek) {
+  const Json messages = Json::parse(R"([{"role": "user", "content": "hi"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+       "function": {"name": "f", "arguments": "{\"a\": 1}"}}]},
+      {"role": "tool", "tool_call_id": "call_1", "content": "42"}])");
+  EXPECT_EQ(template_messages(ToolCallFormat::kHermes, messages)[1]["tool_calls"][0]["function"]["arguments"],
+            Json::parse(R"({"a": 1})"));
+  EXPECT_EQ(template_messages(ToolCallFormat::kDeepSeek, messages)[1]["tool_calls"][0]["function"]["arguments"],
+            "{\"a\": 1}");
+}
+
+TEST(ToolPrompt, DescriptionGoesIntoTheSystemOrTheFirstUserMessage) {
+  const Json tools = Json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+      "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}])");
+  const std::string text = tools_system_prompt(ToolCallFormat::kGeneric, tools);
+  EXPECT_NE(text.find("get_weather"), std::string::npos);
+  EXPECT_NE(text.find("{\"tool_calls\": [{\"name\": \"TOOL_NAME\", \"arguments\": {ARGUMENTS}}]}"), std::string::npos) << text;
+  const Json one = Json::parse(R"([{"role": "user", "content": "hi"}])");
+  Json m = with_tools_prompt(one, "T", true);
+  EXPECT_EQ(m, Json::parse(R"([{"role": "system", "content": "T"}, {"role": "user", "content": "hi"}])"));
+  m = with_tools_prompt(Json::parse(R"([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}])"), "T", true);
+  EXPECT_EQ(m[0]["content"], "T\n\nBe brief.");
+  m = with_tools_prompt(one, "T", false);
+  EXPECT_EQ(m, Json::parse(R"([{"role": "user", "content": "T\n\nhi"}])"));
+}
+
+}  // namespace
+}  // namespace kvlm
