@@ -29,7 +29,8 @@ std::tm current_local_time() {
 
 }  // namespace
 
-ChatTemplate::ChatTemplate(std::unique_ptr<const jinja::Program> program) : program_(std::move(program)) {}
+ChatTemplate::ChatTemplate(std::unique_ptr<const jinja::Program> program, std::string source)
+    : program_(std::move(program)), source_(std::move(source)) {}
 ChatTemplate::~ChatTemplate() = default;
 
 std::unique_ptr<ChatTemplate> ChatTemplate::parse(std::string_view source) {
@@ -37,7 +38,7 @@ std::unique_ptr<ChatTemplate> ChatTemplate::parse(std::string_view source) {
   jinja::LexerOptions options;
   auto program = std::make_unique<jinja::Program>();
   program->body = jinja::Parser::parse(jinja::tokenize(source, options));
-  return std::unique_ptr<ChatTemplate>(new ChatTemplate(std::move(program)));
+  return std::unique_ptr<ChatTemplate>(new ChatTemplate(std::move(program), std::string(source)));
 }
 
 std::string ChatTemplate::render(const ChatTemplateInputs& in) const {

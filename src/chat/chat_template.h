@@ -61,9 +61,13 @@ class ChatTemplate {
   // (an undefined variable used in arithmetic, a type error). `extra` must be an object.
   std::string render(const ChatTemplateInputs& in) const;
 
+  // The Jinja source it was parsed from (tool_calls.h reads the format off it).
+  const std::string& source() const { return source_; }
+
  private:
-  explicit ChatTemplate(std::unique_ptr<const jinja::Program> program);
+  ChatTemplate(std::unique_ptr<const jinja::Program> program, std::string source);
   std::unique_ptr<const jinja::Program> program_;
+  std::string source_;
 };
 
 }  // namespace kvlm

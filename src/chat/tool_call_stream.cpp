@@ -14,8 +14,8 @@ std::string ToolCallStream::push(std::string_view text) {
   return out;
 }
 
-ParsedToolCalls ToolCallStream::finish() {
-  ParsedToolCalls p = parse_tool_calls(format_, text_);
+ParsedToolCalls ToolCallStream::finish(bool parse) {
+  ParsedToolCalls p = parse ? parse_tool_calls(format_, text_) : ParsedToolCalls{text_, {}};
   if (!parallel_ && p.calls.size() > 1) p.calls.resize(1);
   const std::string_view sent(text_.data(), sent_);
   // The parsed content starts with what was sent (calls begin after it); the

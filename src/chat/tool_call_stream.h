@@ -23,8 +23,9 @@ class ToolCallStream {
 
   // Appends `text`; returns the content that may be sent now (maybe empty).
   std::string push(std::string_view text);
-  // The output has ended: the content not yet sent and the calls.
-  ParsedToolCalls finish();
+  // The output has ended: the content not yet sent and the calls. parse
+  // false (an output cut off by max_tokens): no calls, all of it content.
+  ParsedToolCalls finish(bool parse = true);
 
  private:
   ToolCallFormat format_;

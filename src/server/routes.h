@@ -10,6 +10,7 @@
 
 #include <httplib.h>
 
+#include "chat/tool_calls.h"
 #include "server/in_flight.h"
 #include "server/openai/protocol.h"
 
@@ -24,6 +25,10 @@ struct ServerContext {
   std::string model_name;
   std::unique_ptr<ChatTemplate> chat_template;  // null: the model has none (chat requests get 400)
   std::string chat_template_error;              // why it is null
+  // How the template's model writes tool calls, and whether the template
+  // renders `tools` itself (else a system prompt describes them).
+  ToolCallFormat tool_format = ToolCallFormat::kGeneric;
+  bool template_renders_tools = false;
   InFlightRequests in_flight;                   // generation requests not yet answered in full
   // A prompt text longer than this many bytes cannot fit the context (no
   // token covers more bytes than the longest vocabulary piece), so it is

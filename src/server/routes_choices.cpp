@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "server/http/peer_probe.h"
 #include "server/openai/json_text.h"
+#include "server/routes_tools.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvlm {
@@ -51,6 +52,13 @@ void cancel_all(Engine& engine, const Submitted& sub) {
 }
 
 namespace {
+
+// Text around tool calls without the space that separated it from them.
+std::string trimmed(const std::string& s) {
+  const size_t first = s.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) return "";
+  return s.substr(first, s.find_last_not_of(" \t\r\n") - first + 1);
+}
 
 // How often a non-streaming request looks whether its client is still there.
 constexpr auto kHangUpCheck = std::chrono::milliseconds(100);
@@ -125,6 +133,14 @@ Json choice_json(const ServerContext& ctx, const Generation& gen, const Submitte
     lp = logprobs_json(ctx, gen, sub.echoed_first, c.prompt_logprobs, c.logprobs, &offset);
   }
   const std::string text = gen.echo ? gen.prompt_text + c.text : c.text;
+  if (gen.tool_calls && c.reason != FinishReason::kLength) {
+    // A call cut off by max_tokens is malformed anyway: plain content.
+    ParsedToolCalls p = parse_tool_calls(gen.tool_calls->format, c.text);
+    if (!gen.tool_calls->parallel && p.calls.size() > 1) p.calls.resize(1);
+    if (!p.calls.empty())
+      return openai::chat_tool_calls_choice(index, trimmed(p.content), tool_calls_json(gen.tool_calls->format, p.calls),
+                                            std::move(lp));
+  }
   return gen.chat ? openai::chat_choice(index, text, reason_name(c.reason), std::move(lp))
                   : openai::completion_choice(index, text, reason_name(c.reason), std::move(lp));
 }

@@ -30,6 +30,13 @@ struct Generation {
   std::vector<int32_t> prompt;
   bool echo = false;        // completions: the response starts with the prompt
   std::string prompt_text;  // what echo repeats
+  // Chat with tools (tool_choice other than none): the output is parsed for
+  // calls in this format; parallel false keeps the first call only.
+  struct ToolCalls {
+    ToolCallFormat format;
+    bool parallel;
+  };
+  std::optional<ToolCalls> tool_calls;
 };
 
 // A request in the engine: one stream per candidate, in seed order.
@@ -38,6 +45,10 @@ struct Submitted {
   int32_t num_prompt = 0;
   std::optional<int32_t> echoed_first;  // echo: the prompt's first token (nothing predicts it)
 };
+
+// routes_submit.cpp: checks `gen` against the context, submits its choices
+// and answers (whole or streamed); errors are answered too.
+void run_generation(ServerContext& ctx, Generation gen, const httplib::Request& req, httplib::Response& res);
 
 std::string reason_name(std::optional<FinishReason> r);
 // One SSE event of `j` (dump_json: a byte token becomes U+FFFD).

@@ -3,9 +3,11 @@
 // and [DONE].
 #include <chrono>
 
+#include "chat/tool_call_stream.h"
 #include "common/log.h"
 #include "server/openai/json_text.h"
 #include "server/routes_choices.h"
+#include "server/routes_tools.h"
 #include "tokenizer/unicode.h"
 
 namespace kvlm {
@@ -20,10 +22,31 @@ constexpr auto kPoll = std::chrono::milliseconds(5);
 
 // Streaming state carried across calls of the content provider, per choice.
 struct StreamState {
-  explicit StreamState(size_t n) : first(n, true), text_offset(n, 0) {}
+  StreamState(size_t n, const Generation& gen) : first(n, true), text_offset(n, 0) {
+    if (gen.tool_calls)
+      for (size_t i = 0; i < n; ++i) tools.emplace_back(gen.tool_calls->format, gen.tool_calls->parallel);
+  }
   std::vector<bool> first;            // first chunk still to send (chat: carries the role)
   std::vector<int64_t> text_offset;   // completions' logprobs.text_offset so far
+  std::vector<ToolCallStream> tools;  // chat with tools: each choice's held-back text
 };
+
+// The chunks of a choice's tool calls, as OpenAI streams them: per call, its
+// id and name (arguments ""), then its arguments; then the finish reason.
+std::string tool_call_chunks(const ServerContext& ctx, const Generation& gen, int32_t index,
+                             const std::vector<ToolCall>& calls) {
+  std::string out;
+  const Json full = tool_calls_json(gen.tool_calls->format, calls);
+  for (size_t k = 0; k < full.size(); ++k) {
+    const Json& c = full[k];
+    Json head = {{"index", k}, {"id", c["id"]}, {"type", "function"},
+                 {"function", Json{{"name", c["function"]["name"]}, {"arguments", ""}}}};
+    out += sse(openai::chat_tool_calls_chunk(gen.id, gen.created, ctx.model_name, Json::array({head}), index));
+    Json args = {{"index", k}, {"function", Json{{"arguments", c["function"]["arguments"]}}}};
+    out += sse(openai::chat_tool_calls_chunk(gen.id, gen.created, ctx.model_name, Json::array({args}), index));
+  }
+  return out + sse(openai::chat_chunk(gen.id, gen.created, ctx.model_name, "", "tool_calls", false, nullptr, index));
+}
 
 // The SSE chunk(s) of choice `index`'s event.
 std::string event_chunks(const ServerContext& ctx, const Generation& gen, const Submitted& sub, StreamState& state,
@@ -31,18 +54,33 @@ std::string event_chunks(const ServerContext& ctx, const Generation& gen, const 
   if (ev.error) return sse(openai::error_json(error_for(*ev.error)));
   const auto i = static_cast<size_t>(index);
   const bool first = state.first[i];
-  if (ev.text.empty() && ev.logprobs.empty() && !first && !ev.finished) return {};
-  const std::string reason = ev.finished ? reason_name(ev.finish_reason) : "";
+  std::string piece = ev.text;
+  std::vector<ToolCall> calls;
+  if (!state.tools.empty()) {
+    // Text that may be a call waits; at the end, calls or the held text.
+    piece = state.tools[i].push(ev.text);
+    if (ev.finished) {
+      ParsedToolCalls rest = state.tools[i].finish(/*parse=*/ev.finish_reason != FinishReason::kLength);
+      piece += rest.content;
+      calls = std::move(rest.calls);
+    }
+  }
+  if (piece.empty() && ev.logprobs.empty() && !first && !ev.finished) return {};
+  const std::string reason = ev.finished && calls.empty() ? reason_name(ev.finish_reason) : "";
   // Echo: the first chunk starts with the prompt (its logprobs came with the first token).
   const bool echo_now = gen.echo && first;
-  const std::string text = echo_now ? gen.prompt_text + ev.text : ev.text;
+  const std::string text = echo_now ? gen.prompt_text + piece : piece;
   Json lp = nullptr;
   if (gen.options.logprobs >= 0 && (echo_now || !ev.logprobs.empty()))
     lp = logprobs_json(ctx, gen, echo_now ? sub.echoed_first : std::nullopt, ev.prompt_logprobs, ev.logprobs,
                        &state.text_offset[i]);
   state.first[i] = false;
-  return sse(gen.chat ? openai::chat_chunk(gen.id, gen.created, ctx.model_name, text, reason, first, lp, index)
-                      : openai::completion_chunk(gen.id, gen.created, ctx.model_name, text, reason, lp, index));
+  std::string out;
+  if (calls.empty() || first || !text.empty() || !lp.is_null())
+    out = sse(gen.chat ? openai::chat_chunk(gen.id, gen.created, ctx.model_name, text, reason, first, lp, index)
+                       : openai::completion_chunk(gen.id, gen.created, ctx.model_name, text, reason, lp, index));
+  if (!calls.empty()) out += tool_call_chunks(ctx, gen, index, calls);
+  return out;
 }
 
 // The chunks of every event that is waiting now, in choice order.
@@ -100,7 +138,7 @@ void answer_stream(ServerContext& ctx, Generation gen, Submitted sub,
   // pulling events until every choice has finished.
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
-  auto state = std::make_shared<StreamState>(sub.streams.size());
+  auto state = std::make_shared<StreamState>(sub.streams.size(), gen);
   auto shared_sub = std::make_shared<const Submitted>(std::move(sub));
   const RequestId rid = shared_sub->streams[0]->id();
   res.set_chunked_content_provider(

@@ -20,7 +20,7 @@
 namespace kvlm {
 
 struct Server::Impl {
-  Impl(Engine& engine, ServerConfig c) : config(std::move(c)), ctx{engine, config.model_name, nullptr, "", {}, SIZE_MAX, config.sse_heartbeat} {}
+  Impl(Engine& engine, ServerConfig c) : config(std::move(c)), ctx{engine, config.model_name, nullptr, "", ToolCallFormat::kGeneric, false, {}, SIZE_MAX, config.sse_heartbeat} {}
   ServerConfig config;
   ServerContext ctx;
   httplib::Server http;
@@ -90,6 +90,10 @@ Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Imp
   // without one still serves completions, and chat requests get a 400.
   try {
     s.ctx.chat_template = load_chat_template(engine.model().gguf().metadata(), s.config.chat_template_file);
+    s.ctx.tool_format = detect_tool_call_format(s.ctx.chat_template->source());
+    s.ctx.template_renders_tools = template_renders_tools(s.ctx.chat_template->source());
+    log_info("chat template: tool calls in the {} format{}", tool_call_format_name(s.ctx.tool_format),
+             s.ctx.template_renders_tools ? "" : " (tools described in a system prompt)");
   } catch (const Error& e) {
     if (s.config.chat_template_file) throw;
     s.ctx.chat_template_error = e.what();

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "server/openai/fields.h"
+#include "server/openai/tools.h"
 #include "tokenizer/unicode.h"
 
 
@@ -136,6 +137,7 @@ Json normalize_messages(const Json& messages) {
     if (!m.is_object()) invalid(where, fmt::format("'{}' must be an object", where));
     const Json* role = field(m, "role");
     if (!role || !role->is_string()) invalid(where + ".role", fmt::format("'{}.role' must be a string", where));
+    check_message_tools(m, where);
     Json copy = m;
     if (const Json* content = field(m, "content"); content && content->is_array()) {
       std::string text;
@@ -202,8 +204,10 @@ std::variant<ChatRequest, RequestError> parse_chat_request(const Json& body) {
         invalid("response_format", "only response_format {\"type\": \"text\"} is supported");
     }
     r.template_extra = Json::object();
-    for (const char* key : {"tools", "tool_choice", "documents"})
-      if (const Json* v = field(body, key)) r.template_extra[key] = *v;
+    parse_tools(body, r);
+    // Hugging Face passes tools (and documents) to templates, not tool_choice.
+    if (!r.tools.is_null()) r.template_extra["tools"] = r.tools;
+    if (const Json* v = field(body, "documents")) r.template_extra["documents"] = *v;
     if (const Json* kw = field(body, "chat_template_kwargs")) {
       if (!kw->is_object()) invalid("chat_template_kwargs", "'chat_template_kwargs' must be an object");
       for (const auto& [k, v] : kw->items()) r.template_extra[k] = v;
@@ -226,6 +230,15 @@ Json reason_json(const std::string& r) { return r.empty() ? Json(nullptr) : Json
 Json completion_choice(int32_t index, const std::string& text, const std::string& finish_reason, Json logprobs) {
   return Json{{"index", index}, {"text", text}, {"logprobs", std::move(logprobs)},
               {"finish_reason", reason_json(finish_reason)}};
+}
+
+Json chat_tool_calls_choice(int32_t index, const std::string& content, Json tool_calls, Json logprobs) {
+  return Json{{"index", index},
+              {"message", Json{{"role", "assistant"},
+                               {"content", content.empty() ? Json(nullptr) : Json(content)},
+                               {"tool_calls", std::move(tool_calls)}}},
+              {"logprobs", std::move(logprobs)},
+              {"finish_reason", "tool_calls"}};
 }
 
 Json chat_choice(int32_t index, const std::string& text, const std::string& finish_reason, Json logprobs) {
@@ -277,6 +290,16 @@ Json chat_chunk(const std::string& id, int64_t created, const std::string& model
               {"model", model},
               {"choices", Json::array({Json{{"index", index}, {"delta", delta}, {"logprobs", std::move(logprobs)},
                                             {"finish_reason", reason_json(finish_reason)}}})}};
+}
+
+Json chat_tool_calls_chunk(const std::string& id, int64_t created, const std::string& model, Json tool_calls,
+                           int32_t index) {
+  return Json{{"id", id},
+              {"object", "chat.completion.chunk"},
+              {"created", created},
+              {"model", model},
+              {"choices", Json::array({Json{{"index", index}, {"delta", Json{{"tool_calls", std::move(tool_calls)}}},
+                                            {"logprobs", nullptr}, {"finish_reason", nullptr}}})}};
 }
 
 std::string token_text(const std::string& bytes) {

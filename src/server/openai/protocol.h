@@ -70,10 +70,25 @@ struct CompletionRequest {
   std::variant<std::string, std::vector<int32_t>> prompt;
 };
 
+// tool_choice: whether the model may (auto), must (required, named) or must
+// not (none) call tools; named: that function.
+struct ToolChoice {
+  enum class Kind { kAuto, kNone, kRequired, kNamed };
+  Kind kind = Kind::kAuto;
+  std::string name;  // kNamed
+};
+
 struct ChatRequest {
   GenerationOptions options;
-  Json messages;            // array of {role, content: string}, content parts joined
+  // Array of {role, content: string or null, ...}, content parts joined;
+  // assistant messages may carry tool_calls, tool messages a tool_call_id.
+  Json messages;
   Json template_extra;      // tools, documents, chat_template_kwargs... for the template
+  // The validated `tools` array ({type: "function", function: {name, description?,
+  // parameters?}}); null when absent or empty.
+  Json tools;
+  ToolChoice tool_choice;
+  bool parallel_tool_calls = true;
 };
 
 // Parse and validate a request body.
@@ -114,6 +129,10 @@ Json chat_response(const std::string& id, int64_t created, const std::string& mo
 Json completion_choice(int32_t index, const std::string& text, const std::string& finish_reason,
                        Json logprobs = nullptr);
 Json chat_choice(int32_t index, const std::string& text, const std::string& finish_reason, Json logprobs = nullptr);
+// A chat choice whose message carries `tool_calls` (an array of {id, type:
+// "function", function: {name, arguments}}): content null when empty,
+// finish_reason "tool_calls".
+Json chat_tool_calls_choice(int32_t index, const std::string& content, Json tool_calls, Json logprobs = nullptr);
 // A whole response of the given choices.
 Json choices_response(const std::string& id, int64_t created, const std::string& model, bool chat, Json choices,
                       const Usage& usage);
@@ -123,6 +142,11 @@ Json completion_chunk(const std::string& id, int64_t created, const std::string&
                       const std::string& finish_reason, Json logprobs = nullptr, int32_t index = 0);
 Json chat_chunk(const std::string& id, int64_t created, const std::string& model, const std::string& text,
                 const std::string& finish_reason, bool with_role, Json logprobs = nullptr, int32_t index = 0);
+// A chat chunk whose delta holds `tool_calls` (OpenAI's stream shape: per
+// call, {index, id, type, function: {name, arguments: ""}} first, then
+// {index, function: {arguments: fragment}}).
+Json chat_tool_calls_chunk(const std::string& id, int64_t created, const std::string& model, Json tool_calls,
+                           int32_t index = 0);
 // The final usage-only chunk of a stream with include_usage.
 Json usage_chunk(const std::string& id, int64_t created, const std::string& model, bool chat, const Usage& usage);
 

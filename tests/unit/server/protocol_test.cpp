@@ -86,7 +86,7 @@ TEST(Protocol, ValidationNamesTheParameter) {
 TEST(Protocol, ChatMessagesAndExtras) {
   auto v = parse_chat_request(Json::parse(
       R"({"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}],
-          "max_completion_tokens":7,"tools":[{"type":"function"}],"chat_template_kwargs":{"enable_thinking":false},
+          "max_completion_tokens":7,"tools":[{"type":"function","function":{"name":"f"}}],"chat_template_kwargs":{"enable_thinking":false},
           "stop":"\n","logit_bias":{"5":-100}})"));
   ASSERT_TRUE(std::holds_alternative<ChatRequest>(v)) << std::get<RequestError>(v).message;
   const auto& r = std::get<ChatRequest>(v);
@@ -187,6 +187,46 @@ TEST(MetricsText, ExposesCountersAndHistograms) {
   EXPECT_NE(text.find("kvlm_time_to_first_token_seconds_bucket{model_name=\"my \\\"model\\\"\",le=\"0.005\"} 1\n"),
             std::string::npos);
   EXPECT_NE(text.find("# TYPE kvlm_preemptions_total counter\n"), std::string::npos);
+}
+
+TEST(Protocol, ToolsAndToolChoice) {
+  const std::string tools = R"("tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}])";
+  const std::string msgs = R"("messages":[{"role":"user","content":"hi"},
+      {"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{}"}}]},
+      {"role":"tool","tool_call_id":"call_1","content":"sunny"}])";
+  auto v = parse_chat_request(Json::parse("{" + msgs + "," + tools +
+                                          R"(,"tool_choice":{"type":"function","function":{"name":"get_weather"}},"parallel_tool_calls":false})"));
+  ASSERT_FALSE(error_of(v)) << error_of(v)->message;
+  const auto& r = std::get<ChatRequest>(v);
+  EXPECT_EQ(r.tool_choice.kind, ToolChoice::Kind::kNamed);
+  EXPECT_EQ(r.tool_choice.name, "get_weather");
+  EXPECT_FALSE(r.parallel_tool_calls);
+  EXPECT_EQ(r.tools.size(), 1u);
+  EXPECT_FALSE(r.template_extra.contains("tool_choice"));  // as Hugging Face: templates see tools only
+  struct Case {
+    std::string body, param;
+  };
+  const std::string user = R"("messages":[{"role":"user","content":"hi"}])";
+  const std::vector<Case> cases = {
+      {"{" + user + R"(,"tools":{}})", "tools"},
+      {"{" + user + R"(,"tools":[{"type":"retrieval"}]})", "tools[0].type"},
+      {"{" + user + R"(,"tools":[{"type":"function","function":{"name":"a b"}}]})", "tools[0].function.name"},
+      {"{" + user + R"(,"tools":[{"type":"function","function":{"name":"f","parameters":[]}}]})", "tools[0].function.parameters"},
+      {"{" + user + R"(,"tool_choice":"required"})", "tool_choice"},
+      {"{" + user + "," + tools + R"(,"tool_choice":"sometimes"})", "tool_choice"},
+      {"{" + user + "," + tools + R"(,"tool_choice":{"type":"function","function":{"name":"nope"}}})", "tool_choice"},
+      {"{" + user + "," + tools + R"(,"parallel_tool_calls":"yes"})", "parallel_tool_calls"},
+      {R"({"messages":[{"role":"tool","content":"x"}]})", "messages[0].tool_call_id"},
+      {R"({"messages":[{"role":"assistant","tool_calls":[{"id":"c","function":{"name":"f","arguments":{}}}]}]})",
+       "messages[0].tool_calls[0].function.arguments"},
+      {R"({"messages":[{"role":"user","tool_calls":[]}]})", "messages[0].tool_calls"},
+  };
+  for (const Case& c : cases) {
+    auto e = parse_chat_request(Json::parse(c.body));
+    ASSERT_TRUE(error_of(e)) << c.body;
+    EXPECT_EQ(error_of(e)->status, 400);
+    EXPECT_EQ(error_of(e)->param, c.param) << c.body << ": " << error_of(e)->message;
+  }
 }
 
 }  // namespace
