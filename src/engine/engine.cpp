@@ -268,7 +268,8 @@ void Engine::step() {
     }
     if (!s.sample) continue;
     const std::span<const float> row_logits = logits.subspan(row * vocab, vocab);
-    sampled.push_back(live.sampler.sample(row_logits, r->tokens));
+    const std::span<const float> draw_from = live.matcher ? constrained_logits(live, row_logits) : row_logits;
+    sampled.push_back(live.sampler.sample(draw_from, r->tokens));
     logprobs.push_back(live.logprobs >= 0 ? token_logprobs(row_logits, sampled.back(), live.logprobs)
                                           : SampledLogprobs{});
     ++row;
@@ -311,9 +312,10 @@ void Engine::postprocess(const SchedulerOutput& out, const std::vector<int32_t>&
     if (live.logprobs >= 0 && !stopped_by_token) lp.push_back(token_lp);
     live.stream->push({token}, std::move(text), std::move(lp), std::move(live.prompt_logprobs));
     live.prompt_logprobs.clear();
+    const bool grammar_done = live.matcher && !stopped_by_token && advance_constraint(live, token);
     if (fin != finished_by_id.end()) {
       finish_live(s.id, *fin->second->finish_reason, fin->second);
-    } else if (live.stop.stopped()) {
+    } else if (live.stop.stopped() || grammar_done) {
       auto r = scheduler_->finish(s.id, FinishReason::kStop);
       finish_live(s.id, FinishReason::kStop, r.get());
     }

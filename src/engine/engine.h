@@ -8,6 +8,7 @@
 #include <array>
 #include <atomic>
 #include <optional>
+#include <span>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -31,6 +32,10 @@ namespace kvlm {
 
 class Model;
 class Tokenizer;
+namespace constrain {
+class Program;
+class TokenIndex;
+}  // namespace constrain
 class Scheduler;
 class ModelRunner;
 struct SchedulerOutput;
@@ -71,6 +76,14 @@ struct GenerateRequest {
   bool prompt_logprobs = false;
   // KV budget and eviction policy; nullopt: EngineConfig::kv_budget.
   std::optional<KvBudget> kv_budget;
+  // Structured output (src/constrain/constraint.h): the output must follow
+  // this grammar. Before each draw, tokens the grammar cannot take next get
+  // -inf (after logit_bias; logprobs stay the model's own); end-of-generation
+  // tokens are allowed only where the grammar is complete, and the request
+  // ends with kStop once it is complete and nothing may follow. Immutable and
+  // shared (by every choice of submit_n, and by requests with one schema);
+  // each choice keeps its own matcher. null: unconstrained.
+  std::shared_ptr<const constrain::Program> constraint;
 };
 
 // Engine-wide counters, as a metrics endpoint exports them.
@@ -160,6 +173,11 @@ class Engine {
   void finish_live(RequestId id, FinishReason reason, const Request* request);
   void fail_live(RequestId id, const Error& error);  // a request refused after it was queued
   void publish_metrics();
+  // engine_constrain.cpp: a constrained request's logits with the tokens its
+  // grammar refuses at -inf, and its grammar advanced past a sampled token
+  // (true: the grammar is done, the request ends).
+  std::span<const float> constrained_logits(Live& live, std::span<const float> logits);
+  bool advance_constraint(Live& live, int32_t token);
   // The budget a request runs under, checked against the model.
   KvBudget checked_budget(KvBudget b) const;
 
@@ -173,6 +191,9 @@ class Engine {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<ModelRunner> runner_;
   std::unordered_map<RequestId, std::unique_ptr<Live>> live_;  // engine thread only
+  // The vocabulary's token trie for constrained requests, built by the engine
+  // thread on the first one (shared_ptr: the bench and tests build their own).
+  std::shared_ptr<const constrain::TokenIndex> token_index_;
   std::unique_ptr<TierStack> tiers_;                           // null without tiers
   std::unordered_map<RequestId, std::unique_ptr<Request>> loading_;  // waiting for a tier lookup
 

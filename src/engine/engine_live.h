@@ -3,8 +3,10 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "constrain/matcher.h"
 #include "engine/engine.h"
 #include "engine/stop_matcher.h"
 #include "runner/sampler.h"
@@ -14,7 +16,9 @@ namespace kvlm {
 
 struct Engine::Live {
   Live(std::shared_ptr<RequestStream> s, const Tokenizer& tok, const GenerateRequest& g, double now)
-      : stream(std::move(s)), sampler(g.sampling), detok(tok), stop(g.stop), arrival_s(now), logprobs(g.logprobs) {}
+      : stream(std::move(s)), sampler(g.sampling), detok(tok), stop(g.stop), arrival_s(now), logprobs(g.logprobs) {
+    if (g.constraint) matcher.emplace(g.constraint);
+  }
   std::shared_ptr<RequestStream> stream;
   Sampler sampler;
   StreamingDetokenizer detok;
@@ -31,6 +35,12 @@ struct Engine::Live {
   RequestStats stats;
   KvBudget kv_budget;
   int32_t peak_resident_tokens = 0;
+  // Structured output: where the output stands in its grammar (advanced by
+  // every sampled token, so it survives preemption: a recomputed prompt
+  // samples nothing again), and scratch for the mask and the masked row.
+  std::optional<constrain::Matcher> matcher;
+  std::vector<uint8_t> allowed;
+  std::vector<float> masked_logits;
 };
 
 }  // namespace kvlm

@@ -1,0 +1,91 @@
+#include "constrain/matcher.h"
+
+#include <algorithm>
+
+namespace kvlm::constrain {
+namespace {
+uint64_t key(int32_t a, int32_t b) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+}
+}  // namespace
+
+Matcher::Matcher(std::shared_ptr<const Program> program) : program_(std::move(program)) {
+  seen_.clear();
+  closure(program_->start(), -1, threads_);
+}
+
+int32_t Matcher::push(int32_t ret, int32_t parent) {
+  const uint64_t k = key(ret, parent);
+  if (auto it = frame_ids_.find(k); it != frame_ids_.end()) return it->second;
+  const int32_t depth = parent < 0 ? 1 : frames_[parent].depth + 1;
+  frames_.push_back({ret, parent, depth});
+  const auto id = static_cast<int32_t>(frames_.size() - 1);
+  frame_ids_.emplace(k, id);
+  return id;
+}
+
+// Follows epsilon edges, calls and returns from (state, stack); adds the
+// threads that wait on a byte (and the accept thread) to `to`. seen_ spans
+// one whole step, so threads reached twice are added once and epsilon cycles
+// end.
+void Matcher::closure(int32_t state, int32_t stack, Threads& to) {
+  work_.clear();
+  work_.push_back({state, stack});
+  while (!work_.empty()) {
+    const Thread t = work_.back();
+    work_.pop_back();
+    const uint64_t k = key(t.state, t.stack);
+    if (std::find(seen_.begin(), seen_.end(), k) != seen_.end()) continue;
+    seen_.push_back(k);
+    const NfaState& s = program_->state(t.state);
+    if (s.rule_end) {
+      if (t.stack < 0) {
+        work_.push_back({program_->accept(), -1});
+      } else {
+        const Frame& f = frames_[t.stack];
+        work_.push_back({f.ret, f.parent});
+      }
+      continue;
+    }
+    if (!s.edges.empty() || t.state == program_->accept()) to.push_back(t);
+    for (int32_t e : s.eps) work_.push_back({e, t.stack});
+    if (s.call_rule >= 0) {
+      if (t.stack >= 0 && frames_[t.stack].depth >= kMaxStackDepth) continue;
+      work_.push_back({program_->rule_start(s.call_rule), push(s.call_return, t.stack)});
+    }
+  }
+}
+
+void Matcher::step(const Threads& from, uint8_t byte, Threads& to) {
+  to.clear();
+  seen_.clear();
+  for (const Thread& t : from) {
+    for (const ByteEdge& e : program_->state(t.state).edges)
+      if (byte >= e.lo && byte <= e.hi) closure(e.target, t.stack, to);
+  }
+}
+
+bool Matcher::advance(std::string_view bytes) {
+  Threads cur = threads_;
+  for (char c : bytes) {
+    step(cur, static_cast<uint8_t>(c), scratch_);
+    if (scratch_.empty()) return false;
+    cur.swap(scratch_);
+  }
+  threads_ = std::move(cur);
+  return true;
+}
+
+bool Matcher::accepting(const Threads& t) const {
+  for (const Thread& x : t)
+    if (x.state == program_->accept()) return true;
+  return false;
+}
+
+bool Matcher::can_continue(const Threads& t) const {
+  for (const Thread& x : t)
+    if (x.state != program_->accept()) return true;
+  return false;
+}
+
+}  // namespace kvlm::constrain

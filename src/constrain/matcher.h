@@ -1,0 +1,74 @@
+// One request's position in a grammar: the set of threads (NFA state plus
+// return stack) that the bytes so far leave alive. Advanced by each sampled
+// token's bytes; asked which tokens may come next by token_mask.h.
+//
+// Return stacks are hash-consed frames in an arena owned by the matcher, so
+// equal stacks are equal ids and a thread set deduplicates by (state, stack).
+// Not thread-safe; one per request (each choice of n has its own).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "constrain/program.h"
+
+namespace kvlm::constrain {
+
+struct Thread {
+  int32_t state;
+  int32_t stack;  // frame id; -1: empty
+  bool operator==(const Thread&) const = default;
+};
+using Threads = std::vector<Thread>;
+
+// Deepest rule nesting a thread may reach (left recursion and runaway $ref
+// recursion end here instead of growing without bound).
+inline constexpr int32_t kMaxStackDepth = 512;
+
+class Matcher {
+ public:
+  explicit Matcher(std::shared_ptr<const Program> program);
+
+  // Consumes `bytes` if the grammar allows all of them; otherwise returns
+  // false and leaves the state as it was.
+  bool advance(std::string_view bytes);
+  // The bytes so far are a complete match.
+  bool accepting() const { return accepting(threads_); }
+  // Some byte may still follow.
+  bool can_continue() const { return can_continue(threads_); }
+  // Complete, and nothing may follow: only the end of generation is left.
+  bool complete() const { return accepting() && !can_continue(); }
+  // Nothing matches any more (the bytes left the grammar): only reachable
+  // through step(), never after advance().
+  bool dead() const { return threads_.empty(); }
+
+  // For the token-mask walk: the threads after `byte` from `from` (empty:
+  // rejected). `to` is cleared first.
+  void step(const Threads& from, uint8_t byte, Threads& to);
+  const Threads& threads() const { return threads_; }
+  bool accepting(const Threads& t) const;
+  bool can_continue(const Threads& t) const;
+  const Program& program() const { return *program_; }
+
+ private:
+  struct Frame {
+    int32_t ret;
+    int32_t parent;
+    int32_t depth;
+  };
+  void closure(int32_t state, int32_t stack, Threads& to);
+  int32_t push(int32_t ret, int32_t parent);
+
+  std::shared_ptr<const Program> program_;  // shared with every request on this grammar
+  Threads threads_;
+  std::vector<Frame> frames_;
+  std::unordered_map<uint64_t, int32_t> frame_ids_;  // (ret, parent) -> frame
+  std::vector<uint64_t> seen_;    // scratch: (state, stack) visited by one step
+  std::vector<Thread> work_;      // scratch: closure's stack
+  Threads scratch_;
+};
+
+}  // namespace kvlm::constrain

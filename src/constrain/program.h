@@ -1,0 +1,57 @@
+// A Grammar compiled for matching: a recursive transition network over bytes.
+// Each rule is a small NFA whose states have byte-range edges, epsilon edges
+// and at most one call (enter another rule, come back to a return state).
+// Matching keeps a set of (state, return stack) threads (matcher.h).
+//
+// Immutable once built: one Program is shared by every request (and every
+// choice of a request) that uses the same constraint.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "constrain/grammar.h"
+
+namespace kvlm::constrain {
+
+struct ByteEdge {
+  uint8_t lo = 0, hi = 0;  // inclusive byte range
+  int32_t target = 0;
+};
+
+struct NfaState {
+  std::vector<ByteEdge> edges;
+  std::vector<int32_t> eps;
+  int32_t call_rule = -1;    // >= 0: enter this rule, then continue at call_return
+  int32_t call_return = -1;
+  bool rule_end = false;     // the end of a rule's body: return to the caller
+};
+
+// Most states a program may have, and most repetitions one `{m,n}` may ask
+// for: past these a grammar is refused rather than eating the server's memory.
+inline constexpr int32_t kMaxProgramStates = 2'000'000;
+inline constexpr int32_t kMaxRepeat = 100'000;
+
+class Program {
+ public:
+  // Throws Error(kInvalidArgument) for a rule referenced but never defined,
+  // a repetition over kMaxRepeat or a grammar over kMaxProgramStates.
+  static std::shared_ptr<const Program> compile(const Grammar& grammar);
+
+  const NfaState& state(int32_t s) const { return states_[s]; }
+  int32_t num_states() const { return static_cast<int32_t>(states_.size()); }
+  int32_t rule_start(int32_t rule) const { return rule_start_[rule]; }
+  int32_t start() const { return start_; }
+  // A state with no edges that stands for "the whole grammar has matched".
+  int32_t accept() const { return accept_; }
+
+ private:
+  friend class ProgramBuilder;
+  std::vector<NfaState> states_;
+  std::vector<int32_t> rule_start_;
+  int32_t start_ = 0;
+  int32_t accept_ = 0;
+};
+
+}  // namespace kvlm::constrain
