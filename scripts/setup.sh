@@ -13,6 +13,7 @@ PACKAGES=(
   libpcre2-dev libxxhash-dev libfmt-dev
   libhiredis-dev redis-server redis-tools
   curl prometheus
+  clang-16 libfuzzer-16-dev python3
   gnuplot-nox chromium fonts-dejavu-core
 )
 

@@ -1,8 +1,103 @@
 #!/usr/bin/env bash
-# Installs, builds, and runs kvlm's whole test suite. ctest prints the summary
-# line last ("100% tests passed, 0 tests failed out of N").
+# Installs, builds, and runs kvlm's whole test suite, then the sanitizer and
+# fuzz phases (skipped with KVLM_CI_QUICK=1):
+#   asan: one clang build (build-fuzz: ASan+UBSan, fuzzer-no-link coverage)
+#         gives the sanitized unit/engine test binaries and the fuzz targets;
+#   fuzz: scripts/fuzz.sh, KVLM_CI_FUZZ_SECONDS (default 60) per target;
+#   tsan: a clang TSan build (build-tsan) runs the engine and server tests,
+#         kvlm server children included (tests/tsan.supp: third-party only).
+# Every phase prints "ci-phase: NAME: N s"; all of them are repeated at the
+# end, and ctest's summary line of the main suite is printed last
+# ("100% tests passed, 0 tests failed out of N"). Extra arguments go to the
+# main suite's ctest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
-cd "${BUILD_DIR:-build}"
-ctest --output-on-failure -j"$(nproc)" "$@"
+ROOT=$PWD
+JOBS="$(nproc)"
+PHASES=()
+
+phase() {  # phase NAME COMMAND...: runs it, prints and records its time
+  local name=$1 start=$SECONDS rc=0
+  shift
+  echo "ci-phase: $name: started" >&2
+  "$@" || rc=$?
+  PHASES+=("ci-phase: $name: $((SECONDS - start)) s$( ((rc)) && echo " (FAILED, exit $rc)")")
+  echo "${PHASES[-1]}"
+  return $rc
+}
+
+# Sanitizer reports of every process (tests and the kvlm children they start)
+# go to files in $1: a report from a child that the test did not notice still
+# fails the phase.
+no_sanitizer_reports() {
+  if compgen -G "$1/*" >/dev/null; then
+    echo "sanitizer reports in $1:" >&2
+    head -c 20000 "$1"/* >&2
+    return 1
+  fi
+}
+
+main_suite() {
+  (cd "${BUILD_DIR:-build}" && ctest --output-on-failure -j"$JOBS" "$@") | tee "$ROOT/${BUILD_DIR:-build}/ci-suite.log"
+}
+
+asan_build() {
+  local targets=(kvlm_unit_common kvlm_unit_kv kvlm_unit_kvstore kvlm_unit_sched kvlm_unit_tokenizer
+                 kvlm_unit_model kvlm_unit_engine kvlm_ops)
+  if [[ ! -f build-fuzz/CMakeCache.txt ]]; then
+    CC=clang-16 CXX=clang++-16 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Release -DKVLM_FUZZ=ON \
+      -DKVLM_BUILD_BENCH=OFF >/dev/null
+  fi
+  cmake --build build-fuzz -j"$JOBS" --target "${targets[@]}" kvlm_fuzz_record kvlm_fuzz_openai \
+    kvlm_fuzz_tokenizer kvlm_fuzz_jinja kvlm_fuzz_gguf
+}
+
+asan_tests() {
+  local logs="$ROOT/build-fuzz/sanitizer-logs"
+  rm -rf "$logs" && mkdir -p "$logs"
+  local rc=0
+  (cd build-fuzz && ASAN_OPTIONS="log_path=$logs/asan:detect_leaks=1" \
+     UBSAN_OPTIONS="log_path=$logs/ubsan:print_stacktrace=1" \
+     ctest --output-on-failure -j"$JOBS" -L '^(kvlm_unit_|kvlm_ops)') || rc=1
+  no_sanitizer_reports "$logs" || rc=1
+  return $rc
+}
+
+tsan_build() {
+  if [[ ! -f build-tsan/CMakeCache.txt ]]; then
+    CC=clang-16 CXX=clang++-16 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Release -DKVLM_TSAN=ON \
+      -DKVLM_BUILD_BENCH=OFF >/dev/null
+  fi
+  cmake --build build-tsan -j"$JOBS" --target kvlm kvlm_unit_engine kvlm_unit_server kvlm_e2e
+}
+
+tsan_tests() {
+  local logs="$ROOT/build-tsan/sanitizer-logs"
+  rm -rf "$logs" && mkdir -p "$logs"
+  export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$ROOT/tests/tsan.supp log_path=$logs/tsan"
+  local rc=0
+  (cd build-tsan && ctest --output-on-failure -j"$JOBS" -L '^kvlm_unit_(engine|server)$' &&
+     ctest --output-on-failure -j"$JOBS" -L '^kvlm_e2e$' -R '^(Server|SseHeartbeat|Choices|KvBudgetServer)') || rc=1
+  no_sanitizer_reports "$logs" || rc=1
+  return $rc
+}
+
+rc=0
+phase setup scripts/setup.sh || exit 1
+phase suite main_suite "$@" || rc=1
+if [[ "${KVLM_CI_QUICK:-0}" != 1 ]]; then
+  if phase asan-build asan_build; then
+    phase asan-tests asan_tests || rc=1
+    phase fuzz env FUZZ_NO_BUILD=1 scripts/fuzz.sh "${KVLM_CI_FUZZ_SECONDS:-60}" || rc=1
+  else
+    rc=1
+  fi
+  if phase tsan-build tsan_build; then
+    phase tsan-tests tsan_tests || rc=1
+  else
+    rc=1
+  fi
+fi
+printf '%s\n' "${PHASES[@]}"
+grep -E 'tests passed|tests failed' "${BUILD_DIR:-build}/ci-suite.log" | tail -1 || true
+exit $rc

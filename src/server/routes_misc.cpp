@@ -82,20 +82,9 @@ void handle_metrics(ServerContext& ctx, const httplib::Request&, httplib::Respon
 void handle_tokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   auto body = parse_body(req, res);
   if (!body) return;
-  struct Options {
-    std::string content;
-    bool add_special, parse_special, with_pieces;
-  };
-  auto parsed = openai::validated<Options>([&] {
-    if (!body->is_object()) openai::invalid_field("body", "the request body must be a JSON object");
-    auto content = openai::string_field(*body, "content");
-    if (!content) openai::invalid_field("content", "'content' must be a string");
-    return Options{std::move(*content), openai::bool_field(*body, "add_special").value_or(true),
-                   openai::bool_field(*body, "parse_special").value_or(true),
-                   openai::bool_field(*body, "with_pieces").value_or(false)};
-  });
+  auto parsed = openai::parse_tokenize_request(*body);
   if (auto* e = std::get_if<openai::RequestError>(&parsed)) return send_error(res, *e);
-  const Options& o = std::get<Options>(parsed);
+  const openai::TokenizeRequest& o = std::get<openai::TokenizeRequest>(parsed);
   if (o.content.size() > ctx.max_prompt_bytes)
     return send_error(res, {400, fmt::format("'content' has {} bytes; at most {} are tokenized", o.content.size(),
                                              ctx.max_prompt_bytes), std::string("content")});
@@ -116,14 +105,7 @@ void handle_detokenize(ServerContext& ctx, const httplib::Request& req, httplib:
   auto body = parse_body(req, res);
   if (!body) return;
   const Tokenizer& tok = ctx.engine.tokenizer();
-  auto parsed = openai::validated<std::vector<int32_t>>([&] {
-    const Json* tokens = openai::field(*body, "tokens");
-    if (!tokens || !tokens->is_array()) openai::invalid_field("tokens", "'tokens' must be an array of token ids");
-    std::vector<int32_t> ids;
-    for (const Json& t : *tokens)
-      ids.push_back(static_cast<int32_t>(openai::integer_item(t, "tokens", 0, tok.vocab_size() - 1)));
-    return ids;
-  });
+  auto parsed = openai::parse_detokenize_request(*body, tok.vocab_size());
   if (auto* e = std::get_if<openai::RequestError>(&parsed)) return send_error(res, *e);
   // Byte tokens may decode to broken UTF-8: dump_json replaces it with U+FFFD.
   res.set_content(openai::dump_json(Json{{"content", tok.decode(std::get<std::vector<int32_t>>(parsed))}}),

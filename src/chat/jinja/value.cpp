@@ -47,6 +47,10 @@ std::string hash_key(const Value& key) {
 
 // --- DictObj ---
 
+DictObj::DictObj(DictFlavor flavor) : flavor_(flavor) {}
+
+size_t DictObj::size() const { return items_.size(); }
+
 const Value* DictObj::find(const Value& key) const {
   auto it = index_.find(hash_key(key));
   return it == index_.end() ? nullptr : &items_[it->second].second;

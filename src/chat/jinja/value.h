@@ -48,13 +48,15 @@ enum class DictFlavor { kDict, kNamespace, kLoop };
 // An insertion-ordered dict with Python key equality (1 == 1.0 == True).
 class DictObj {
  public:
-  explicit DictObj(DictFlavor flavor = DictFlavor::kDict) : flavor_(flavor) {}
+  // The constructor and size() are out of line: Value is incomplete here, and
+  // clang instantiates the pair<Value, Value> they touch at once (GCC waits).
+  explicit DictObj(DictFlavor flavor = DictFlavor::kDict);
 
   const Value* find(const Value& key) const;
   const Value* find_str(std::string_view key) const;  // find(Value(key)) without building a Value
   void set(const Value& key, Value value);
   void clear();
-  size_t size() const { return items_.size(); }
+  size_t size() const;
   const std::vector<std::pair<Value, Value>>& items() const { return items_; }
   DictFlavor flavor() const { return flavor_; }
 

@@ -216,6 +216,30 @@ std::variant<ChatRequest, RequestError> parse_chat_request(const Json& body) {
   });
 }
 
+std::variant<TokenizeRequest, RequestError> parse_tokenize_request(const Json& body) {
+  return validated<TokenizeRequest>([&] {
+    if (!body.is_object()) invalid("body", "the request body must be a JSON object");
+    auto content = string(body, "content");
+    if (!content) invalid("content", "'content' must be a string");
+    TokenizeRequest r;
+    r.content = std::move(*content);
+    r.add_special = boolean(body, "add_special").value_or(true);
+    r.parse_special = boolean(body, "parse_special").value_or(true);
+    r.with_pieces = boolean(body, "with_pieces").value_or(false);
+    return r;
+  });
+}
+
+std::variant<std::vector<int32_t>, RequestError> parse_detokenize_request(const Json& body, int32_t vocab_size) {
+  return validated<std::vector<int32_t>>([&] {
+    const Json* tokens = field(body, "tokens");
+    if (!tokens || !tokens->is_array()) invalid("tokens", "'tokens' must be an array of token ids");
+    std::vector<int32_t> ids;
+    for (const Json& t : *tokens) ids.push_back(static_cast<int32_t>(integer_item(t, "tokens", 0, vocab_size - 1)));
+    return ids;
+  });
+}
+
 Json usage_json(const Usage& u) {
   return Json{{"prompt_tokens", u.prompt_tokens},
               {"completion_tokens", u.completion_tokens},

@@ -95,6 +95,17 @@ struct ChatRequest {
 std::variant<CompletionRequest, RequestError> parse_completion_request(const Json& body);
 std::variant<ChatRequest, RequestError> parse_chat_request(const Json& body);
 
+// /tokenize: {"content": "text", "add_special": true, "parse_special": true, "with_pieces": false}.
+struct TokenizeRequest {
+  std::string content;
+  bool add_special = true;
+  bool parse_special = true;
+  bool with_pieces = false;
+};
+std::variant<TokenizeRequest, RequestError> parse_tokenize_request(const Json& body);
+// /detokenize: {"tokens": [ids]}, every id in [0, vocab_size).
+std::variant<std::vector<int32_t>, RequestError> parse_detokenize_request(const Json& body, int32_t vocab_size);
+
 // Responses. `finish_reason` is "stop" or "length".
 struct Usage {
   int32_t prompt_tokens = 0;
