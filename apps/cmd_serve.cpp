@@ -33,6 +33,27 @@ void report_drained(const Engine& engine, size_t num_cancelled) {
   std::fflush(stderr);
 }
 
+// Limits that keep an overloaded server answering (README "Server limits").
+void add_limit_options(CLI::App& app, ServerConfig& sc) {
+  app.add_option("--max-connections", sc.max_connections,
+                 "connections served or waiting at once; past it 503 + Retry-After (0: no cap)")
+      ->capture_default_str();
+  app.add_option("--max-queued-requests", sc.max_queued_requests,
+                 "generation requests that may wait beyond --max-seqs; past it 503 + Retry-After (-1: no cap)")
+      ->capture_default_str()
+      ->check(CLI::Range(-1, 1 << 20));
+  app.add_option("--request-timeout", sc.request_timeout_s,
+                 "seconds a generation request may take from submission; then it fails and frees its KV (0: none)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-request-bytes", sc.max_body_bytes, "largest request body; larger gets 413")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1024}, size_t{1} << 34));
+  app.add_option("--retry-after", sc.retry_after_s, "seconds in the Retry-After of the limits' 503s")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600));
+}
+
 }  // namespace
 
 int cmd_serve(int argc, char** argv) {
@@ -46,6 +67,7 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--served-model-name", sc.model_name, "model name in responses (default: the file's general.name)");
   app.add_option("--chat-template-file", sc.chat_template_file, "Jinja chat template to use instead of the model's");
   app.add_option("--http-threads", sc.num_http_threads, "HTTP worker threads (default: enough for every request)");
+  add_limit_options(app, sc);
   int64_t heartbeat_ms = 1000;
   app.add_option("--sse-heartbeat-ms", heartbeat_ms, "idle time before a stream gets an SSE keep-alive comment")
       ->capture_default_str()

@@ -3,6 +3,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "engine/fault_injection.h"
 #include "model/model.h"
 #include "runner/kv_storage.h"
 #include "tokenizer/tokenizer.h"
@@ -82,6 +83,7 @@ EngineConfig make_engine_config(const EngineOptions& o) {
 std::unique_ptr<Engine> start_engine(const EngineOptions& o) {
   if (o.verbose) set_log_level(LogLevel::kInfo);
   EngineConfig config = make_engine_config(o);
+  config.fault_hook = fault_hook_from_env();  // tests only; inert unless KVLM_FAULT is set
   auto model = load_model(o.model_path);
   auto tokenizer = Tokenizer::from_metadata(model->gguf().metadata());
   if (!o.tiers.disk.empty() || !o.tiers.redis.empty()) {

@@ -133,6 +133,7 @@ std::shared_ptr<RequestStream> Engine::submit(GenerateRequest g) {
     live->stats.num_prompt_tokens = num_prompt;
     live->kv_budget = budget;
     metrics_.num_prompt_tokens += num_prompt;
+    ++num_unfinished_;
     inbox_.push_back({std::move(request), std::move(live), std::nullopt});
   }
   cv_.notify_all();
@@ -195,6 +196,7 @@ void Engine::loop() {
         live->stream->fail(Error(ErrorCode::kInternal, std::string("engine step failed: ") + e.what()));
         scheduler_->finish(id, FinishReason::kAborted);
       }
+      num_unfinished_ -= static_cast<int32_t>(live_.size());
       live_.clear();
       loading_.clear();
       followers_.clear();
@@ -240,6 +242,7 @@ void Engine::admit_inbox() {
 
 void Engine::step() {
   admit_inbox();
+  expire_deadlines();
   take_tier_loads();
   SchedulerOutput out = scheduler_->schedule();
   if (out.empty()) return;
@@ -253,6 +256,7 @@ void Engine::step() {
 
   std::vector<int32_t> sampled;
   std::vector<SampledLogprobs> logprobs;  // aligned with sampled; empty entries where not asked for
+  std::vector<std::pair<RequestId, std::string>> failed;
   const size_t vocab = static_cast<size_t>(model_->config().vocab_size);
   size_t row = 0;
   for (const auto& s : out.seqs) {
@@ -267,11 +271,11 @@ void Engine::step() {
       live.next_prompt_position = pos + 1;
     }
     if (!s.sample) continue;
-    const std::span<const float> row_logits = logits.subspan(row * vocab, vocab);
-    const std::span<const float> draw_from = live.matcher ? constrained_logits(live, row_logits) : row_logits;
-    sampled.push_back(live.sampler.sample(draw_from, r->tokens));
-    logprobs.push_back(live.logprobs >= 0 ? token_logprobs(row_logits, sampled.back(), live.logprobs)
-                                          : SampledLogprobs{});
+    int32_t token = 0;  // a failed request's placeholder: never computed, ended below
+    SampledLogprobs lp;
+    if (auto why = sample_one(s.id, logits.subspan(row * vocab, vocab), *r, token, lp)) failed.emplace_back(s.id, *why);
+    sampled.push_back(token);
+    logprobs.push_back(std::move(lp));
     ++row;
   }
   for (const auto& s : out.seqs) {  // held after this step's writes, before any eviction
@@ -281,49 +285,82 @@ void Engine::step() {
   }
   auto finished = scheduler_->update(out, sampled, runner_->kv_stats());
   store_published_blocks();
-  postprocess(out, sampled, logprobs, std::move(finished));
+  postprocess(out, sampled, logprobs, std::move(finished), failed);
+}
+
+std::optional<std::string> Engine::sample_one(RequestId id, std::span<const float> row_logits, const Request& r,
+                                              int32_t& token, SampledLogprobs& lp) {
+  Live& live = *live_.at(id);
+  try {
+    if (config_.fault_hook) config_.fault_hook(id, live.stats.num_generated_tokens);
+    const std::span<const float> draw_from = live.matcher ? constrained_logits(live, row_logits) : row_logits;
+    token = live.sampler.sample(draw_from, r.tokens);
+    lp = live.logprobs >= 0 ? token_logprobs(row_logits, token, live.logprobs) : SampledLogprobs{};
+    return std::nullopt;
+  } catch (const std::bad_alloc&) {
+    return std::string("out of memory while generating this request");
+  } catch (const std::exception& e) {
+    return fmt::format("generating this request failed: {}", e.what());
+  }
 }
 
 void Engine::postprocess(const SchedulerOutput& out, const std::vector<int32_t>& sampled,
-                         const std::vector<SampledLogprobs>& logprobs, std::vector<std::unique_ptr<Request>> finished) {
+                         const std::vector<SampledLogprobs>& logprobs, std::vector<std::unique_ptr<Request>> finished,
+                         const std::vector<std::pair<RequestId, std::string>>& failed) {
   const double now = clock_.now_s();
   std::unordered_map<RequestId, Request*> finished_by_id;
   for (auto& r : finished) finished_by_id[r->id] = r.get();
+  std::vector<std::pair<RequestId, std::string>> ended = failed;
   size_t k = 0;
   for (const auto& s : out.seqs) {
     if (!s.sample) continue;
-    const SampledLogprobs& token_lp = logprobs[k];
-    const int32_t token = sampled[k++];
-    Live& live = *live_.at(s.id);
-    live.stats.num_generated_tokens++;
-    if (live.stats.num_generated_tokens == 1) release_followers(s.id);  // its prompt is cached now
-    if (live.last_token_s < 0) {
-      live.stats.ttft_s = now - live.arrival_s;
-    } else {
-      live.stats.itl_s.push_back(now - live.last_token_s);
-    }
-    live.last_token_s = now;
+    const size_t i = k++;
+    if (std::any_of(failed.begin(), failed.end(), [&](const auto& f) { return f.first == s.id; })) continue;
     auto fin = finished_by_id.find(s.id);
-    const bool stopped_by_token = fin != finished_by_id.end() &&
-                                  fin->second->finish_reason == FinishReason::kStop;
-    // An end-of-generation token ends the text; it is not part of it.
-    std::string text = stopped_by_token ? "" : live.stop.push(live.detok.push(token));
-    std::vector<SampledLogprobs> lp;
-    if (live.logprobs >= 0 && !stopped_by_token) lp.push_back(token_lp);
-    live.stream->push({token}, std::move(text), std::move(lp), std::move(live.prompt_logprobs));
-    live.prompt_logprobs.clear();
-    const bool grammar_done = live.matcher && !stopped_by_token && advance_constraint(live, token);
-    if (fin != finished_by_id.end()) {
-      finish_live(s.id, *fin->second->finish_reason, fin->second);
-    } else if (live.stop.stopped() || grammar_done) {
-      auto r = scheduler_->finish(s.id, FinishReason::kStop);
-      finish_live(s.id, FinishReason::kStop, r.get());
+    // A fault in one request's text or stream fails that request alone.
+    try {
+      postprocess_one(s.id, sampled[i], logprobs[i], fin == finished_by_id.end() ? nullptr : fin->second, now);
+    } catch (const std::bad_alloc&) {
+      ended.emplace_back(s.id, "out of memory while generating this request");
+    } catch (const std::exception& e) {
+      ended.emplace_back(s.id, fmt::format("generating this request failed: {}", e.what()));
     }
+  }
+  for (const auto& [id, why] : ended) {
+    log_error("request {}: {}", id.value(), why);
+    fail_request(id, Error(ErrorCode::kInternal, why + " (other requests are unaffected)"));
   }
   {
     std::lock_guard lock(mu_);
-    metrics_.num_generated_tokens += static_cast<int64_t>(sampled.size());
+    metrics_.num_generated_tokens += static_cast<int64_t>(sampled.size() - failed.size());
     metrics_.num_steps++;
+  }
+}
+
+void Engine::postprocess_one(RequestId id, int32_t token, const SampledLogprobs& token_lp, const Request* finished,
+                             double now) {
+  Live& live = *live_.at(id);
+  live.stats.num_generated_tokens++;
+  if (live.stats.num_generated_tokens == 1) release_followers(id);  // its prompt is cached now
+  if (live.last_token_s < 0) {
+    live.stats.ttft_s = now - live.arrival_s;
+  } else {
+    live.stats.itl_s.push_back(now - live.last_token_s);
+  }
+  live.last_token_s = now;
+  const bool stopped_by_token = finished && finished->finish_reason == FinishReason::kStop;
+  // An end-of-generation token ends the text; it is not part of it.
+  std::string text = stopped_by_token ? "" : live.stop.push(live.detok.push(token));
+  std::vector<SampledLogprobs> lp;
+  if (live.logprobs >= 0 && !stopped_by_token) lp.push_back(token_lp);
+  live.stream->push({token}, std::move(text), std::move(lp), std::move(live.prompt_logprobs));
+  live.prompt_logprobs.clear();
+  const bool grammar_done = live.matcher && !stopped_by_token && advance_constraint(live, token);
+  if (finished) {
+    finish_live(id, *finished->finish_reason, finished);
+  } else if (live.stop.stopped() || grammar_done) {
+    auto r = scheduler_->finish(id, FinishReason::kStop);
+    finish_live(id, FinishReason::kStop, r.get());
   }
 }
 
@@ -332,6 +369,32 @@ void Engine::fail_live(RequestId id, const Error& error) {
   if (it == live_.end()) return;
   it->second->stream->fail(error);
   live_.erase(it);
+  --num_unfinished_;
+  std::lock_guard lock(mu_);
+  metrics_.num_requests_failed++;
+}
+
+void Engine::fail_request(RequestId id, const Error& error) {
+  if (!live_.count(id)) return;
+  loading_.erase(id);
+  drop_follower(id);
+  scheduler_->finish(id, FinishReason::kAborted);  // releases its blocks (nullptr if not there)
+  release_followers(id);  // its parked siblings prefill the prompt themselves
+  fail_live(id, error);
+}
+
+void Engine::expire_deadlines() {
+  const double now = clock_.now_s();
+  std::vector<std::pair<RequestId, double>> expired;
+  for (const auto& [id, live] : live_)
+    if (live->deadline_s > 0 && now >= live->deadline_s) expired.emplace_back(id, live->timeout_s);
+  for (const auto& [id, timeout_s] : expired) {
+    fail_request(id, Error(ErrorCode::kUnavailable,
+                           fmt::format("the request ran past the server's time limit of {} s and was stopped; "
+                                       "ask for fewer tokens or raise --request-timeout", timeout_s)));
+    std::lock_guard lock(mu_);
+    metrics_.num_requests_timed_out++;
+  }
 }
 
 void Engine::finish_live(RequestId id, FinishReason reason, const Request* request) {
@@ -360,6 +423,7 @@ void Engine::finish_live(RequestId id, FinishReason reason, const Request* reque
             live.peak_resident_tokens);
   std::lock_guard lock(mu_);
   metrics_.num_requests_finished++;
+  --num_unfinished_;
   switch (reason) {
     case FinishReason::kStop: metrics_.num_requests_stopped++; break;
     case FinishReason::kLength: metrics_.num_requests_length++; break;

@@ -12,8 +12,10 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -58,6 +60,11 @@ struct EngineConfig {
   // caching and a model with one KV group.
   std::optional<TierStackConfig> tiers;
   double tier_flush_timeout_s = 10;      // at shutdown, for queued tier writes
+  // Test-only fault injection (engine/fault_injection.h), inert when empty:
+  // called on the engine thread before each sampling of a request, with its
+  // id and how many tokens it has generated. What it throws fails that
+  // request alone (its blocks go back to the pool); the others go on.
+  std::function<void(RequestId, int32_t num_generated)> fault_hook;
 };
 
 struct GenerateRequest {
@@ -84,6 +91,9 @@ struct GenerateRequest {
   // shared (by every choice of submit_n, and by requests with one schema);
   // each choice keeps its own matcher. null: unconstrained.
   std::shared_ptr<const constrain::Program> constraint;
+  // Time limit in seconds from submission (<= 0: none). Past it the request
+  // fails with Error(kUnavailable) saying so, and its blocks are released.
+  double timeout_s = 0;
 };
 
 // Engine-wide counters, as a metrics endpoint exports them.
@@ -107,6 +117,8 @@ struct EngineMetrics {
   int64_t num_requests_stopped = 0;      // finished by an end token or a stop string
   int64_t num_requests_length = 0;       // finished by max_tokens or the context
   int64_t num_requests_aborted = 0;      // cancelled, disconnected or failed
+  int64_t num_requests_failed = 0;       // ended by an error (a fault in their step, a refusal)
+  int64_t num_requests_timed_out = 0;    // ... of which past GenerateRequest::timeout_s
   int64_t num_prefix_evicted_blocks = 0; // cached blocks reused for other content
   std::array<int64_t, 8> num_kv_evicted_tokens{};  // by KvPolicyKind: tokens dropped by budgets
   Histogram resident_tokens;             // most KV tokens a finished request held at once
@@ -145,6 +157,9 @@ class Engine {
   std::vector<std::shared_ptr<RequestStream>> submit_n(GenerateRequest request, int32_t n);
   // Ends a request at the next step; its blocks are released. No-op if done.
   void cancel(RequestId id);
+  // Requests (choices) submitted and not yet ended, exact at any moment: a
+  // server's admission control compares it with max_seqs plus its queue.
+  int32_t num_unfinished() const { return num_unfinished_.load(); }
 
   EngineMetrics metrics() const;
   const Model& model() const { return *model_; }
@@ -168,10 +183,23 @@ class Engine {
   bool begin_tier_lookup(std::unique_ptr<Request>& request);
   void take_tier_loads();
   void store_published_blocks();
+  // `failed`: requests whose sampling threw (their tokens are placeholders),
+  // ended here with their message.
   void postprocess(const SchedulerOutput& out, const std::vector<int32_t>& sampled,
-                   const std::vector<SampledLogprobs>& logprobs, std::vector<std::unique_ptr<Request>> finished);
+                   const std::vector<SampledLogprobs>& logprobs, std::vector<std::unique_ptr<Request>> finished,
+                   const std::vector<std::pair<RequestId, std::string>>& failed);
   void finish_live(RequestId id, FinishReason reason, const Request* request);
   void fail_live(RequestId id, const Error& error);  // a request refused after it was queued
+  // Ends a request wherever it is (scheduler, tier lookup, parked choice)
+  // with `error`; its blocks are released. No-op if it has ended.
+  void fail_request(RequestId id, const Error& error);
+  void expire_deadlines();  // fails the requests past their timeout_s
+  // Samples one scheduled sequence, the fault hook first; a throw is that
+  // request's failure, returned as its message (the token is then unused).
+  std::optional<std::string> sample_one(RequestId id, std::span<const float> row_logits, const Request& r,
+                                        int32_t& token, SampledLogprobs& lp);
+  void postprocess_one(RequestId id, int32_t token, const SampledLogprobs& token_lp, const Request* finished,
+                       double now);
   void publish_metrics();
   // engine_constrain.cpp: a constrained request's logits with the tokens its
   // grammar refuses at -inf, and its grammar advanced past a sampled token
@@ -210,6 +238,7 @@ class Engine {
   std::vector<RequestId> cancels_;
   bool stopping_ = false;
   int64_t next_request_id_ = 1;
+  std::atomic<int32_t> num_unfinished_{0};  // live_ entries and inbox_ together
   EngineMetrics metrics_;  // guarded by mu_, published after each step
   std::thread thread_;
 };

@@ -65,6 +65,7 @@ std::vector<std::shared_ptr<RequestStream>> Engine::submit_n(GenerateRequest g, 
       live->stats.num_prompt_tokens = request->num_prompt_tokens;
       live->kv_budget = budget;
       metrics_.num_prompt_tokens += request->num_prompt_tokens;
+      ++num_unfinished_;
       const RequestId id = request->id;
       inbox_.push_back({std::move(request), std::move(live), first});
       if (!first) first = id;

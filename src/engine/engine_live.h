@@ -16,7 +16,8 @@ namespace kvlm {
 
 struct Engine::Live {
   Live(std::shared_ptr<RequestStream> s, const Tokenizer& tok, const GenerateRequest& g, double now)
-      : stream(std::move(s)), sampler(g.sampling), detok(tok), stop(g.stop), arrival_s(now), logprobs(g.logprobs) {
+      : stream(std::move(s)), sampler(g.sampling), detok(tok), stop(g.stop), arrival_s(now),
+        deadline_s(g.timeout_s > 0 ? now + g.timeout_s : 0), timeout_s(g.timeout_s), logprobs(g.logprobs) {
     if (g.constraint) matcher.emplace(g.constraint);
   }
   std::shared_ptr<RequestStream> stream;
@@ -24,6 +25,8 @@ struct Engine::Live {
   StreamingDetokenizer detok;
   StopMatcher stop;
   double arrival_s;
+  double deadline_s;  // 0: none
+  double timeout_s;   // GenerateRequest::timeout_s, for the message
   double first_scheduled_s = -1;
   double last_token_s = -1;
   int32_t logprobs;  // GenerateRequest::logprobs

@@ -1,5 +1,9 @@
 #include "server/metrics_text.h"
 
+#include <cstdio>
+
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include "engine/engine.h"
@@ -135,6 +139,10 @@ std::string prometheus_text(const EngineMetrics& m, const std::string& model_nam
               {"length", static_cast<double>(m.num_requests_length)},
               {"abort", static_cast<double>(m.num_requests_aborted)}},
              "finished_reason");
+  w.metric("kvlm_requests_failed_total", "counter", "Requests ended by an error after they were queued.",
+           static_cast<double>(m.num_requests_failed));
+  w.metric("kvlm_requests_timed_out_total", "counter", "Requests stopped at the server's time limit (--request-timeout).",
+           static_cast<double>(m.num_requests_timed_out));
   std::vector<std::pair<std::string, double>> evicted;
   for (KvPolicyKind k : all_kv_policies())
     evicted.emplace_back(kv_policy_name(k), static_cast<double>(m.num_kv_evicted_tokens[static_cast<size_t>(k)]));
@@ -146,6 +154,23 @@ std::string prometheus_text(const EngineMetrics& m, const std::string& model_nam
   w.histogram("kvlm_inter_token_latency_seconds", "Time between consecutive generated tokens.", m.itl_s);
   w.histogram("kvlm_e2e_request_latency_seconds", "Time from arrival to finish.", m.e2e_s);
   w.histogram("kvlm_request_queue_time_seconds", "Time from arrival to first scheduling.", m.queue_s);
+  return w.take();
+}
+
+std::string server_metrics_text(const RejectionCounts& r, const std::string& model_name) {
+  Writer w(model_name);
+  // Resident memory, the Prometheus client libraries' standard name: the
+  // soak test watches it for leaks.
+  long pages_total = 0, pages_resident = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld %ld", &pages_total, &pages_resident) != 2) pages_resident = 0;
+    std::fclose(f);
+  }
+  w.metric("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.",
+           static_cast<double>(pages_resident) * static_cast<double>(::sysconf(_SC_PAGESIZE)));
+  w.labelled("kvlm_server_rejected_total", "counter", "Requests refused with 503 at a server limit, by limit.",
+             {{"connections", static_cast<double>(r.num_connections)}, {"queue", static_cast<double>(r.num_queue)}},
+             "limit");
   return w.take();
 }
 

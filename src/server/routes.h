@@ -2,9 +2,11 @@
 // Internal to server/: server.cpp registers them with the HTTP transport.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string_view>
 #include <string>
 
@@ -35,7 +37,21 @@ struct ServerContext {
   // refused before it is tokenized: a 32 MiB prompt costs nothing.
   size_t max_prompt_bytes = SIZE_MAX;
   std::chrono::milliseconds sse_heartbeat{1000};  // ServerConfig::sse_heartbeat
+  int max_queued_requests = -1;                   // ServerConfig::max_queued_requests
+  double request_timeout_s = 0;                   // ServerConfig::request_timeout_s
+  int retry_after_s = 1;                          // ServerConfig::retry_after_s
+  // The queue check and the submission happen under it, so concurrent
+  // requests cannot all pass a check that only one of them fits.
+  std::mutex admission_mu;
+  std::atomic<int64_t> num_rejected_connections{0};
+  std::atomic<int64_t> num_rejected_queue{0};
 };
+
+// Answers 503 with Retry-After when a generation request of `num_choices`
+// would wait beyond --max-queued-requests; call under ctx.admission_mu.
+bool refuse_when_queue_full(ServerContext& ctx, int32_t num_choices, httplib::Response& res);
+// The 503 of a limit: Retry-After, an OpenAI error with `code`.
+void send_overloaded(httplib::Response& res, int retry_after_s, const std::string& message, const char* code);
 
 // Writes an OpenAI-style error.
 void send_error(httplib::Response& res, const openai::RequestError& e);

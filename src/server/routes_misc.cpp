@@ -74,7 +74,9 @@ void handle_health(ServerContext& ctx, const httplib::Request&, httplib::Respons
 }
 
 void handle_metrics(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
-  res.set_content(prometheus_text(ctx.engine.metrics(), ctx.model_name), "text/plain; version=0.0.4");
+  const RejectionCounts rejected{ctx.num_rejected_connections.load(), ctx.num_rejected_queue.load()};
+  res.set_content(prometheus_text(ctx.engine.metrics(), ctx.model_name) + server_metrics_text(rejected, ctx.model_name),
+                  "text/plain; version=0.0.4");
 }
 
 // {"content": "text", "add_special": true, "parse_special": true, "with_pieces": false}

@@ -104,7 +104,11 @@ void run_generation(ServerContext& ctx, Generation gen, const httplib::Request& 
   }
   std::optional<GenerateRequest> g = engine_request(ctx.engine, gen, res);
   if (!g) return;
+  g->timeout_s = ctx.request_timeout_s;
+  std::unique_lock admission(ctx.admission_mu);  // limits.cpp: check and submit as one
+  if (refuse_when_queue_full(ctx, std::max(gen.options.best_of, gen.options.n), res)) return;
   std::optional<Submitted> sub = submit_choices(ctx, gen, std::move(*g), *ticket, res);
+  admission.unlock();
   if (!sub) return;
   if (!gen.options.stream) return answer_whole(ctx, gen, *sub, req, res);
   answer_stream(ctx, std::move(gen), std::move(*sub), std::move(ticket), res);

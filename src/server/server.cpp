@@ -11,6 +11,8 @@
 #include "common/log.h"
 #include "engine/engine.h"
 #include "model/model.h"
+#include "server/http/connection_limit.h"
+#include "server/metrics_text.h"
 #include "server/openai/json_text.h"
 #include "server/routes.h"
 #include "server/web_assets.h"
@@ -100,10 +102,22 @@ Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Imp
     log_warn("chat completions disabled: {}", e.what());
   }
 
-  const int threads = s.config.num_http_threads > 0
-                          ? s.config.num_http_threads
-                          : std::max(32, 2 * engine.config().max_seqs + 8);
-  s.http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  size_t threads = s.config.num_http_threads > 0 ? static_cast<size_t>(s.config.num_http_threads)
+                                                 : static_cast<size_t>(std::max(32, 2 * engine.config().max_seqs + 8));
+  // More workers than connections allowed would never run.
+  if (s.config.max_connections > 0) threads = std::min(threads, s.config.max_connections);
+  s.http.new_task_queue = [this, threads] {
+    return new LimitedTaskQueue(threads, impl_->config.max_connections, impl_->ctx.num_rejected_connections);
+  };
+  s.http.set_pre_routing_handler([this](const httplib::Request&, httplib::Response& res) {
+    if (!LimitedTaskQueue::over_limit()) return httplib::Server::HandlerResponse::Unhandled;
+    res.set_header("Connection", "close");
+    send_overloaded(res, impl_->config.retry_after_s,
+                    fmt::format("the server has {} connections open, its limit (--max-connections); retry later",
+                                impl_->config.max_connections),
+                    "too_many_connections");
+    return httplib::Server::HandlerResponse::Handled;
+  });
   s.http.set_payload_max_length(s.config.max_body_bytes);
   s.http.set_read_timeout(60);
   s.http.set_write_timeout(60);
@@ -116,6 +130,9 @@ Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Imp
   });
 
   s.ctx.max_prompt_bytes = max_prompt_bytes(engine);
+  s.ctx.max_queued_requests = s.config.max_queued_requests;
+  s.ctx.request_timeout_s = s.config.request_timeout_s;
+  s.ctx.retry_after_s = s.config.retry_after_s;
   auto route = [this](Route handler, bool needs_key) {
     return [this, handler, needs_key](const httplib::Request& req, httplib::Response& res) {
       if (needs_key && !authorized(impl_->config, req)) {

@@ -31,7 +31,13 @@ struct ServerConfig {
   std::string model_name;           // reported in responses and /v1/models
   int num_http_threads = 0;         // 0: enough for every running and queued request
   std::optional<std::string> chat_template_file;  // overrides the model's template
-  size_t max_body_bytes = 32 << 20;
+  size_t max_body_bytes = 32 << 20;      // a larger request body gets 413
+  // Limits that keep an overloaded server answering (README "Server limits").
+  // Past either cap a request gets 503 with Retry-After and an OpenAI error.
+  size_t max_connections = 1024;         // connections served or waiting for a thread; 0: no cap
+  int max_queued_requests = 256;         // generation requests waiting beyond the engine's max_seqs; < 0: no cap
+  double request_timeout_s = 600;        // per generation request, from submission; <= 0: none
+  int retry_after_s = 1;                 // the Retry-After of those 503s
   // A stream with no event for this long gets an SSE comment line, so idle
   // proxies keep it open and a gone client is noticed.
   std::chrono::milliseconds sse_heartbeat{1000};
