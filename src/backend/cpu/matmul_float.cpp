@@ -209,29 +209,27 @@ void run(const WeightMatrix& w, const MatmulActs& acts, int64_t row_begin, int64
 
 #endif  // KVLM_AVX2
 
-template <typename Load>
-void run_best(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1, float* y) {
-#if KVLM_AVX2
-  run<Load>(w, a, r0, r1, t0, t1, y);
-#else
-  run_scalar<Load>(w, a, r0, r1, t0, t1, y);
-#endif
-}
-
 }  // namespace
+
+#if defined(KVLM_KERNEL_ISA) && KVLM_AVX2
+namespace KVLM_KERNEL_ISA {
 
 void kernel_f32(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
                 int64_t t1, float* y) {
-  run_best<LoadF32>(w, a, r0, r1, t0, t1, y);
+  run<LoadF32>(w, a, r0, r1, t0, t1, y);
 }
 void kernel_f16(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
                 int64_t t1, float* y) {
-  run_best<LoadF16>(w, a, r0, r1, t0, t1, y);
+  run<LoadF16>(w, a, r0, r1, t0, t1, y);
 }
 void kernel_bf16(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
                  int64_t t1, float* y) {
-  run_best<LoadBF16>(w, a, r0, r1, t0, t1, y);
+  run<LoadBF16>(w, a, r0, r1, t0, t1, y);
 }
+
+}  // namespace KVLM_KERNEL_ISA
+#elif !defined(KVLM_KERNEL_ISA)  // the scalar twins, built once without ISA flags
+
 void kernel_f32_scalar(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
                        int64_t t1, float* y) {
   run_scalar<LoadF32>(w, a, r0, r1, t0, t1, y);
@@ -244,5 +242,7 @@ void kernel_bf16_scalar(const WeightMatrix& w, const MatmulActs& a, int64_t r0, 
                         int64_t t1, float* y) {
   run_scalar<LoadBF16>(w, a, r0, r1, t0, t1, y);
 }
+
+#endif  // KVLM_KERNEL_ISA
 
 }  // namespace kvlm::cpu

@@ -30,12 +30,13 @@ constexpr int kMaxTile = 5;
 constexpr int64_t kQ8StripQuantBytes = 256;
 constexpr int64_t kQ4StripQuantBytes = 128;
 
-size_t strip_bytes_for(int64_t cols, int64_t quant_bytes) {
+[[maybe_unused]] size_t strip_bytes_for(int64_t cols, int64_t quant_bytes) {
   const int64_t num_blocks = cols / 32;
   const size_t bytes = static_cast<size_t>(num_blocks * (quant_bytes + 2 * kStripRows));  // quants, then fp16 scales
   return (bytes + 31) / 32 * 32;
 }
 
+#ifndef KVLM_KERNEL_ISA
 // Scalar twins: the GGUF layout, one (row, token) at a time, the same float steps.
 inline void unpack_block(const BlockQ8_0& b, int8_t* q) {
   for (int j = 0; j < 32; ++j) q[j] = b.qs[j];
@@ -74,9 +75,13 @@ void run_scalar(const WeightMatrix& w, const MatmulActs& a, int64_t row_begin, i
   }
 }
 
+#endif  // KVLM_KERNEL_ISA
+
 }  // namespace
 
-#if KVLM_AVX2
+#if defined(KVLM_KERNEL_ISA) && KVLM_AVX2
+namespace KVLM_KERNEL_ISA {
+
 
 // Q8_0 strip: [num_blocks][8 groups][8 rows x 4 quants], then [num_blocks][8 rows] fp16 d.
 void pack_strip_q8_0(const uint8_t* const* rows, int64_t cols, uint8_t* out) {
@@ -221,12 +226,47 @@ void tile_q4_0(const uint8_t* strip, const MatmulActs& a, int64_t t0, __m256* ou
 }
 
 }  // namespace
-#endif  // KVLM_AVX2
 
-#if KVLM_AVX2
 size_t strip_bytes_q8_0(int64_t cols) { return strip_bytes_for(cols, kQ8StripQuantBytes); }
 size_t strip_bytes_q4_0(int64_t cols) { return strip_bytes_for(cols, kQ4StripQuantBytes); }
-#endif
+
+void kernel_q8_0(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
+                 int64_t t1, float* y) {
+  for_each_strip<kMaxTile>(w, r0, r1, t0, t1, y, [&]<int C>(const uint8_t* strip, int64_t t, __m256* out) {
+    tile_q8_0<C>(strip, a, t, out);
+  });
+}
+
+void kernel_q4_0(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
+                 int64_t t1, float* y) {
+  for_each_strip<kMaxTile>(w, r0, r1, t0, t1, y, [&]<int C>(const uint8_t* strip, int64_t t, __m256* out) {
+    tile_q4_0<C>(strip, a, t, out);
+  });
+}
+
+// This path's packed layouts; the K-quant ones live in matmul_k.cpp.
+size_t packed_strip_bytes(DType t, int64_t cols) {
+  switch (t) {
+    case DType::kQ8_0: return strip_bytes_q8_0(cols);
+    case DType::kQ4_0: return strip_bytes_q4_0(cols);
+    case DType::kQ4_K: return strip_bytes_q4_k(cols);
+    case DType::kQ6_K: return strip_bytes_q6_k(cols);
+    default: return 0;
+  }
+}
+
+StripPacker strip_packer(DType t) {
+  switch (t) {
+    case DType::kQ8_0: return pack_strip_q8_0;
+    case DType::kQ4_0: return pack_strip_q4_0;
+    case DType::kQ4_K: return pack_strip_q4_k;
+    case DType::kQ6_K: return pack_strip_q6_k;
+    default: return nullptr;
+  }
+}
+
+}  // namespace KVLM_KERNEL_ISA
+#else  // the scalar twins, built once without ISA flags
 
 void kernel_q8_0_scalar(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
                         int64_t t1, float* y) {
@@ -238,26 +278,6 @@ void kernel_q4_0_scalar(const WeightMatrix& w, const MatmulActs& a, int64_t r0, 
   run_scalar<BlockQ4_0>(w, a, r0, r1, t0, t1, y);
 }
 
-void kernel_q8_0(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
-                 int64_t t1, float* y) {
-#if KVLM_AVX2
-  for_each_strip<kMaxTile>(w, r0, r1, t0, t1, y, [&]<int C>(const uint8_t* strip, int64_t t, __m256* out) {
-    tile_q8_0<C>(strip, a, t, out);
-  });
-#else
-  kernel_q8_0_scalar(w, a, r0, r1, t0, t1, y);
-#endif
-}
-
-void kernel_q4_0(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
-                 int64_t t1, float* y) {
-#if KVLM_AVX2
-  for_each_strip<kMaxTile>(w, r0, r1, t0, t1, y, [&]<int C>(const uint8_t* strip, int64_t t, __m256* out) {
-    tile_q4_0<C>(strip, a, t, out);
-  });
-#else
-  kernel_q4_0_scalar(w, a, r0, r1, t0, t1, y);
-#endif
-}
+#endif  // KVLM_KERNEL_ISA
 
 }  // namespace kvlm::cpu
