@@ -201,6 +201,7 @@ struct ActScratch {
   std::vector<int8_t> q8_qs;       // [num_tokens, cols]
   std::vector<float> q8_d;         // [num_tokens, cols / 32]
   std::vector<int32_t> q8_sum;     // [num_tokens, cols / 32]
+  std::vector<uint8_t> q8_qs_u;    // [num_tokens, cols], where the kernels ask for it
   std::vector<ActBlockQ8K> q8k;    // [num_tokens, cols / 256]
 };
 thread_local ActScratch t_scratch;
@@ -250,15 +251,15 @@ KVLM_DECLARE_SIMD_KERNELS
 const CpuKernels& kernels_for(CpuPath path) {
   static const CpuKernels kScalar = {kernel_f32_scalar,  kernel_f16_scalar,  kernel_bf16_scalar, kernel_q8_0_scalar,
                                      kernel_q4_0_scalar, kernel_q4_k_scalar, kernel_q6_k_scalar, no_strip_bytes,
-                                     no_strip_packer};
+                                     no_strip_packer,    false};
   KVLM_ASSERT(cpu_path_supported(path), "matmul: kernels of a CPU path this CPU cannot run");
 #if defined(__x86_64__)
   static const CpuKernels kAvx2 = {avx2::kernel_f32,  avx2::kernel_f16,  avx2::kernel_bf16,
                                    avx2::kernel_q8_0, avx2::kernel_q4_0, avx2::kernel_q4_k,
-                                   avx2::kernel_q6_k, avx2::packed_strip_bytes, avx2::strip_packer};
+                                   avx2::kernel_q6_k, avx2::packed_strip_bytes, avx2::strip_packer, false};
   static const CpuKernels kAvx512 = {avx512::kernel_f32,  avx512::kernel_f16,  avx512::kernel_bf16,
                                      avx512::kernel_q8_0, avx512::kernel_q4_0, avx512::kernel_q4_k,
-                                     avx512::kernel_q6_k, avx512::packed_strip_bytes, avx512::strip_packer};
+                                     avx512::kernel_q6_k, avx512::packed_strip_bytes, avx512::strip_packer, true};
   if (path == CpuPath::kAvx2) return kAvx2;
   if (path == CpuPath::kAvx512) return kAvx512;
 #endif
@@ -269,7 +270,9 @@ void matmul_with(CpuPath path, const WeightMatrix& w, const float* x, int64_t nu
   if (num_tokens <= 0 || w.rows <= 0) return;  // e.g. a step where no row needs logits
   KVLM_ASSERT(w.data != nullptr && x != nullptr && y != nullptr, "matmul: null buffer");
   KVLM_ASSERT(w.cols % dtype_info(w.dtype).block_size == 0, "matmul: cols not a multiple of the block size");
-  const RowRangeKernel kernel_fn = kernel_in(kernels_for(path), w.dtype);
+  const CpuKernels& kernels = kernels_for(path);
+  const RowRangeKernel kernel_fn = kernel_in(kernels, w.dtype);
+  const bool biased = w.dtype == DType::kQ8_0 && kernels.q8_0_biased_acts;
   const ActKind act = act_kind_for(w.dtype);
   const int64_t cols = w.cols;
 
@@ -292,6 +295,10 @@ void matmul_with(CpuPath path, const WeightMatrix& w, const float* x, int64_t nu
       acts.q8_qs = scratch.q8_qs.data();
       acts.q8_d = scratch.q8_d.data();
       acts.q8_sum = scratch.q8_sum.data();
+      if (biased) {
+        if (scratch.q8_qs_u.size() < static_cast<size_t>(num_tokens * cols)) scratch.q8_qs_u.resize(num_tokens * cols);
+        acts.q8_qs_u = scratch.q8_qs_u.data();
+      }
       act_bytes_per_token = cols + cols / 8;
       break;
     case ActKind::kQ8_K:
@@ -319,8 +326,13 @@ void matmul_with(CpuPath path, const WeightMatrix& w, const float* x, int64_t nu
 
   auto quantize_token = [&](int64_t t) {
     if (act == ActKind::kQ8_0) {
-      quantize_act_q8_0(x + t * cols, cols, scratch.q8_qs.data() + t * cols, scratch.q8_d.data() + t * (cols / 32),
+      int8_t* qs = scratch.q8_qs.data() + t * cols;
+      quantize_act_q8_0(x + t * cols, cols, qs, scratch.q8_d.data() + t * (cols / 32),
                         scratch.q8_sum.data() + t * (cols / 32));
+      if (biased) {
+        uint8_t* qu = scratch.q8_qs_u.data() + t * cols;
+        for (int64_t i = 0; i < cols; ++i) qu[i] = static_cast<uint8_t>(qs[i] ^ 0x80);  // q + 128
+      }
     } else if (act == ActKind::kQ8_K) {
       quantize_act_q8_k(x + t * cols, cols, scratch.q8k.data() + t * (cols / 256));
     }

@@ -71,6 +71,8 @@ struct MatmulActs {
   const int8_t* q8_qs = nullptr;     // Q8_0/Q4_0 weights: [num_tokens, cols] quants
   const float* q8_d = nullptr;       //   [num_tokens, cols / 32] scales (fp16-rounded, as f32)
   const int32_t* q8_sum = nullptr;   //   [num_tokens, cols / 32] sum of each block's quants (Q4_0's offset 8)
+  const uint8_t* q8_qs_u = nullptr;  //   [num_tokens, cols] quants + 128, for Q8_0 where the kernels ask
+                                     //   (CpuKernels::q8_0_biased_acts: vpdpbusd wants one unsigned side)
   const ActBlockQ8K* q8k = nullptr;  // Q4_K/Q6_K weights: [num_tokens, cols / 256]
 };
 
@@ -107,6 +109,7 @@ struct CpuKernels {
   // Bytes of one packed strip; 0 where the dtype has no packed layout.
   size_t (*strip_bytes)(DType t, int64_t cols);
   StripPacker (*strip_packer)(DType t);  // nullptr where strip_bytes is 0
+  bool q8_0_biased_acts;                 // the q8_0 kernel reads MatmulActs::q8_qs_u
 };
 const CpuKernels& kernels_for(CpuPath path);
 
