@@ -2,12 +2,15 @@
 // `kvlm logits`, `kvlm run` and `kvlm perplexity` commands.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "backend/cpu/cpu_path.h"
 #include "support/test_support.h"
 
 namespace kvlm {
@@ -55,7 +58,33 @@ struct QuantCase {
   const char* type;
 };
 
-class SynthTinyLogits : public ::testing::TestWithParam<const char*> {};
+// ctest runs these goldens once more per CPU path, with KVLM_CPU_PATH set for
+// the kvlm children (tests/CMakeLists.txt); a path this CPU lacks is skipped.
+void skip_unless_cpu_path_runs(bool* skip) {
+  const char* env = std::getenv("KVLM_CPU_PATH");
+  *skip = false;
+  if (env == nullptr || *env == '\0') return;
+  const std::optional<CpuPath> path = parse_cpu_path(env);
+  ASSERT_TRUE(path.has_value()) << "KVLM_CPU_PATH=" << env;
+  *skip = !cpu_path_supported(*path);
+}
+
+#define KVLM_SKIP_UNLESS_CPU_PATH_RUNS()                                     \
+  do {                                                                       \
+    bool skip = false;                                                       \
+    skip_unless_cpu_path_runs(&skip);                                        \
+    if (skip) GTEST_SKIP() << "this CPU cannot run KVLM_CPU_PATH's kernels"; \
+  } while (0)
+
+class SynthTinyLogits : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override { KVLM_SKIP_UNLESS_CPU_PATH_RUNS(); }
+};
+
+class ModelGolden : public ::testing::Test {
+ protected:
+  void SetUp() override { KVLM_SKIP_UNLESS_CPU_PATH_RUNS(); }
+};
 
 TEST_P(SynthTinyLogits, MatchesGolden) {
   const std::string type = GetParam();
@@ -80,7 +109,7 @@ TEST_P(SynthTinyLogits, MatchesGolden) {
 INSTANTIATE_TEST_SUITE_P(AllTypes, SynthTinyLogits,
                          ::testing::Values("F32", "F16", "Q8_0", "Q6_K", "Q4_K", "Q4_0"));
 
-TEST(ModelGolden, Qwen2Logits) {
+TEST_F(ModelGolden, Qwen2Logits) {
   json golden = load_json(test::shared_path("golden/synth-qwen2-F32.logits.json"));
   json got = run_logits(test::shared_path("models/synth-qwen2-F32.gguf"), golden["tokens"]);
   EXPECT_LT(nmse(got, golden["logits"]), 1e-6);
@@ -88,7 +117,7 @@ TEST(ModelGolden, Qwen2Logits) {
 
 // Bit for bit: a token's logits do not depend on how its sequence was split
 // into steps (stories260K's FFN width, 172, is not a multiple of the SIMD width).
-TEST(ModelGolden, BatchedLogitsEqualOneAtATime) {
+TEST_F(ModelGolden, BatchedLogitsEqualOneAtATime) {
   json golden = load_json(test::shared_path("golden/synth-tiny-F32.logits.json"));
   for (const char* file : {"models/synth-tiny-F32.gguf", "models/stories260K.gguf", "models/synth-gemma2-F32.gguf"}) {
     std::string model = test::shared_path(file);
@@ -98,7 +127,7 @@ TEST(ModelGolden, BatchedLogitsEqualOneAtATime) {
   }
 }
 
-TEST(ModelGolden, StoriesGreedyMatchesEveryToken) {
+TEST_F(ModelGolden, StoriesGreedyMatchesEveryToken) {
   std::ifstream f(test::shared_path("golden/stories260K-greedy.jsonl"));
   std::string line;
   int num_prompts = 0;
@@ -123,7 +152,7 @@ TEST(ModelGolden, StoriesGreedyMatchesEveryToken) {
   EXPECT_EQ(num_prompts, 5);
 }
 
-TEST(ModelGolden, StoriesPerplexity) {
+TEST_F(ModelGolden, StoriesPerplexity) {
   auto r = test::run_kvlm({"perplexity", "-m", test::shared_path("models/stories260K.gguf"), "-f",
                            test::shared_path("text/tinystories_sample.txt"), "-c", "256"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -147,19 +176,42 @@ TEST(Cli, ErrorsAreOneLineAndNonZero) {
   EXPECT_NE(r.err.find("outside the vocabulary"), std::string::npos) << r.err;
 }
 
+// A forced kernel path that is unknown, or that this CPU cannot run, is
+// refused with one line naming the variable, never a crash (SIGILL).
+TEST(Cli, UnknownOrUnsupportedCpuPathIsRefused) {
+  const char* old = std::getenv("KVLM_CPU_PATH");
+  const std::string saved = old != nullptr ? old : "";
+  std::vector<std::string> bad = {"avx1024"};
+  for (CpuPath p : {CpuPath::kAvx2, CpuPath::kAvx512}) {
+    if (!cpu_path_supported(p)) bad.push_back(cpu_path_name(p));
+  }
+  for (const std::string& name : bad) {
+    ::setenv("KVLM_CPU_PATH", name.c_str(), 1);
+    auto r = test::run_kvlm({"logits", "-m", test::shared_path("models/stories260K.gguf"), "--tokens", "1"});
+    EXPECT_EQ(r.exit_code, 1) << name << ": " << r.err;
+    EXPECT_NE(r.err.find("KVLM_CPU_PATH=" + name), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  if (old != nullptr) {
+    ::setenv("KVLM_CPU_PATH", saved.c_str(), 1);
+  } else {
+    ::unsetenv("KVLM_CPU_PATH");
+  }
+}
+
 }  // namespace
 }  // namespace kvlm
 
 namespace kvlm {
 namespace {
 
-TEST(ModelGolden, Gpt2Logits) {
+TEST_F(ModelGolden, Gpt2Logits) {
   json golden = load_json(test::shared_path("golden/synth-gpt2-F16.logits.json"));
   json got = run_logits(test::shared_path("models/synth-gpt2-F16.gguf"), golden["tokens"]);
   EXPECT_LT(nmse(got, golden["logits"]), 1e-6);
 }
 
-TEST(ModelGolden, Gemma2Logits) {
+TEST_F(ModelGolden, Gemma2Logits) {
   // 48 positions with a window of 8: the window matters.
   json golden = load_json(test::shared_path("golden/synth-gemma2-F32.logits.json"));
   json got = run_logits(test::shared_path("models/synth-gemma2-F32.gguf"), golden["tokens"]);

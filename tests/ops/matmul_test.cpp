@@ -1,8 +1,10 @@
 // matmul() against matmul_reference() and against an independent double
-// dot product of the dequantized operands, for every weight dtype, odd row
-// counts, and T in {1, 2, 3, 5, 8, 17}; and bit-for-bit agreement of every
-// path that computes the same output: SIMD kernels and their scalar twins,
-// packed and unpacked weights, any tile a token lands in, any thread count.
+// dot product of the dequantized operands, for every weight dtype on every
+// CPU path this machine supports (scalar, avx2, avx512: each test runs once
+// per path), odd row counts, and T = 1 .. 17; and bit-for-bit agreement of
+// every path that computes the same output: SIMD kernels and their scalar
+// twins, packed and unpacked weights, any tile a token lands in, any thread
+// count.
 #include "backend/cpu/matmul.h"
 
 #include <gtest/gtest.h>
@@ -10,8 +12,10 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "backend/cpu/cpu_path.h"
 #include "backend/cpu/matmul_impl.h"
 #include "backend/fp16.h"
 #include "backend/quant.h"
@@ -58,7 +62,20 @@ struct MatmulCase {
   double rel_tol;  // |y - oracle| <= rel_tol * sum_i |w_i x_i|
 };
 
-class MatmulTest : public ::testing::TestWithParam<MatmulCase> {};
+// Each test runs with matmul() on one CPU path; paths this CPU lacks are skipped.
+class MatmulTest : public ::testing::TestWithParam<std::tuple<MatmulCase, CpuPath>> {
+ protected:
+  void SetUp() override {
+    saved_ = active_cpu_path();
+    if (!set_cpu_path(path())) GTEST_SKIP() << "this CPU cannot run " << cpu_path_name(path());
+  }
+  void TearDown() override { set_cpu_path(saved_); }
+  MatmulCase param() const { return std::get<0>(GetParam()); }
+  CpuPath path() const { return std::get<1>(GetParam()); }
+
+ private:
+  CpuPath saved_ = CpuPath::kScalar;
+};
 
 // Shapes: odd and even row counts; cols the smallest legal width and wider.
 std::vector<std::pair<int64_t, int64_t>> shapes_for(DType t) {
@@ -69,9 +86,9 @@ std::vector<std::pair<int64_t, int64_t>> shapes_for(DType t) {
 }
 
 TEST_P(MatmulTest, MatchesReferenceAndExactDot) {
-  const MatmulCase c = GetParam();
+  const MatmulCase c = param();
   for (const auto& [rows, cols] : shapes_for(c.dtype)) {
-    for (int64_t num_tokens : {1, 2, 3, 5, 8, 17}) {
+    for (int64_t num_tokens = 1; num_tokens <= 17; ++num_tokens) {
       SCOPED_TRACE(testing::Message() << dtype_name(c.dtype) << " rows=" << rows << " cols=" << cols
                                       << " T=" << num_tokens);
       const Problem p = make_problem(c.dtype, rows, cols, num_tokens, static_cast<uint32_t>(rows * 31 + cols + num_tokens));
@@ -84,9 +101,15 @@ TEST_P(MatmulTest, MatchesReferenceAndExactDot) {
       std::vector<float> y_packed(y.size(), NAN);
       std::vector<float> y_scalar(y.size(), NAN);
       matmul(pack_for_matmul(w), p.x.data(), num_tokens, y_packed.data());
-      cpu::matmul_with(cpu::KernelPath::kScalar, w, p.x.data(), num_tokens, y_scalar.data());
+      cpu::matmul_with(CpuPath::kScalar, w, p.x.data(), num_tokens, y_scalar.data());
       ASSERT_EQ(y_packed, y);
       ASSERT_EQ(y_scalar, y);
+      // A matrix packed for this path serves every other SIMD path too.
+      for (CpuPath other : supported_cpu_paths()) {
+        std::vector<float> y_other(y.size(), NAN);
+        cpu::matmul_with(other, pack_for_matmul(w), p.x.data(), num_tokens, y_other.data());
+        ASSERT_EQ(y_other, y) << cpu_path_name(other);
+      }
       for (int64_t t = 0; t < num_tokens; ++t) {
         for (int64_t r = 0; r < rows; ++r) {
           // The oracle from dequantized values (a path that shares no code with the
@@ -110,7 +133,7 @@ TEST_P(MatmulTest, MatchesReferenceAndExactDot) {
 // Activation quantization error is bounded by the quantization step: the
 // result stays close to the product with unquantized activations.
 TEST_P(MatmulTest, CloseToUnquantizedActivations) {
-  const MatmulCase c = GetParam();
+  const MatmulCase c = param();
   const int64_t rows = 29;
   const int64_t cols = 512;
   const int64_t num_tokens = 3;
@@ -135,7 +158,7 @@ TEST_P(MatmulTest, CloseToUnquantizedActivations) {
 
 // Rows are split over threads, tokens chunked; results may not depend on either.
 TEST_P(MatmulTest, SameResultForAnyThreadCount) {
-  const MatmulCase c = GetParam();
+  const MatmulCase c = param();
   const int64_t rows = 301;
   const int64_t cols = dtype_info(c.dtype).block_size == 1 ? 4096 : 1024;
   const int64_t num_tokens = 19;
@@ -165,7 +188,7 @@ TEST_P(MatmulTest, SameResultForAnyThreadCount) {
 // depend on the tile it lands in (first, middle, a partial last tile), on the
 // tokens beside it, or on the rows beside its row (a partial last strip).
 TEST_P(MatmulTest, EveryTokenEqualsItsSingleTokenResult) {
-  const MatmulCase c = GetParam();
+  const MatmulCase c = param();
   const int64_t rows = 45;  // five strips of 8 rows and a partial one
   const int64_t cols = dtype_info(c.dtype).block_size == 1 ? 300 : 512;
   const int64_t max_tokens = 41;
@@ -193,7 +216,7 @@ TEST_P(MatmulTest, EveryTokenEqualsItsSingleTokenResult) {
 }
 
 TEST_P(MatmulTest, GetRowEqualsDequantizedRow) {
-  const MatmulCase c = GetParam();
+  const MatmulCase c = param();
   const int64_t cols = 2 * std::max<int64_t>(dtype_info(c.dtype).block_size, 32);
   const Problem p = make_problem(c.dtype, 5, cols, 1, 17);
   const WeightMatrix packed = pack_for_matmul(p.matrix(c.dtype));  // get_row reads the GGUF layout still
@@ -257,12 +280,29 @@ TEST(MatmulActivations, QuantizersMatchQuantizeRow) {
   EXPECT_EQ(actk[1].qs[3], 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllDtypes, MatmulTest,
-                         ::testing::Values(MatmulCase{DType::kF32, 1e-6}, MatmulCase{DType::kF16, 1e-6},
-                                           MatmulCase{DType::kBF16, 1e-6}, MatmulCase{DType::kQ8_0, 1e-6},
-                                           MatmulCase{DType::kQ4_0, 1e-6}, MatmulCase{DType::kQ4_K, 1e-6},
-                                           MatmulCase{DType::kQ6_K, 1e-6}),
-                         [](const auto& info) { return std::string(dtype_name(info.param.dtype)); });
+// The forced path is refused where the CPU lacks it, and the scalar path is always there.
+TEST(CpuPathTest, UnsupportedPathsAreRefused) {
+  const CpuPath saved = active_cpu_path();
+  EXPECT_TRUE(cpu_path_supported(CpuPath::kScalar));
+  EXPECT_EQ(supported_cpu_paths().front(), CpuPath::kScalar);
+  for (CpuPath p : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512}) {
+    EXPECT_EQ(set_cpu_path(p), cpu_path_supported(p)) << cpu_path_name(p);
+    EXPECT_EQ(parse_cpu_path(cpu_path_name(p)), p);
+  }
+  EXPECT_FALSE(parse_cpu_path("avx1024").has_value());
+  set_cpu_path(saved);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllDtypes, MatmulTest,
+    ::testing::Combine(::testing::Values(MatmulCase{DType::kF32, 1e-6}, MatmulCase{DType::kF16, 1e-6},
+                                         MatmulCase{DType::kBF16, 1e-6}, MatmulCase{DType::kQ8_0, 1e-6},
+                                         MatmulCase{DType::kQ4_0, 1e-6}, MatmulCase{DType::kQ4_K, 1e-6},
+                                         MatmulCase{DType::kQ6_K, 1e-6}),
+                       ::testing::Values(CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512)),
+    [](const auto& info) {
+      return std::string(dtype_name(std::get<0>(info.param).dtype)) + "_" + cpu_path_name(std::get<1>(info.param));
+    });
 
 }  // namespace
 }  // namespace kvlm

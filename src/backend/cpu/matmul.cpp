@@ -167,26 +167,33 @@ namespace {
 
 enum class ActKind { kF32, kQ8_0, kQ8_K };
 
-struct KernelInfo {
-  RowRangeKernel simd;
-  RowRangeKernel scalar;
-  ActKind act;
-};
-
-KernelInfo kernel_for(DType t) {
+ActKind act_kind_for(DType t) {
   switch (t) {
-    case DType::kF32: return {kernel_f32, kernel_f32_scalar, ActKind::kF32};
-    case DType::kF16: return {kernel_f16, kernel_f16_scalar, ActKind::kF32};
-    case DType::kBF16: return {kernel_bf16, kernel_bf16_scalar, ActKind::kF32};
-    case DType::kQ8_0: return {kernel_q8_0, kernel_q8_0_scalar, ActKind::kQ8_0};
-    case DType::kQ4_0: return {kernel_q4_0, kernel_q4_0_scalar, ActKind::kQ8_0};
-    case DType::kQ4_K: return {kernel_q4_k, kernel_q4_k_scalar, ActKind::kQ8_K};
-    case DType::kQ6_K: return {kernel_q6_k, kernel_q6_k_scalar, ActKind::kQ8_K};
+    case DType::kQ8_0:
+    case DType::kQ4_0: return ActKind::kQ8_0;
+    case DType::kQ4_K:
+    case DType::kQ6_K: return ActKind::kQ8_K;
+    default: return ActKind::kF32;
+  }
+}
+
+RowRangeKernel kernel_in(const CpuKernels& k, DType t) {
+  switch (t) {
+    case DType::kF32: return k.f32;
+    case DType::kF16: return k.f16;
+    case DType::kBF16: return k.bf16;
+    case DType::kQ8_0: return k.q8_0;
+    case DType::kQ4_0: return k.q4_0;
+    case DType::kQ4_K: return k.q4_k;
+    case DType::kQ6_K: return k.q6_k;
     case DType::kQ8_K: break;
   }
   KVLM_ASSERT(false, "matmul: Q8_K is an activation type, not a weight type");
-  return {nullptr, nullptr, ActKind::kF32};
+  return nullptr;
 }
+
+size_t no_strip_bytes(DType, int64_t) { return 0; }
+StripPacker no_strip_packer(DType) { return nullptr; }
 
 // Quantized activations of the calling thread, reused across calls so a
 // forward pass allocates only while the buffers grow to their largest size.
@@ -194,14 +201,13 @@ struct ActScratch {
   std::vector<int8_t> q8_qs;       // [num_tokens, cols]
   std::vector<float> q8_d;         // [num_tokens, cols / 32]
   std::vector<int32_t> q8_sum;     // [num_tokens, cols / 32]
+  std::vector<uint8_t> q8_qs_u;    // [num_tokens, cols], where the kernels ask for it
   std::vector<ActBlockQ8K> q8k;    // [num_tokens, cols / 256]
 };
 thread_local ActScratch t_scratch;
 
-#if KVLM_AVX2
 // Strips packed on the fly (matrices without a packed copy), per thread.
 thread_local std::vector<Bytes32> t_strip_scratch;
-#endif
 
 // Below this many multiply-adds the fork/join of a parallel region costs more
 // than it saves.
@@ -227,53 +233,54 @@ std::unique_ptr<uint8_t, PackedWeights::Free> allocate_packed(size_t bytes) {
   return std::unique_ptr<uint8_t, PackedWeights::Free>(static_cast<uint8_t*>(p));
 }
 
-#if KVLM_AVX2
 uint8_t* strip_scratch(size_t bytes) {
   const size_t n = (bytes + 31) / 32;
   if (t_strip_scratch.size() < n) t_strip_scratch.resize(n);
   return reinterpret_cast<uint8_t*>(t_strip_scratch.data());
 }
+
+#if defined(__x86_64__)
+namespace avx2 {
+KVLM_DECLARE_SIMD_KERNELS
+}
+namespace avx512 {
+KVLM_DECLARE_SIMD_KERNELS
+}
 #endif
 
-size_t packed_strip_bytes(DType t, int64_t cols) {
-#if KVLM_AVX2
-  switch (t) {
-    case DType::kQ8_0: return strip_bytes_q8_0(cols);
-    case DType::kQ4_0: return strip_bytes_q4_0(cols);
-    case DType::kQ4_K: return strip_bytes_q4_k(cols);
-    case DType::kQ6_K: return strip_bytes_q6_k(cols);
-    default: break;
-  }
+const CpuKernels& kernels_for(CpuPath path) {
+  static const CpuKernels kScalar = {kernel_f32_scalar,  kernel_f16_scalar,  kernel_bf16_scalar, kernel_q8_0_scalar,
+                                     kernel_q4_0_scalar, kernel_q4_k_scalar, kernel_q6_k_scalar, no_strip_bytes,
+                                     no_strip_packer,    false};
+  KVLM_ASSERT(cpu_path_supported(path), "matmul: kernels of a CPU path this CPU cannot run");
+#if defined(__x86_64__)
+  static const CpuKernels kAvx2 = {avx2::kernel_f32,  avx2::kernel_f16,  avx2::kernel_bf16,
+                                   avx2::kernel_q8_0, avx2::kernel_q4_0, avx2::kernel_q4_k,
+                                   avx2::kernel_q6_k, avx2::packed_strip_bytes, avx2::strip_packer, false};
+  static const CpuKernels kAvx512 = {avx512::kernel_f32,  avx512::kernel_f16,  avx512::kernel_bf16,
+                                     avx512::kernel_q8_0, avx512::kernel_q4_0, avx512::kernel_q4_k,
+                                     avx512::kernel_q6_k, avx512::packed_strip_bytes, avx512::strip_packer, true};
+  if (path == CpuPath::kAvx2) return kAvx2;
+  if (path == CpuPath::kAvx512) return kAvx512;
 #endif
-  return 0;
+  return kScalar;
 }
 
-StripPacker strip_packer(DType t) {
-#if KVLM_AVX2
-  switch (t) {
-    case DType::kQ8_0: return pack_strip_q8_0;
-    case DType::kQ4_0: return pack_strip_q4_0;
-    case DType::kQ4_K: return pack_strip_q4_k;
-    case DType::kQ6_K: return pack_strip_q6_k;
-    default: break;
-  }
-#endif
-  return nullptr;
-}
-
-void matmul_with(KernelPath path, const WeightMatrix& w, const float* x, int64_t num_tokens, float* y) {
+void matmul_with(CpuPath path, const WeightMatrix& w, const float* x, int64_t num_tokens, float* y) {
   if (num_tokens <= 0 || w.rows <= 0) return;  // e.g. a step where no row needs logits
   KVLM_ASSERT(w.data != nullptr && x != nullptr && y != nullptr, "matmul: null buffer");
   KVLM_ASSERT(w.cols % dtype_info(w.dtype).block_size == 0, "matmul: cols not a multiple of the block size");
-  const KernelInfo kernel = kernel_for(w.dtype);
-  const RowRangeKernel kernel_fn = path == KernelPath::kSimd ? kernel.simd : kernel.scalar;
+  const CpuKernels& kernels = kernels_for(path);
+  const RowRangeKernel kernel_fn = kernel_in(kernels, w.dtype);
+  const bool biased = w.dtype == DType::kQ8_0 && kernels.q8_0_biased_acts;
+  const ActKind act = act_kind_for(w.dtype);
   const int64_t cols = w.cols;
 
   MatmulActs acts;
   acts.cols = cols;
   int64_t act_bytes_per_token = cols * 4;
   ActScratch& scratch = t_scratch;
-  switch (kernel.act) {
+  switch (act) {
     case ActKind::kF32:
       acts.f32 = x;
       // The float kernels pass over 512 columns at a time (matmul_float.cpp).
@@ -288,6 +295,10 @@ void matmul_with(KernelPath path, const WeightMatrix& w, const float* x, int64_t
       acts.q8_qs = scratch.q8_qs.data();
       acts.q8_d = scratch.q8_d.data();
       acts.q8_sum = scratch.q8_sum.data();
+      if (biased) {
+        if (scratch.q8_qs_u.size() < static_cast<size_t>(num_tokens * cols)) scratch.q8_qs_u.resize(num_tokens * cols);
+        acts.q8_qs_u = scratch.q8_qs_u.data();
+      }
       act_bytes_per_token = cols + cols / 8;
       break;
     case ActKind::kQ8_K:
@@ -314,16 +325,21 @@ void matmul_with(KernelPath path, const WeightMatrix& w, const float* x, int64_t
   const int64_t num_row_chunks = (w.rows + rows_per_chunk - 1) / rows_per_chunk;
 
   auto quantize_token = [&](int64_t t) {
-    if (kernel.act == ActKind::kQ8_0) {
-      quantize_act_q8_0(x + t * cols, cols, scratch.q8_qs.data() + t * cols, scratch.q8_d.data() + t * (cols / 32),
+    if (act == ActKind::kQ8_0) {
+      int8_t* qs = scratch.q8_qs.data() + t * cols;
+      quantize_act_q8_0(x + t * cols, cols, qs, scratch.q8_d.data() + t * (cols / 32),
                         scratch.q8_sum.data() + t * (cols / 32));
-    } else if (kernel.act == ActKind::kQ8_K) {
+      if (biased) {
+        uint8_t* qu = scratch.q8_qs_u.data() + t * cols;
+        for (int64_t i = 0; i < cols; ++i) qu[i] = static_cast<uint8_t>(qs[i] ^ 0x80);  // q + 128
+      }
+    } else if (act == ActKind::kQ8_K) {
       quantize_act_q8_k(x + t * cols, cols, scratch.q8k.data() + t * (cols / 256));
     }
   };
   // A few tokens are quantized before forking: one barrier fewer per call.
-  const bool quantize_in_parallel = kernel.act != ActKind::kF32 && num_tokens * cols > kSerialActElements;
-  if (kernel.act != ActKind::kF32 && !quantize_in_parallel) {
+  const bool quantize_in_parallel = act != ActKind::kF32 && num_tokens * cols > kSerialActElements;
+  if (act != ActKind::kF32 && !quantize_in_parallel) {
     for (int64_t t = 0; t < num_tokens; ++t) quantize_token(t);
   }
 
@@ -352,19 +368,21 @@ void matmul_with(KernelPath path, const WeightMatrix& w, const float* x, int64_t
 void PackedWeights::Free::operator()(uint8_t* p) const { std::free(p); }
 
 void matmul(const WeightMatrix& w, const float* x, int64_t num_tokens, float* y) {
-  cpu::matmul_with(cpu::KernelPath::kSimd, w, x, num_tokens, y);
+  cpu::matmul_with(active_cpu_path(), w, x, num_tokens, y);
 }
 
 WeightMatrix pack_for_matmul(WeightMatrix w) {
   using namespace cpu;
-  const size_t strip_bytes = packed_strip_bytes(w.dtype, w.cols);
+  // The SIMD paths share one layout (matmul_impl.h); the scalar path packs nothing.
+  const CpuKernels& kernels = kernels_for(active_cpu_path());
+  const size_t strip_bytes = kernels.strip_bytes(w.dtype, w.cols);
   if (strip_bytes == 0 || w.packed || w.rows <= 0) return w;
   KVLM_ASSERT(w.data != nullptr && w.cols % dtype_info(w.dtype).block_size == 0, "pack_for_matmul: bad matrix");
   auto packed = std::make_shared<PackedWeights>();
   packed->strip_bytes = strip_bytes;
   packed->num_strips = (w.rows + kStripRows - 1) / kStripRows;
   packed->bytes = allocate_packed(strip_bytes * static_cast<size_t>(packed->num_strips));
-  const StripPacker pack = strip_packer(w.dtype);
+  const StripPacker pack = kernels.strip_packer(w.dtype);
   const size_t wrow_bytes = row_bytes(w.dtype, w.cols);
   const auto* base = static_cast<const uint8_t*>(w.data);
   PackedWeights& p = *packed;

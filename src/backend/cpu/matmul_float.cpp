@@ -18,10 +18,22 @@
 namespace kvlm::cpu {
 namespace {
 
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+// AVX-512: one zmm holds the 8 lanes of two rows (low half row r, high half
+// row r + 1) against one token's 8 activations broadcast to both halves, so
+// each lane keeps its own scalar chain (the recipe of matmul_impl.h) while
+// one instruction does 16 FMAs. 4 rows x 8 tokens: 16 zmm accumulators, 2
+// weight and 1 activation register of the 32.
+#define KVLM_ZMM 1
+constexpr int kRows = 4;
+constexpr int kMaxTile = 8;
+#else
 // 2 x 6 accumulators, 2 weight vectors and 1 activation vector: 15 of the 16
 // ymm registers, 8 loads per 12 FMAs; 2 rows divide the driver's 8-row chunks.
+#define KVLM_ZMM 0
 constexpr int kRows = 2;
 constexpr int kMaxTile = 6;
+#endif
 // Rows whose weights of one column pass stay in L1 (one band), and the bytes
 // of weights per pass: 8 rows x 256 columns of F32 (512 of F16) is 8 KiB, a
 // token tile of 256 (512) columns 6 (12) KiB. The 8-lane partial sums wait in
@@ -41,6 +53,12 @@ struct LoadF32 {
 #if KVLM_AVX2
   static __m256 vec(const uint8_t* w, int64_t i) { return _mm256_loadu_ps(reinterpret_cast<const float*>(w) + i); }
 #endif
+#if KVLM_ZMM
+  // Columns i..i+7 of row a (low half) and of row b (high half).
+  static __m512 vec2(const uint8_t* a, const uint8_t* b, int64_t i) {
+    return _mm512_insertf32x8(_mm512_zextps256_ps512(vec(a, i)), vec(b, i), 1);
+  }
+#endif
 };
 
 struct LoadF16 {
@@ -53,6 +71,13 @@ struct LoadF16 {
 #if KVLM_AVX2
   static __m256 vec(const uint8_t* w, int64_t i) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i * 2)));
+  }
+#endif
+#if KVLM_ZMM
+  static __m512 vec2(const uint8_t* a, const uint8_t* b, int64_t i) {
+    const __m128i ha = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i * 2));
+    const __m128i hb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i * 2));
+    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_zextsi128_si256(ha), hb, 1));
   }
 #endif
 };
@@ -68,6 +93,14 @@ struct LoadBF16 {
   static __m256 vec(const uint8_t* w, int64_t i) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i * 2));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+#endif
+#if KVLM_ZMM
+  static __m512 vec2(const uint8_t* a, const uint8_t* b, int64_t i) {
+    const __m128i ha = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i * 2));
+    const __m128i hb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i * 2));
+    const __m256i h = _mm256_inserti128_si256(_mm256_zextsi128_si256(ha), hb, 1);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
 #endif
 };
@@ -142,6 +175,38 @@ inline void accumulate_tile(const uint8_t* const* w, const float* x, int64_t n, 
     for (int c = 0; c < C; ++c) acc[r][c] = a[r][c];
 }
 
+#if KVLM_ZMM
+// accumulate_tile for 4 rows: rows 2h and 2h + 1 share zmm a[h][c]; the
+// ymm partial sums go in and come out unchanged in meaning.
+template <typename Load, int C>
+inline void accumulate_tile4(const uint8_t* const* w, const float* x, int64_t n, int64_t i0, int64_t i1,
+                             __m256 (*acc)[kMaxTile]) {
+  __m512 a[2][C];
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h)
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) a[h][c] = _mm512_insertf32x8(_mm512_zextps256_ps512(acc[2 * h][c]), acc[2 * h + 1][c], 1);
+  for (int64_t i = i0; i < i1; i += 8) {
+    const __m512 w0 = Load::vec2(w[0], w[1], i);
+    const __m512 w1 = Load::vec2(w[2], w[3], i);
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+      __m512 xv = _mm512_broadcast_f32x8(_mm256_loadu_ps(x + c * n + i));
+      asm("" : "+v"(xv));  // one broadcast load per token, not one per FMA
+      a[0][c] = _mm512_fmadd_ps(w0, xv, a[0][c]);
+      a[1][c] = _mm512_fmadd_ps(w1, xv, a[1][c]);
+    }
+  }
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h)
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+      acc[2 * h][c] = _mm512_castps512_ps256(a[h][c]);
+      acc[2 * h + 1][c] = _mm512_extractf32x8_ps(a[h][c], 1);
+    }
+}
+#endif
+
 template <typename Load>
 void run(const WeightMatrix& w, const MatmulActs& acts, int64_t row_begin, int64_t row_end,
          int64_t tok_begin, int64_t tok_end, float* y) {
@@ -182,6 +247,11 @@ void run(const WeightMatrix& w, const MatmulActs& acts, int64_t row_begin, int64
           const float* x = acts.f32 + t * n;
           dispatch_tile<kMaxTile>(num, [&]<int C>() {
             for (int rt = 0; rt < num_row_tiles; ++rt) {
+#if KVLM_ZMM
+              // Rows past num_rows repeat the band's last row (rows[]) and are never stored.
+              accumulate_tile4<Load, C>(rows + kRows * rt, x, n, i0, i1, acc[tt][rt]);
+              continue;
+#endif
               if (kRows * rt + 1 < num_rows) {
                 accumulate_tile<Load, 2, C>(rows + kRows * rt, x, n, i0, i1, acc[tt][rt]);
               } else {
@@ -209,29 +279,27 @@ void run(const WeightMatrix& w, const MatmulActs& acts, int64_t row_begin, int64
 
 #endif  // KVLM_AVX2
 
-template <typename Load>
-void run_best(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1, float* y) {
-#if KVLM_AVX2
-  run<Load>(w, a, r0, r1, t0, t1, y);
-#else
-  run_scalar<Load>(w, a, r0, r1, t0, t1, y);
-#endif
-}
-
 }  // namespace
+
+#if defined(KVLM_KERNEL_ISA) && KVLM_AVX2
+namespace KVLM_KERNEL_ISA {
 
 void kernel_f32(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
                 int64_t t1, float* y) {
-  run_best<LoadF32>(w, a, r0, r1, t0, t1, y);
+  run<LoadF32>(w, a, r0, r1, t0, t1, y);
 }
 void kernel_f16(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
                 int64_t t1, float* y) {
-  run_best<LoadF16>(w, a, r0, r1, t0, t1, y);
+  run<LoadF16>(w, a, r0, r1, t0, t1, y);
 }
 void kernel_bf16(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
                  int64_t t1, float* y) {
-  run_best<LoadBF16>(w, a, r0, r1, t0, t1, y);
+  run<LoadBF16>(w, a, r0, r1, t0, t1, y);
 }
+
+}  // namespace KVLM_KERNEL_ISA
+#elif !defined(KVLM_KERNEL_ISA)  // the scalar twins, built once without ISA flags
+
 void kernel_f32_scalar(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
                        int64_t t1, float* y) {
   run_scalar<LoadF32>(w, a, r0, r1, t0, t1, y);
@@ -244,5 +312,7 @@ void kernel_bf16_scalar(const WeightMatrix& w, const MatmulActs& a, int64_t r0, 
                         int64_t t1, float* y) {
   run_scalar<LoadBF16>(w, a, r0, r1, t0, t1, y);
 }
+
+#endif  // KVLM_KERNEL_ISA
 
 }  // namespace kvlm::cpu

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "backend/cpu/cpu_path.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/simd.h"
 #include "common/assert.h"
@@ -70,6 +71,8 @@ struct MatmulActs {
   const int8_t* q8_qs = nullptr;     // Q8_0/Q4_0 weights: [num_tokens, cols] quants
   const float* q8_d = nullptr;       //   [num_tokens, cols / 32] scales (fp16-rounded, as f32)
   const int32_t* q8_sum = nullptr;   //   [num_tokens, cols / 32] sum of each block's quants (Q4_0's offset 8)
+  const uint8_t* q8_qs_u = nullptr;  //   [num_tokens, cols] quants + 128, for Q8_0 where the kernels ask
+                                     //   (CpuKernels::q8_0_biased_acts: vpdpbusd wants one unsigned side)
   const ActBlockQ8K* q8k = nullptr;  // Q4_K/Q6_K weights: [num_tokens, cols / 256]
 };
 
@@ -84,35 +87,40 @@ void quantize_act_q8_k(const float* x, int64_t cols, ActBlockQ8K* out);
 using RowRangeKernel = void (*)(const WeightMatrix& w, const MatmulActs& acts, int64_t row_begin,
                                 int64_t row_end, int64_t tok_begin, int64_t tok_end, float* y);
 
-#define KVLM_DECLARE_KERNEL(name)                                                                  \
-  void name(const WeightMatrix&, const MatmulActs&, int64_t, int64_t, int64_t, int64_t, float*); \
-  void name##_scalar(const WeightMatrix&, const MatmulActs&, int64_t, int64_t, int64_t, int64_t, float*);
-KVLM_DECLARE_KERNEL(kernel_f32)
-KVLM_DECLARE_KERNEL(kernel_f16)
-KVLM_DECLARE_KERNEL(kernel_bf16)
-KVLM_DECLARE_KERNEL(kernel_q8_0)
-KVLM_DECLARE_KERNEL(kernel_q4_0)
-KVLM_DECLARE_KERNEL(kernel_q4_k)
-KVLM_DECLARE_KERNEL(kernel_q6_k)
-#undef KVLM_DECLARE_KERNEL
+// The scalar twins: the GGUF layout, one (row, token) at a time. Built once,
+// without any ISA flags, so every CPU can run them.
+void kernel_f32_scalar(const WeightMatrix&, const MatmulActs&, int64_t, int64_t, int64_t, int64_t, float*);
+void kernel_f16_scalar(const WeightMatrix&, const MatmulActs&, int64_t, int64_t, int64_t, int64_t, float*);
+void kernel_bf16_scalar(const WeightMatrix&, const MatmulActs&, int64_t, int64_t, int64_t, int64_t, float*);
+void kernel_q8_0_scalar(const WeightMatrix&, const MatmulActs&, int64_t, int64_t, int64_t, int64_t, float*);
+void kernel_q4_0_scalar(const WeightMatrix&, const MatmulActs&, int64_t, int64_t, int64_t, int64_t, float*);
+void kernel_q4_k_scalar(const WeightMatrix&, const MatmulActs&, int64_t, int64_t, int64_t, int64_t, float*);
+void kernel_q6_k_scalar(const WeightMatrix&, const MatmulActs&, int64_t, int64_t, int64_t, int64_t, float*);
 
-// Which kernels matmul_with() runs: the SIMD ones (matmul()) or their scalar
-// twins, which read the GGUF layout directly and never the packed copy. In a
-// build without AVX2 both are the scalar twins.
-enum class KernelPath { kSimd, kScalar };
-void matmul_with(KernelPath path, const WeightMatrix& w, const float* x, int64_t num_tokens, float* y);
+// Packs one strip of 8 rows (rows[k]: row k in the GGUF layout, cols values)
+// into `out` (strip_bytes(dtype, cols) bytes, 32-aligned).
+using StripPacker = void (*)(const uint8_t* const* rows, int64_t cols, uint8_t* out);
+
+// The kernels of one CpuPath (cpu_path.h). Every path's kernels compute the
+// same bits; the SIMD paths share one packed strip layout, so a matrix
+// packed for one of them serves the others.
+struct CpuKernels {
+  RowRangeKernel f32, f16, bf16, q8_0, q4_0, q4_k, q6_k;
+  // Bytes of one packed strip; 0 where the dtype has no packed layout.
+  size_t (*strip_bytes)(DType t, int64_t cols);
+  StripPacker (*strip_packer)(DType t);  // nullptr where strip_bytes is 0
+  bool q8_0_biased_acts;                 // the q8_0 kernel reads MatmulActs::q8_qs_u
+};
+const CpuKernels& kernels_for(CpuPath path);
+
+// matmul() on the kernels of `path`, which must be supported (cpu_path.h).
+// The scalar path reads the GGUF layout directly and never the packed copy.
+void matmul_with(CpuPath path, const WeightMatrix& w, const float* x, int64_t num_tokens, float* y);
 
 // The fixed float step of the quantized kernels (see the top of this file).
 inline float accumulate_block(float acc, int32_t isum, float scale) {
   return std::fma(static_cast<float>(isum), scale, acc);
 }
-
-// Packs one strip of 8 rows (rows[k]: row k in the GGUF layout, cols values)
-// into `out` (packed_strip_bytes(dtype, cols) bytes, 32-aligned).
-using StripPacker = void (*)(const uint8_t* const* rows, int64_t cols, uint8_t* out);
-// Bytes of one packed strip; 0 where the dtype has no packed layout in this build.
-size_t packed_strip_bytes(DType t, int64_t cols);
-StripPacker strip_packer(DType t);  // nullptr where packed_strip_bytes is 0
 
 // Calls fn.template operator()<C>() with C = n, for a runtime tile size n in
 // [1, kMax]; only those kMax instantiations are compiled.
@@ -129,8 +137,30 @@ inline void dispatch_tile(int n, Fn&& fn) {
   }
 }
 
-#if KVLM_AVX2
-// The packed layouts this build has (one pair per dtype, in its kernel file).
+// A buffer of at least `bytes` (32-aligned) owned by the calling thread, for a
+// strip packed on the fly; valid until the thread's next call.
+uint8_t* strip_scratch(size_t bytes);
+
+// The SIMD kernels: compiled once per ISA path with that path's flags
+// (backend/CMakeLists.txt), each copy in its own namespace (KVLM_KERNEL_ISA:
+// avx2, avx512) so that the linker never picks an AVX-512 copy of an inline
+// function for another path.
+#define KVLM_DECLARE_SIMD_KERNELS                                                                          \
+  void kernel_f32(const WeightMatrix&, const MatmulActs&, int64_t, int64_t, int64_t, int64_t, float*);  \
+  void kernel_f16(const WeightMatrix&, const MatmulActs&, int64_t, int64_t, int64_t, int64_t, float*);  \
+  void kernel_bf16(const WeightMatrix&, const MatmulActs&, int64_t, int64_t, int64_t, int64_t, float*); \
+  void kernel_q8_0(const WeightMatrix&, const MatmulActs&, int64_t, int64_t, int64_t, int64_t, float*); \
+  void kernel_q4_0(const WeightMatrix&, const MatmulActs&, int64_t, int64_t, int64_t, int64_t, float*); \
+  void kernel_q4_k(const WeightMatrix&, const MatmulActs&, int64_t, int64_t, int64_t, int64_t, float*); \
+  void kernel_q6_k(const WeightMatrix&, const MatmulActs&, int64_t, int64_t, int64_t, int64_t, float*); \
+  size_t packed_strip_bytes(DType t, int64_t cols);                                                    \
+  StripPacker strip_packer(DType t);
+
+#if defined(KVLM_KERNEL_ISA) && KVLM_AVX2
+namespace KVLM_KERNEL_ISA {
+KVLM_DECLARE_SIMD_KERNELS
+
+// The packed layouts (one pair per dtype, in its kernel file).
 size_t strip_bytes_q8_0(int64_t cols);
 size_t strip_bytes_q4_0(int64_t cols);
 size_t strip_bytes_q4_k(int64_t cols);
@@ -139,10 +169,6 @@ void pack_strip_q8_0(const uint8_t* const* rows, int64_t cols, uint8_t* out);
 void pack_strip_q4_0(const uint8_t* const* rows, int64_t cols, uint8_t* out);
 void pack_strip_q4_k(const uint8_t* const* rows, int64_t cols, uint8_t* out);
 void pack_strip_q6_k(const uint8_t* const* rows, int64_t cols, uint8_t* out);
-
-// A buffer of at least `bytes` (32-aligned) owned by the calling thread, for a
-// strip packed on the fly; valid until the thread's next call.
-uint8_t* strip_scratch(size_t bytes);
 
 // Drives a strip kernel: for each strip of 8 rows in [row_begin, row_end)
 // (packed already, or packed now into scratch), for each tile of at most
@@ -162,7 +188,7 @@ void for_each_strip(const WeightMatrix& w, int64_t row_begin, int64_t row_end, i
     } else {
       const uint8_t* rows[kStripRows];
       for (int k = 0; k < kStripRows; ++k) rows[k] = base + static_cast<size_t>(r0 + std::min(k, num_rows - 1)) * wrow_bytes;
-      uint8_t* scratch = strip_scratch(packed_strip_bytes(w.dtype, w.cols));
+      uint8_t* scratch = strip_scratch(packed_strip_bytes(w.dtype, w.cols));  // this path's packer
       strip_packer(w.dtype)(rows, w.cols, scratch);
       strip = scratch;
     }
@@ -177,13 +203,16 @@ void for_each_strip(const WeightMatrix& w, int64_t row_begin, int64_t row_end, i
         } else {
           alignas(32) float lanes[kStripRows];
           _mm256_store_ps(lanes, out[c]);
-          std::copy(lanes, lanes + num_rows, dst);
+          // A plain loop, not std::copy: no library template gets
+          // instantiated with this path's ISA flags.
+          for (int k = 0; k < num_rows; ++k) dst[k] = lanes[k];
         }
       }
     }
   }
 }
-#endif  // KVLM_AVX2
+}  // namespace KVLM_KERNEL_ISA
+#endif  // KVLM_KERNEL_ISA
 
 }  // namespace cpu
 }  // namespace kvlm

@@ -27,6 +27,7 @@ constexpr int kMaxTileQ4K = 4;
 // Q6_K: four assembled 6-bit vectors stay live while the tokens use them.
 constexpr int kMaxTileQ6K = 4;
 
+#ifndef KVLM_KERNEL_ISA
 // Scalar twins: the GGUF layout, one (row, token) at a time, the same float steps.
 void run_scalar_q4_k(const WeightMatrix& w, const MatmulActs& a, int64_t row_begin, int64_t row_end,
                      int64_t tok_begin, int64_t tok_end, float* y) {
@@ -95,9 +96,12 @@ void run_scalar_q6_k(const WeightMatrix& w, const MatmulActs& a, int64_t row_beg
   }
 }
 
+#endif  // KVLM_KERNEL_ISA
+
 }  // namespace
 
-#if KVLM_AVX2
+#if defined(KVLM_KERNEL_ISA) && KVLM_AVX2
+namespace KVLM_KERNEL_ISA {
 namespace {
 
 // One super-block column (256 values) of a Q4_K strip. qs vector 8k + v holds
@@ -319,7 +323,23 @@ void pack_strip_q6_k(const uint8_t* const* rows, int64_t cols, uint8_t* out) {
     interleave_rows(qh, 2, s[b].qh);
   }
 }
-#endif  // KVLM_AVX2
+
+void kernel_q4_k(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
+                 int64_t t1, float* y) {
+  for_each_strip<kMaxTileQ4K>(w, r0, r1, t0, t1, y, [&]<int C>(const uint8_t* strip, int64_t t, __m256* out) {
+    tile_q4_k<C>(strip, a, t, out);
+  });
+}
+
+void kernel_q6_k(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
+                 int64_t t1, float* y) {
+  for_each_strip<kMaxTileQ6K>(w, r0, r1, t0, t1, y, [&]<int C>(const uint8_t* strip, int64_t t, __m256* out) {
+    tile_q6_k<C>(strip, a, t, out);
+  });
+}
+
+}  // namespace KVLM_KERNEL_ISA
+#else  // the scalar twins, built once without ISA flags
 
 void kernel_q4_k_scalar(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
                         int64_t t1, float* y) {
@@ -331,26 +351,6 @@ void kernel_q6_k_scalar(const WeightMatrix& w, const MatmulActs& a, int64_t r0, 
   run_scalar_q6_k(w, a, r0, r1, t0, t1, y);
 }
 
-void kernel_q4_k(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
-                 int64_t t1, float* y) {
-#if KVLM_AVX2
-  for_each_strip<kMaxTileQ4K>(w, r0, r1, t0, t1, y, [&]<int C>(const uint8_t* strip, int64_t t, __m256* out) {
-    tile_q4_k<C>(strip, a, t, out);
-  });
-#else
-  run_scalar_q4_k(w, a, r0, r1, t0, t1, y);
-#endif
-}
-
-void kernel_q6_k(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
-                 int64_t t1, float* y) {
-#if KVLM_AVX2
-  for_each_strip<kMaxTileQ6K>(w, r0, r1, t0, t1, y, [&]<int C>(const uint8_t* strip, int64_t t, __m256* out) {
-    tile_q6_k<C>(strip, a, t, out);
-  });
-#else
-  run_scalar_q6_k(w, a, r0, r1, t0, t1, y);
-#endif
-}
+#endif  // KVLM_KERNEL_ISA
 
 }  // namespace kvlm::cpu

@@ -22,20 +22,28 @@ namespace {
 
 // Per token a float and an int accumulator; with the weight vector, its
 // absolute value, a product and the constant 1s that is 4 + 2 * 5 = 14 of the
-// 16 ymm registers.
+// 16 ymm registers. With AVX-512 VNNI (32 ymm registers, one vpdpbusd per
+// 32 products) the tiles are wider, so each weight load serves more tokens.
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define KVLM_VNNI 1
+constexpr int kMaxTile = 10;
+#else
+#define KVLM_VNNI 0
 constexpr int kMaxTile = 5;
+#endif
 
 // Bytes of the quants of one block-column of a strip: 8 rows x 32 quants for
 // Q8_0, 8 rows x 16 bytes of nibbles for Q4_0.
 constexpr int64_t kQ8StripQuantBytes = 256;
 constexpr int64_t kQ4StripQuantBytes = 128;
 
-size_t strip_bytes_for(int64_t cols, int64_t quant_bytes) {
+[[maybe_unused]] size_t strip_bytes_for(int64_t cols, int64_t quant_bytes) {
   const int64_t num_blocks = cols / 32;
   const size_t bytes = static_cast<size_t>(num_blocks * (quant_bytes + 2 * kStripRows));  // quants, then fp16 scales
   return (bytes + 31) / 32 * 32;
 }
 
+#ifndef KVLM_KERNEL_ISA
 // Scalar twins: the GGUF layout, one (row, token) at a time, the same float steps.
 inline void unpack_block(const BlockQ8_0& b, int8_t* q) {
   for (int j = 0; j < 32; ++j) q[j] = b.qs[j];
@@ -74,9 +82,13 @@ void run_scalar(const WeightMatrix& w, const MatmulActs& a, int64_t row_begin, i
   }
 }
 
+#endif  // KVLM_KERNEL_ISA
+
 }  // namespace
 
-#if KVLM_AVX2
+#if defined(KVLM_KERNEL_ISA) && KVLM_AVX2
+namespace KVLM_KERNEL_ISA {
+
 
 // Q8_0 strip: [num_blocks][8 groups][8 rows x 4 quants], then [num_blocks][8 rows] fp16 d.
 void pack_strip_q8_0(const uint8_t* const* rows, int64_t cols, uint8_t* out) {
@@ -122,12 +134,14 @@ namespace {
 template <int C>
 struct TokenActs {
   const int8_t* qs[C];
+  const uint8_t* qs_u[C];  // q + 128 (MatmulActs::q8_qs_u), where prepared
   const float* d[C];
   const int32_t* sum[C];
   TokenActs(const MatmulActs& a, int64_t t0) {
     const int64_t num_blocks = a.cols / 32;
     for (int c = 0; c < C; ++c) {
       qs[c] = a.q8_qs + (t0 + c) * a.cols;
+      qs_u[c] = a.q8_qs_u != nullptr ? a.q8_qs_u + (t0 + c) * a.cols : nullptr;
       d[c] = a.q8_d + (t0 + c) * num_blocks;
       sum[c] = a.q8_sum + (t0 + c) * num_blocks;
     }
@@ -220,13 +234,141 @@ void tile_q4_0(const uint8_t* strip, const MatmulActs& a, int64_t t0, __m256* ou
   for (int c = 0; c < C; ++c) out[c] = acc[c];
 }
 
-}  // namespace
-#endif  // KVLM_AVX2
+#if KVLM_VNNI
+// Q8_0 with vpdpbusd (unsigned x signed bytes, summed in 4s into int32, no
+// intermediate saturation): the activations come biased by 128 (q8_qs_u) and
+// the bias comes back out as 128 sum(w), accumulated by one more vpdpbusd
+// per weight vector for the whole tile. Integer sums equal the maddubs
+// kernel's, so the float steps and the results are the same bits.
+template <int C>
+void tile_q8_0_vnni(const uint8_t* strip, const MatmulActs& a, int64_t t0, __m256* out) {
+  const int64_t num_blocks = a.cols / 32;
+  const auto* d = reinterpret_cast<const uint16_t*>(strip + num_blocks * kQ8StripQuantBytes);
+  const TokenActs<C> x(a, t0);
+  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+  __m256 acc[C];
+#pragma GCC unroll 16
+  for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    const uint8_t* q = strip + b * kQ8StripQuantBytes;
+    simd::prefetch(q + 8 * kQ8StripQuantBytes, kQ8StripQuantBytes);
+    if (b % 4 == 0) simd::prefetch(d + kStripRows * (b + 8), 64);
+    __m256i isum[C];
+#pragma GCC unroll 16
+    for (int c = 0; c < C; ++c) isum[c] = _mm256_setzero_si256();
+    __m256i wbias = _mm256_setzero_si256();  // 128 sum(w) per row
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; ++g) {
+      const __m256i wv = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * g));
+      wbias = _mm256_dpbusd_epi32(wbias, bias, wv);
+#pragma GCC unroll 16
+      for (int c = 0; c < C; ++c) {
+        isum[c] = _mm256_dpbusd_epi32(isum[c], simd::broadcast4(x.qs_u[c] + 32 * b + 4 * g), wv);
+      }
+    }
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d + kStripRows * b)));
+#pragma GCC unroll 16
+    for (int c = 0; c < C; ++c) {
+      const __m256 scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(x.d[c] + b));
+      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(isum[c], wbias)), scale, acc[c]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int c = 0; c < C; ++c) out[c] = acc[c];
+}
 
-#if KVLM_AVX2
+// Q4_0 with vpdpbusd: the nibbles are the unsigned operand as they are, the
+// offset 8 comes back as 8 sum(x) per token, as in tile_q4_0.
+template <int C>
+void tile_q4_0_vnni(const uint8_t* strip, const MatmulActs& a, int64_t t0, __m256* out) {
+  const int64_t num_blocks = a.cols / 32;
+  const auto* d = reinterpret_cast<const uint16_t*>(strip + num_blocks * kQ4StripQuantBytes);
+  const TokenActs<C> x(a, t0);
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  __m256 acc[C];
+#pragma GCC unroll 16
+  for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    const uint8_t* q = strip + b * kQ4StripQuantBytes;
+    simd::prefetch(q + 16 * kQ4StripQuantBytes, kQ4StripQuantBytes);
+    if (b % 4 == 0) simd::prefetch(d + kStripRows * (b + 16), 64);
+    __m256i isum[C];
+#pragma GCC unroll 16
+    for (int c = 0; c < C; ++c) isum[c] = _mm256_set1_epi32(-8 * x.sum[c][b]);
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) {
+      const __m256i bytes = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * v));
+      const __m256i lo = _mm256_and_si256(bytes, low4);                         // values 4v..4v+3
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4);  // values 16+4v..
+#pragma GCC unroll 16
+      for (int c = 0; c < C; ++c) {
+        const int8_t* xb = x.qs[c] + 32 * b + 4 * v;
+        isum[c] = _mm256_dpbusd_epi32(isum[c], lo, simd::broadcast4(xb));
+        isum[c] = _mm256_dpbusd_epi32(isum[c], hi, simd::broadcast4(xb + 16));
+      }
+    }
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d + kStripRows * b)));
+#pragma GCC unroll 16
+    for (int c = 0; c < C; ++c) {
+      const __m256 scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(x.d[c] + b));
+      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), scale, acc[c]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int c = 0; c < C; ++c) out[c] = acc[c];
+}
+#endif  // KVLM_VNNI
+
+}  // namespace
+
 size_t strip_bytes_q8_0(int64_t cols) { return strip_bytes_for(cols, kQ8StripQuantBytes); }
 size_t strip_bytes_q4_0(int64_t cols) { return strip_bytes_for(cols, kQ4StripQuantBytes); }
+
+void kernel_q8_0(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
+                 int64_t t1, float* y) {
+  for_each_strip<kMaxTile>(w, r0, r1, t0, t1, y, [&]<int C>(const uint8_t* strip, int64_t t, __m256* out) {
+#if KVLM_VNNI
+    tile_q8_0_vnni<C>(strip, a, t, out);
+#else
+    tile_q8_0<C>(strip, a, t, out);
 #endif
+  });
+}
+
+void kernel_q4_0(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
+                 int64_t t1, float* y) {
+  for_each_strip<kMaxTile>(w, r0, r1, t0, t1, y, [&]<int C>(const uint8_t* strip, int64_t t, __m256* out) {
+#if KVLM_VNNI
+    tile_q4_0_vnni<C>(strip, a, t, out);
+#else
+    tile_q4_0<C>(strip, a, t, out);
+#endif
+  });
+}
+
+// This path's packed layouts; the K-quant ones live in matmul_k.cpp.
+size_t packed_strip_bytes(DType t, int64_t cols) {
+  switch (t) {
+    case DType::kQ8_0: return strip_bytes_q8_0(cols);
+    case DType::kQ4_0: return strip_bytes_q4_0(cols);
+    case DType::kQ4_K: return strip_bytes_q4_k(cols);
+    case DType::kQ6_K: return strip_bytes_q6_k(cols);
+    default: return 0;
+  }
+}
+
+StripPacker strip_packer(DType t) {
+  switch (t) {
+    case DType::kQ8_0: return pack_strip_q8_0;
+    case DType::kQ4_0: return pack_strip_q4_0;
+    case DType::kQ4_K: return pack_strip_q4_k;
+    case DType::kQ6_K: return pack_strip_q6_k;
+    default: return nullptr;
+  }
+}
+
+}  // namespace KVLM_KERNEL_ISA
+#else  // the scalar twins, built once without ISA flags
 
 void kernel_q8_0_scalar(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
                         int64_t t1, float* y) {
@@ -238,26 +380,6 @@ void kernel_q4_0_scalar(const WeightMatrix& w, const MatmulActs& a, int64_t r0, 
   run_scalar<BlockQ4_0>(w, a, r0, r1, t0, t1, y);
 }
 
-void kernel_q8_0(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
-                 int64_t t1, float* y) {
-#if KVLM_AVX2
-  for_each_strip<kMaxTile>(w, r0, r1, t0, t1, y, [&]<int C>(const uint8_t* strip, int64_t t, __m256* out) {
-    tile_q8_0<C>(strip, a, t, out);
-  });
-#else
-  kernel_q8_0_scalar(w, a, r0, r1, t0, t1, y);
-#endif
-}
-
-void kernel_q4_0(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
-                 int64_t t1, float* y) {
-#if KVLM_AVX2
-  for_each_strip<kMaxTile>(w, r0, r1, t0, t1, y, [&]<int C>(const uint8_t* strip, int64_t t, __m256* out) {
-    tile_q4_0<C>(strip, a, t, out);
-  });
-#else
-  kernel_q4_0_scalar(w, a, r0, r1, t0, t1, y);
-#endif
-}
+#endif  // KVLM_KERNEL_ISA
 
 }  // namespace kvlm::cpu

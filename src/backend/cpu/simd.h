@@ -14,7 +14,16 @@
 #define KVLM_AVX2 0
 #endif
 
+// Each ISA translation unit (KVLM_KERNEL_ISA, matmul_impl.h) gets its own
+// copy of these inline functions under its own mangled names.
+#ifdef KVLM_KERNEL_ISA
+#define KVLM_SIMD_NS KVLM_KERNEL_ISA
+#else
+#define KVLM_SIMD_NS base
+#endif
+
 namespace kvlm::simd {
+inline namespace KVLM_SIMD_NS {
 
 // fp16 -> f32 for one value, inlined into the inner loops (per-block scales).
 inline float half_to_float(uint16_t h) {
@@ -142,4 +151,5 @@ inline __m256 tanh_ps(__m256 x) {
 
 #endif  // KVLM_AVX2
 
+}  // inline namespace KVLM_SIMD_NS
 }  // namespace kvlm::simd

@@ -1,0 +1,117 @@
+// CPU feature detection for the kernel paths (cpu_path.h).
+#include "backend/cpu/cpu_path.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+
+#include "common/error.h"
+#include "common/log.h"
+
+namespace kvlm {
+namespace {
+
+// -1 until the first active_cpu_path(); then a CpuPath value.
+std::atomic<int> g_path{-1};
+std::mutex g_pick_mutex;
+
+bool cpu_has_path(CpuPath path) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  // __builtin_cpu_supports also checks that the OS saves the wider registers
+  // (XCR0), so a hypervisor that hides AVX-512 state is seen as lacking it.
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                    __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
+  switch (path) {
+    case CpuPath::kScalar: return true;
+    case CpuPath::kAvx2: return avx2;
+    case CpuPath::kAvx512:
+      // The flags the avx512 translation units are compiled with (backend/CMakeLists.txt).
+      return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("avx512vnni");
+  }
+  return false;
+#else
+  return path == CpuPath::kScalar;
+#endif
+}
+
+CpuPath pick_path() {
+  const char* env = std::getenv("KVLM_CPU_PATH");
+  if (env != nullptr && *env != '\0') {
+    const std::optional<CpuPath> p = parse_cpu_path(env);
+    if (!p) throw_error(ErrorCode::kInvalidArgument, "KVLM_CPU_PATH={}: expected scalar, avx2 or avx512", env);
+    if (!cpu_path_supported(*p)) {
+      throw_error(ErrorCode::kInvalidArgument, "KVLM_CPU_PATH={}: this CPU (or build) cannot run that path", env);
+    }
+    return *p;
+  }
+  return supported_cpu_paths().back();
+}
+
+}  // namespace
+
+const char* cpu_path_name(CpuPath path) {
+  switch (path) {
+    case CpuPath::kScalar: return "scalar";
+    case CpuPath::kAvx2: return "avx2";
+    case CpuPath::kAvx512: return "avx512";
+  }
+  return "?";
+}
+
+const char* cpu_path_description(CpuPath path) {
+  switch (path) {
+    case CpuPath::kScalar: return "scalar";
+    case CpuPath::kAvx2: return "avx2-fma";
+    case CpuPath::kAvx512: return "avx512-vnni";
+  }
+  return "?";
+}
+
+std::optional<CpuPath> parse_cpu_path(std::string_view name) {
+  for (CpuPath p : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512}) {
+    if (name == cpu_path_name(p)) return p;
+  }
+  return std::nullopt;
+}
+
+bool cpu_path_supported(CpuPath path) {
+  static const bool avx2 = cpu_has_path(CpuPath::kAvx2);
+  static const bool avx512 = cpu_has_path(CpuPath::kAvx512);
+  switch (path) {
+    case CpuPath::kScalar: return true;
+    case CpuPath::kAvx2: return avx2;
+    case CpuPath::kAvx512: return avx512;
+  }
+  return false;
+}
+
+std::vector<CpuPath> supported_cpu_paths() {
+  std::vector<CpuPath> out;
+  for (CpuPath p : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512}) {
+    if (cpu_path_supported(p)) out.push_back(p);
+  }
+  return out;
+}
+
+CpuPath active_cpu_path() {
+  const int p = g_path.load(std::memory_order_acquire);
+  if (p >= 0) return static_cast<CpuPath>(p);
+  std::lock_guard<std::mutex> lock(g_pick_mutex);
+  if (g_path.load(std::memory_order_relaxed) < 0) {
+    const CpuPath picked = pick_path();  // may throw; then the next call tries again
+    log_info("cpu kernels: {}", cpu_path_description(picked));
+    g_path.store(static_cast<int>(picked), std::memory_order_release);
+  }
+  return static_cast<CpuPath>(g_path.load(std::memory_order_relaxed));
+}
+
+bool set_cpu_path(CpuPath path) {
+  if (!cpu_path_supported(path)) return false;
+  g_path.store(static_cast<int>(path), std::memory_order_release);
+  return true;
+}
+
+}  // namespace kvlm

@@ -1,0 +1,38 @@
+// Which instruction-set path the CPU kernels take. One build holds the
+// scalar kernels and, on x86-64, AVX2 (+FMA, F16C) and AVX-512 (+VNNI)
+// kernels compiled as separate translation units (backend/CMakeLists.txt);
+// the best path this CPU supports is picked at the first use, or the one
+// named by the environment variable KVLM_CPU_PATH=scalar|avx2|avx512.
+// Nothing ever runs an instruction the CPU lacks: a path it does not support
+// is refused.
+#pragma once
+
+#include <optional>
+#include <string_view>
+#include <vector>
+
+namespace kvlm {
+
+enum class CpuPath { kScalar, kAvx2, kAvx512 };
+
+// "scalar", "avx2", "avx512": the names KVLM_CPU_PATH takes.
+const char* cpu_path_name(CpuPath path);
+// What the path runs, for logs: "avx512-vnni", "avx2-fma", "scalar".
+const char* cpu_path_description(CpuPath path);
+std::optional<CpuPath> parse_cpu_path(std::string_view name);
+
+// Whether this build has the path and this CPU (and OS) can run it.
+bool cpu_path_supported(CpuPath path);
+// Every supported path, scalar first, best last.
+std::vector<CpuPath> supported_cpu_paths();
+
+// The path matmul() uses. The first call picks it (KVLM_CPU_PATH, else the
+// best supported) and logs "cpu kernels: ..." at info level (kvlm -v); it
+// throws Error(kInvalidArgument) if KVLM_CPU_PATH names an unknown path or
+// one this CPU cannot run.
+CpuPath active_cpu_path();
+// Switches the path (tests, benchmarks); false, and no change, when the path
+// is not supported here. Not safe while another thread runs a matmul.
+bool set_cpu_path(CpuPath path);
+
+}  // namespace kvlm
