@@ -19,6 +19,7 @@
 #include "apps/bench_stats.h"
 #include "apps/commands.h"
 #include "apps/plot.h"
+#include "apps/read_bandwidth.h"
 #include "apps/engine_options.h"
 #include "apps/model_loading.h"
 #include "common/error.h"
@@ -194,80 +195,146 @@ void write_model_plot(const std::string& path, const nlohmann::json& out) {
   write_plot_png(path, fmt::format("kvlm bench model: {}", out["model"].get<std::string>()), {panel});
 }
 
-// Raw model speed as llama-bench reports it: pp = prompt processing (one
-// batched forward pass over N tokens), tg = token generation (N forward passes
-// of one token each), no engine or sampling in the way.
-int bench_model(int argc, char** argv) {
-  CLI::App app{"Prompt-processing and token-generation speed of the forward pass (llama-bench style)",
-               "kvlm bench model"};
-  std::string model_path, kv_type = "f16";
-  int threads = 0, pp = 512, tg = 128, reps = 3;
-  bool json = false;
-  app.add_option("-m,--model", model_path, "GGUF model file")->required();
-  app.add_option("-t,--threads", threads, "compute threads (default: all cores)");
-  app.add_option("-p,--n-prompt", pp, "prompt tokens (0: skip)")->capture_default_str();
-  app.add_option("-n,--n-gen", tg, "generated tokens (0: skip)")->capture_default_str();
-  app.add_option("-r,--repetitions", reps, "repetitions")->capture_default_str();
-  app.add_option("--kv-type", kv_type, "KV cache type: f16, f32, q8_0")->capture_default_str();
-  app.add_flag("--json", json, "print one JSON object");
-  std::string plot_path;
-  app.add_option("--plot", plot_path, "write a bar chart of the speeds to this PNG (gnuplot)");
-  CLI11_PARSE(app, argc, argv);
-  if (pp < 0 || tg < 0 || reps < 1 || pp + tg == 0)
-    throw_error(ErrorCode::kInvalidArgument, "-p and -n must be >= 0 (not both 0) and -r >= 1");
-  set_num_threads(threads);
-  auto model = load_model(model_path);
-  SequenceEvaluator eval(*model, std::max(pp, 1) + tg, parse_kv_type(kv_type));
-  const int32_t vocab = model->config().vocab_size;
+struct ModelBenchOptions {
+  std::string model_path, kv_type = "f16", plot_path;
+  int threads = 0, pp = 512, tg = 128, reps = 3, depth = 0;
+  bool json = false, bandwidth = true;
+};
+
+// Mean and sample standard deviation of tokens/s over the timed runs.
+std::pair<double, double> mean_sd(const std::vector<double>& r) {
+  double mean = 0, var = 0;
+  for (double x : r) mean += x / r.size();
+  for (double x : r) var += (x - mean) * (x - mean) / std::max<size_t>(1, r.size() - 1);
+  return {mean, std::sqrt(var)};
+}
+
+// Bytes of K and V one token's attention reads per cached token (every layer
+// and KV head; sliding windows ignored, so an upper bound for Gemma-2).
+double kv_bytes_per_context_token(const ModelConfig& c, DType kv) {
+  return 2.0 * c.num_layers * c.num_kv_heads * static_cast<double>(row_bytes(kv, c.head_dim));
+}
+
+// pp and tg after `depth` tokens of context: the context is prefilled once
+// (untimed) and each run rewinds to it, so every run sees the same KV.
+nlohmann::json measure_model(const Model& model, const ModelBenchOptions& o) {
+  SequenceEvaluator eval(model, o.depth + std::max({o.pp, o.tg, 1}), parse_kv_type(o.kv_type));
   std::mt19937 rng(42);
-  std::uniform_int_distribution<int32_t> pick(0, vocab - 1);
+  std::uniform_int_distribution<int32_t> pick(0, model.config().vocab_size - 1);
+  if (o.depth > 0) {
+    std::vector<int32_t> context(o.depth);
+    for (auto& t : context) t = pick(rng);
+    ProgressBar bar("context", 1, "prefills");
+    eval.eval(context, /*all_logits=*/false);
+    bar.advance();
+  }
+  // The first run warms caches and is dropped; each run reports the context
+  // it ended with, read back from the evaluator.
   auto rate = [&](auto&& body, int n, const char* what) {
-    ProgressBar bar(what, reps + 1, "runs");
+    ProgressBar bar(what, o.reps + 1, "runs");
     std::vector<double> r;
-    for (int i = 0; i < reps + 1; ++i, bar.advance()) {  // the first run warms caches and is dropped
-      eval.reset();
+    int32_t context_end = 0;
+    for (int i = 0; i < o.reps + 1; ++i, bar.advance()) {
+      eval.rewind(o.depth);
       auto t0 = std::chrono::steady_clock::now();
       body();
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      context_end = eval.num_tokens();
       if (i > 0) r.push_back(n / s);
     }
-    double mean = 0, var = 0;
-    for (double x : r) mean += x / r.size();
-    for (double x : r) var += (x - mean) * (x - mean) / std::max<size_t>(1, r.size() - 1);
-    return std::pair{mean, std::sqrt(var)};
+    auto [mean, sd] = mean_sd(r);
+    return nlohmann::json{{"tokens", n}, {"tokens_per_s", mean}, {"stddev", sd}, {"depth", o.depth},
+                          {"context_end", context_end}};
   };
+  nlohmann::json out;
+  if (o.pp > 0) {
+    std::vector<int32_t> prompt(o.pp);
+    for (auto& t : prompt) t = pick(rng);
+    out["pp"] = rate([&] { eval.eval(prompt, /*all_logits=*/false); }, o.pp, "prompt processing");
+  }
+  if (o.tg > 0) {
+    out["tg"] = rate([&] {
+      int32_t t = 1;
+      for (int i = 0; i < o.tg; ++i) t = argmax(eval.eval(std::span<const int32_t>(&t, 1), false));
+    }, o.tg, "generation");
+  }
+  return out;
+}
+
+// The decode limit: every weight byte (as the issue tables count them) plus
+// the KV of the mean context of a tg run, read once per token at the
+// measured read bandwidth.
+void add_bandwidth_limit(nlohmann::json& out, const ModelConfig& c, DType kv, double bandwidth_gb_s) {
+  out["read_bandwidth_gb_s"] = bandwidth_gb_s;
+  if (!out.contains("tg")) return;
+  const auto& tg = out["tg"];
+  const double mean_context = tg["depth"].get<int>() + (tg["tokens"].get<int>() + 1) / 2.0;
+  const double kv_bytes = kv_bytes_per_context_token(c, kv) * mean_context;
+  const double bytes_per_token = out["weight_bytes"].get<double>() + kv_bytes;
+  const double limit = bandwidth_gb_s * 1e9 / bytes_per_token;
+  out["kv_bytes_per_token"] = kv_bytes;
+  out["tg_limit_tokens_per_s"] = limit;
+  out["tg_fraction_of_limit"] = tg["tokens_per_s"].get<double>() / limit;
+}
+
+void print_model_bench(const nlohmann::json& out) {
+  fmt::print("model {} | {:.2f} M params, {:.2f} MiB | threads {} | KV {} | depth {}\n",
+             out["model"].get<std::string>(), out["params"].get<double>() / 1e6,
+             out["weight_bytes"].get<double>() / 1048576.0, out["threads"].get<int>(),
+             out["kv_type"].get<std::string>(), out["depth"].get<int>());
+  for (const char* kind : {"pp", "tg"})
+    if (out.contains(kind))
+      fmt::print("{}{:<6} {:>10.1f} ± {:.1f} tokens/s\n", kind, out[kind]["tokens"].get<int>(),
+                 out[kind]["tokens_per_s"].get<double>(), out[kind]["stddev"].get<double>());
+  if (out.contains("read_bandwidth_gb_s"))
+    fmt::print("read bandwidth {:.1f} GB/s", out["read_bandwidth_gb_s"].get<double>());
+  if (out.contains("tg_fraction_of_limit"))
+    fmt::print(" | tg limit {:.1f} tokens/s (weights + {:.1f} MiB KV per token) | tg at {:.0f}% of it",
+               out["tg_limit_tokens_per_s"].get<double>(), out["kv_bytes_per_token"].get<double>() / 1048576.0,
+               100 * out["tg_fraction_of_limit"].get<double>());
+  if (out.contains("read_bandwidth_gb_s")) fmt::print("\n");
+}
+
+// Raw model speed as llama-bench reports it: pp = prompt processing (one
+// batched forward pass over N tokens), tg = token generation (N forward passes
+// of one token each), no engine or sampling in the way; --depth N first fills
+// N tokens of context (llama-bench -d).
+int bench_model(int argc, char** argv) {
+  CLI::App app{"Prompt-processing and token-generation speed of the forward pass (llama-bench style)",
+               "kvlm bench model"};
+  ModelBenchOptions o;
+  bool no_bandwidth = false;
+  app.add_option("-m,--model", o.model_path, "GGUF model file")->required();
+  app.add_option("-t,--threads", o.threads, "compute threads (default: all cores)");
+  app.add_option("-p,--n-prompt", o.pp, "prompt tokens (0: skip)")->capture_default_str();
+  app.add_option("-n,--n-gen", o.tg, "generated tokens (0: skip)")->capture_default_str();
+  app.add_option("-d,--depth", o.depth, "tokens of context before pp and tg (llama-bench -d)")->capture_default_str();
+  app.add_option("-r,--repetitions", o.reps, "repetitions")->capture_default_str();
+  app.add_option("--kv-type", o.kv_type, "KV cache type: f16, f32, q8_0")->capture_default_str();
+  app.add_flag("--no-bandwidth", no_bandwidth, "skip the read-bandwidth probe (and the tg limit)");
+  app.add_flag("--json", o.json, "print one JSON object");
+  app.add_option("--plot", o.plot_path, "write a bar chart of the speeds to this PNG (gnuplot)");
+  CLI11_PARSE(app, argc, argv);
+  o.bandwidth = !no_bandwidth;
+  if (o.pp < 0 || o.tg < 0 || o.reps < 1 || o.pp + o.tg == 0 || o.depth < 0)
+    throw_error(ErrorCode::kInvalidArgument, "-p, -n and --depth must be >= 0 (-p and -n not both 0) and -r >= 1");
+  set_num_threads(o.threads);
+  auto model = load_model(o.model_path);
   int64_t num_params = 0, num_bytes = 0;
   for (const auto& t : model->gguf().tensors()) {
     num_params += t.num_elements();
     num_bytes += static_cast<int64_t>(t.num_bytes);
   }
-  nlohmann::json out = {{"model", model_path}, {"threads", num_threads()}, {"kv_type", kv_type},
-                        {"params", num_params}, {"weight_bytes", num_bytes}};
-  if (pp > 0) {
-    std::vector<int32_t> prompt(pp);
-    for (auto& t : prompt) t = pick(rng);
-    auto [mean, sd] = rate([&] { eval.eval(prompt, /*all_logits=*/false); }, pp, "prompt processing");
-    out["pp"] = {{"tokens", pp}, {"tokens_per_s", mean}, {"stddev", sd}};
-  }
-  if (tg > 0) {
-    auto [mean, sd] = rate([&] {
-      int32_t t = 1;
-      for (int i = 0; i < tg; ++i) t = argmax(eval.eval(std::span<const int32_t>(&t, 1), false));
-    }, tg, "generation");
-    out["tg"] = {{"tokens", tg}, {"tokens_per_s", mean}, {"stddev", sd}};
-  }
-  if (!plot_path.empty()) write_model_plot(plot_path, out);
-  if (json) {
+  nlohmann::json out = measure_model(*model, o);
+  out.update({{"model", o.model_path}, {"threads", num_threads()}, {"kv_type", o.kv_type}, {"params", num_params},
+              {"weight_bytes", num_bytes}, {"depth", o.depth}});
+  if (o.bandwidth)
+    add_bandwidth_limit(out, model->config(), parse_kv_type(o.kv_type), measure_read_bandwidth_gb_s());
+  if (!o.plot_path.empty()) write_model_plot(o.plot_path, out);
+  if (o.json) {
     fmt::print("{}\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
-    fmt::print("model {} | {:.2f} M params, {:.2f} MiB | threads {} | KV {}\n", model_path, num_params / 1e6,
-               num_bytes / 1048576.0, num_threads(), kv_type);
-    if (out.contains("pp"))
-      fmt::print("pp{:<6} {:>10.1f} ± {:.1f} tokens/s\n", pp, out["pp"]["tokens_per_s"].get<double>(),
-                 out["pp"]["stddev"].get<double>());
-    if (out.contains("tg"))
-      fmt::print("tg{:<6} {:>10.1f} ± {:.1f} tokens/s\n", tg, out["tg"]["tokens_per_s"].get<double>(),
-                 out["tg"]["stddev"].get<double>());
+    print_model_bench(out);
   }
   return 0;
 }

@@ -20,6 +20,12 @@ SequenceEvaluator::SequenceEvaluator(const Model& model, int32_t max_tokens, DTy
     for (int32_t b = 0; b < per_group; ++b) block_tables_[g].push_back(static_cast<int32_t>(g) * per_group + b);
 }
 
+void SequenceEvaluator::rewind(int32_t num_tokens) {
+  if (num_tokens < 0 || num_tokens > num_tokens_)
+    throw_error(ErrorCode::kOutOfRange, "cannot rewind a sequence of {} tokens to {}", num_tokens_, num_tokens);
+  num_tokens_ = num_tokens;
+}
+
 const std::vector<float>& SequenceEvaluator::eval(std::span<const int32_t> tokens, bool all_logits) {
   const int32_t T = static_cast<int32_t>(tokens.size());
   if (T == 0) throw_error(ErrorCode::kInvalidArgument, "nothing to evaluate");

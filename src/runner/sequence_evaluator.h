@@ -23,6 +23,10 @@ class SequenceEvaluator {
 
   // Forgets the sequence; the next eval starts at position 0.
   void reset() { num_tokens_ = 0; }
+  // Keeps the first num_tokens tokens (0 <= num_tokens <= num_tokens()); the
+  // next eval appends after them and overwrites the KV of the rest. Lets a
+  // benchmark measure at a fixed context depth without prefilling it again.
+  void rewind(int32_t num_tokens);
   int32_t num_tokens() const { return num_tokens_; }
 
   // Appends `tokens` (one batched forward pass) and returns their logits:

@@ -40,6 +40,44 @@ TEST(BenchCli, ModelReportsPromptAndGenerationSpeed) {
   EXPECT_NE(r.err.find("unknown benchmark 'nothing'"), std::string::npos) << r.err;
 }
 
+// The bandwidth probe and the decode limit derived from it; --depth N runs pp
+// and tg after N tokens of context, which the evaluator reports back.
+TEST(BenchCli, ModelReportsBandwidthLimitAndDepth) {
+  auto bench = [](const char* depth) {
+    auto r = test::run_kvlm({"bench", "model", "-m", test::shared_path("models/stories260K.gguf"), "-p", "16", "-n",
+                             "8", "-r", "1", "--depth", depth, "--json"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+  };
+  auto flat = bench("0"), deep = bench("100");
+  for (const auto* j : {&flat, &deep}) {
+    for (const char* key : {"weight_bytes", "read_bandwidth_gb_s", "tg_fraction_of_limit", "tg_limit_tokens_per_s",
+                            "kv_bytes_per_token", "depth"})
+      ASSERT_TRUE(j->contains(key)) << key << " missing from " << j->dump();
+    EXPECT_EQ((*j)["weight_bytes"], 1171200);  // every tensor's bytes (F32 model)
+    EXPECT_GT((*j)["read_bandwidth_gb_s"].get<double>(), 0.1);
+    EXPECT_LT((*j)["read_bandwidth_gb_s"].get<double>(), 10000.0);
+    const double limit = (*j)["read_bandwidth_gb_s"].get<double>() * 1e9 /
+                         ((*j)["weight_bytes"].get<double>() + (*j)["kv_bytes_per_token"].get<double>());
+    EXPECT_NEAR((*j)["tg_limit_tokens_per_s"].get<double>(), limit, limit * 1e-9);
+    EXPECT_NEAR((*j)["tg_fraction_of_limit"].get<double>(), (*j)["tg"]["tokens_per_s"].get<double>() / limit, 1e-9);
+  }
+  EXPECT_EQ(flat["depth"], 0);
+  EXPECT_EQ(deep["depth"], 100);
+  // Context the runs ended with, read back from the evaluator after each run.
+  EXPECT_EQ(flat["tg"]["context_end"], 8);
+  EXPECT_EQ(flat["pp"]["context_end"], 16);
+  EXPECT_EQ(deep["tg"]["context_end"], 108);
+  EXPECT_EQ(deep["pp"]["context_end"], 116);
+  // Mean tg context 4.5 vs 104.5 tokens: 5 layers x 4 KV heads x 8 dims x 2 (K, V) x 2 bytes each.
+  EXPECT_DOUBLE_EQ(flat["kv_bytes_per_token"].get<double>(), 640 * 4.5);
+  EXPECT_DOUBLE_EQ(deep["kv_bytes_per_token"].get<double>(), 640 * 104.5);
+
+  auto r = test::run_kvlm({"bench", "model", "-m", test::shared_path("models/stories260K.gguf"), "--depth", "-1"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--depth"), std::string::npos) << r.err;
+}
+
 // --sweep gives one run per concurrency; --plot writes the chart (gnuplot).
 TEST(BenchCli, BatchSweepsAndBothPlot) {
   const std::string batch_png = test::temp_dir() + "/bench-batch.png";

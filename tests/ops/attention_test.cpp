@@ -142,7 +142,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{DType::kQ8_0, 64, 8, 2, 16, 0, 0.f}, Case{DType::kF16, 8, 8, 4, 16, 0, 0.f},
                       Case{DType::kF16, 12, 6, 6, 5, 0, 0.f}, Case{DType::kF32, 16, 4, 2, 4, 8, 50.f},
                       Case{DType::kF16, 128, 32, 4, 16, 0, 0.f}, Case{DType::kF16, 16, 4, 2, 16, 8, 50.f},
-                      Case{DType::kQ8_0, 32, 4, 1, 8, 11, 0.f}),
+                      Case{DType::kQ8_0, 32, 4, 1, 8, 11, 0.f},
+                      // Whole GQA groups in one pass: 8 heads per KV head (TinyLlama), 7
+                      // (Qwen2.5-0.5B) with a head size and block size that leave tails.
+                      Case{DType::kF16, 64, 16, 2, 16, 0, 0.f}, Case{DType::kF32, 20, 14, 2, 5, 0, 0.f},
+                      Case{DType::kF16, 20, 14, 2, 5, 0, 0.f}, Case{DType::kF16, 16, 24, 2, 16, 8, 30.f}),
     name);
 
 TEST(KvReadBack, KeysAndValuesRoundTrip) {

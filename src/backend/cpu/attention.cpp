@@ -32,6 +32,14 @@ namespace {
 #else
 #define KVLM_ATTN_AVX2 0
 #endif
+// AVX-512 handles 16 slots (one block of the default size) or 16 head
+// dimensions per vector; the per-lane arithmetic is the same FMA chain as
+// AVX2's, so both give the same bits.
+#if KVLM_ATTN_AVX2 && defined(__AVX512F__)
+#define KVLM_ATTN_AVX512 1
+#else
+#define KVLM_ATTN_AVX512 0
+#endif
 
 inline float madd(float a, float b, float c) {
 #if defined(__FMA__)
@@ -78,25 +86,120 @@ inline __m256 load8(const KvLayout& layout, const uint8_t* p, int64_t idx) {
 }
 #endif
 
-// Scores of up to 4 query heads against the keys at offsets [o0, o1) of one
-// transposed K block: scores[g][j] for j = o0 - o_base ... (scaled).
+// Query heads of one GQA group handled in one pass over its keys and values:
+// each K and V element is loaded (and converted from F16) once for all of
+// them instead of once per head. 8 covers TinyLlama and Llama-3 (8 heads per
+// KV head) and fits the AVX2 registers (8 accumulators, a key, a broadcast).
+constexpr int kMaxGroupPass = 8;
+
+#if KVLM_ATTN_AVX2
+// The vector parts take the number of heads as a template argument: with a
+// run-time count the compiler keeps the accumulators on the stack and every
+// multiply-add goes through memory (measured 1.5 ms against 0.5 ms for one
+// layer of TinyLlama at 4,096 tokens).
+
+// Scores of NumQ heads for the 8 slots from o of one transposed K block.
+template <int NumQ>
+void score8(const KvLayout& layout, const uint8_t* kb, const float* const* qs, int64_t o, float scale, __m256* res) {
+  __m256 acc[NumQ];
+  for (int g = 0; g < NumQ; ++g) acc[g] = _mm256_setzero_ps();
+  for (int64_t c = 0; c < layout.head_dim; ++c) {
+    const __m256 k = load8(layout, kb, c * layout.block_size + o);
+    for (int g = 0; g < NumQ; ++g) acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(qs[g][c]), k, acc[g]);
+  }
+  for (int g = 0; g < NumQ; ++g) res[g] = _mm256_mul_ps(acc[g], _mm256_set1_ps(scale));
+}
+
+// out[g][c .. c+8) += sum over slots o in [o0, o1), in order, of p[g][o - o0] * v[o][c ..].
+template <int NumQ>
+void accumulate8(const KvLayout& layout, const uint8_t* vb, int64_t o0, int64_t o1, int64_t c, const float* const* p,
+                 float* const* out) {
+  __m256 acc[NumQ];
+  for (int g = 0; g < NumQ; ++g) acc[g] = _mm256_loadu_ps(out[g] + c);
+  for (int64_t o = o0; o < o1; ++o) {
+    const __m256 v = load8(layout, vb, o * layout.head_dim + c);
+    for (int g = 0; g < NumQ; ++g) acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(p[g][o - o0]), v, acc[g]);
+  }
+  for (int g = 0; g < NumQ; ++g) _mm256_storeu_ps(out[g] + c, acc[g]);
+}
+
+#if KVLM_ATTN_AVX512
+inline __m512 load16(const KvLayout& layout, const uint8_t* p, int64_t idx) {
+  if (layout.dtype == DType::kF32) return _mm512_loadu_ps(reinterpret_cast<const float*>(p) + idx);
+  // maskz with every lane set: the plain form trips GCC 12's -Wmaybe-uninitialized.
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(p) + idx));
+  return _mm512_maskz_cvtph_ps(0xFFFF, h);
+}
+
+template <int NumQ>
+void score16(const KvLayout& layout, const uint8_t* kb, const float* const* qs, int64_t o, float scale, __m512* res) {
+  __m512 acc[NumQ];
+  for (int g = 0; g < NumQ; ++g) acc[g] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < layout.head_dim; ++c) {
+    const __m512 k = load16(layout, kb, c * layout.block_size + o);
+    for (int g = 0; g < NumQ; ++g) acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(qs[g][c]), k, acc[g]);
+  }
+  for (int g = 0; g < NumQ; ++g) res[g] = _mm512_mul_ps(acc[g], _mm512_set1_ps(scale));
+}
+
+template <int NumQ>
+void accumulate16(const KvLayout& layout, const uint8_t* vb, int64_t o0, int64_t o1, int64_t c,
+                  const float* const* p, float* const* out) {
+  __m512 acc[NumQ];
+  for (int g = 0; g < NumQ; ++g) acc[g] = _mm512_loadu_ps(out[g] + c);
+  for (int64_t o = o0; o < o1; ++o) {
+    const __m512 v = load16(layout, vb, o * layout.head_dim + c);
+    for (int g = 0; g < NumQ; ++g) acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(p[g][o - o0]), v, acc[g]);
+  }
+  for (int g = 0; g < NumQ; ++g) _mm512_storeu_ps(out[g] + c, acc[g]);
+}
+#endif
+
+// fn.template operator()<N>() for N = num_q in [1, kMaxGroupPass].
+template <typename Fn>
+void with_num_q(int num_q, Fn&& fn) {
+  switch (num_q) {
+    case 1: fn.template operator()<1>(); break;
+    case 2: fn.template operator()<2>(); break;
+    case 3: fn.template operator()<3>(); break;
+    case 4: fn.template operator()<4>(); break;
+    case 5: fn.template operator()<5>(); break;
+    case 6: fn.template operator()<6>(); break;
+    case 7: fn.template operator()<7>(); break;
+    default: fn.template operator()<8>(); break;
+  }
+}
+static_assert(kMaxGroupPass == 8, "with_num_q covers 1..8");
+#endif
+
+// Scores of up to kMaxGroupPass query heads against the keys at offsets
+// [o0, o1) of one transposed K block: out[g][o - o0] (scaled).
 void score_block(const KvLayout& layout, const uint8_t* kb, const float* const* qs, int num_q, int64_t o0,
                  int64_t o1, float scale, float* const* out) {
   const int64_t hd = layout.head_dim;
   int64_t o = o0;
+#if KVLM_ATTN_AVX512
+  for (; o + 16 <= layout.block_size && o < o1; o += 16) {  // as the 8-slot loop below
+    __m512 res[kMaxGroupPass];
+    with_num_q(num_q, [&]<int N>() { score16<N>(layout, kb, qs, o, scale, res); });
+    alignas(64) float lanes[16];
+    const int64_t n = std::min<int64_t>(16, o1 - o);
+    for (int g = 0; g < num_q; ++g) {
+      _mm512_store_ps(lanes, res[g]);
+      std::memcpy(out[g] + (o - o0), lanes, sizeof(float) * n);
+    }
+  }
+#endif
 #if KVLM_ATTN_AVX2
   // Vectors of 8 slots from o0; the last may reach past o1 inside the block
   // (valid memory, lanes discarded).
   for (; o + 8 <= layout.block_size && o < o1; o += 8) {
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t c = 0; c < hd; ++c) {
-      const __m256 k = load8(layout, kb, c * layout.block_size + o);
-      for (int g = 0; g < num_q; ++g) acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(qs[g][c]), k, acc[g]);
-    }
+    __m256 res[kMaxGroupPass];
+    with_num_q(num_q, [&]<int N>() { score8<N>(layout, kb, qs, o, scale, res); });
     alignas(32) float lanes[8];
     const int64_t n = std::min<int64_t>(8, o1 - o);
     for (int g = 0; g < num_q; ++g) {
-      _mm256_store_ps(lanes, _mm256_mul_ps(acc[g], _mm256_set1_ps(scale)));
+      _mm256_store_ps(lanes, res[g]);
       std::memcpy(out[g] + (o - o0), lanes, sizeof(float) * n);
     }
   }
@@ -110,31 +213,34 @@ void score_block(const KvLayout& layout, const uint8_t* kb, const float* const* 
   }
 }
 
-// out[c] += p[j] * v[j][c] for the value rows of one block (row-major).
-void accumulate_block(const KvLayout& layout, const uint8_t* vb, int64_t o0, int64_t o1, const float* p,
-                      float* out) {
+// out[g][c] += p[g][j] * v[j][c] for the value rows [o0, o1) of one block
+// (row-major), every head g of the pass; each out[g][c] still sums its slots
+// in order, so the bits do not depend on how many heads share the pass.
+void accumulate_block(const KvLayout& layout, const uint8_t* vb, int64_t o0, int64_t o1, const float* const* p,
+                      int num_q, float* const* out) {
   const int64_t hd = layout.head_dim;
   int64_t c = 0;
+#if KVLM_ATTN_AVX512
+  for (; c + 16 <= hd; c += 16) with_num_q(num_q, [&]<int N>() { accumulate16<N>(layout, vb, o0, o1, c, p, out); });
+#endif
 #if KVLM_ATTN_AVX2
-  for (; c + 8 <= hd; c += 8) {
-    __m256 acc = _mm256_loadu_ps(out + c);
-    for (int64_t o = o0; o < o1; ++o) acc = _mm256_fmadd_ps(_mm256_set1_ps(p[o - o0]), load8(layout, vb, o * hd + c), acc);
-    _mm256_storeu_ps(out + c, acc);
-  }
+  for (; c + 8 <= hd; c += 8) with_num_q(num_q, [&]<int N>() { accumulate8<N>(layout, vb, o0, o1, c, p, out); });
 #endif
   for (; c < hd; ++c) {
-    float acc = out[c];
-    for (int64_t o = o0; o < o1; ++o) {
-      const int64_t idx = o * hd + c;
-      const float v = layout.dtype == DType::kF32 ? reinterpret_cast<const float*>(vb)[idx]
-                                                  : fp16_to_f32(reinterpret_cast<const uint16_t*>(vb)[idx]);
-      acc = madd(p[o - o0], v, acc);
+    for (int g = 0; g < num_q; ++g) {
+      float acc = out[g][c];
+      for (int64_t o = o0; o < o1; ++o) {
+        const int64_t idx = o * hd + c;
+        const float v = layout.dtype == DType::kF32 ? reinterpret_cast<const float*>(vb)[idx]
+                                                    : fp16_to_f32(reinterpret_cast<const uint16_t*>(vb)[idx]);
+        acc = madd(p[g][o - o0], v, acc);
+      }
+      out[g][c] = acc;
     }
-    out[c] = acc;
   }
 }
 
-// One query row, up to 4 heads of one GQA group, F32/F16 storage read in place.
+// One query row, up to kMaxGroupPass heads of one GQA group, F32/F16 storage read in place.
 // stat_row (nullable): the weights of the num_q heads, in head order, are
 // added to stat_row[lo .. hi).
 void add_weights(float* stat_row, int64_t lo, const float* weights, int64_t n) {
@@ -147,12 +253,12 @@ void attend_direct(const KvLayout& layout, const KvLayer& layer, const Attention
   const int64_t n = hi - lo;
   const int32_t bs = layout.block_size;
   scores.resize(static_cast<size_t>(num_q * n));
-  float* rows[4];
+  float* rows[kMaxGroupPass];
   for (int g = 0; g < num_q; ++g) rows[g] = scores.data() + g * n;
   for (int64_t s = lo; s < hi;) {
     const int64_t o0 = s % bs, o1 = std::min<int64_t>(bs, o0 + (hi - s));
     const uint8_t* kb = block_head(layout, layer.k, block_of(layout, seq, s), kv_head);
-    float* dst[4];
+    float* dst[kMaxGroupPass];
     for (int g = 0; g < num_q; ++g) dst[g] = rows[g] + (s - lo);
     score_block(layout, kb, qs, num_q, o0, o1, params.scale, dst);
     s += o1 - o0;
@@ -166,7 +272,9 @@ void attend_direct(const KvLayout& layout, const KvLayer& layer, const Attention
   for (int64_t s = lo; s < hi;) {
     const int64_t o0 = s % bs, o1 = std::min<int64_t>(bs, o0 + (hi - s));
     const uint8_t* vb = block_head(layout, layer.v, block_of(layout, seq, s), kv_head);
-    for (int g = 0; g < num_q; ++g) accumulate_block(layout, vb, o0, o1, rows[g] + (s - lo), outs[g]);
+    const float* p[kMaxGroupPass];
+    for (int g = 0; g < num_q; ++g) p[g] = rows[g] + (s - lo);
+    accumulate_block(layout, vb, o0, o1, p, num_q, outs);
     s += o1 - o0;
   }
 }
@@ -310,10 +418,10 @@ void paged_attention(const KvLayout& layout, const KvLayer& layer, const float* 
       const int64_t token = seq.token_begin + i;
       float* stat_row = seq.attn_stats ? seq.attn_stats + (static_cast<int64_t>(i) * num_kv + item.kv_head) * seq.num_context
                                        : nullptr;
-      for (int32_t g0 = 0; g0 < group; g0 += 4) {
-        const int num_q = std::min(4, group - g0);
-        const float* qs[4];
-        float* outs[4];
+      for (int32_t g0 = 0; g0 < group; g0 += kMaxGroupPass) {
+        const int num_q = std::min(kMaxGroupPass, group - g0);
+        const float* qs[kMaxGroupPass];
+        float* outs[kMaxGroupPass];
         for (int g = 0; g < num_q; ++g) {
           const int64_t head = token * params.num_heads + item.kv_head * group + g0 + g;
           qs[g] = q + head * hd;
