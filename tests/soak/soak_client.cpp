@@ -170,7 +170,7 @@ Outcome run_one(int port, std::mt19937& rng) {
   const bool stream = rng() % 2;
   const int n = !stream && rng() % 10 == 0 ? 2 : 1;
   const Json body = request_json(rng, stream, n);
-  if (rng() % 5 == 0) return hang_up(port, rng, test::http_post("/v1/completions", body.dump()));
+  if (rng() % 5 == 0) return hang_up(port, rng, test::raw_post("/v1/completions", body.dump()));
   if (!stream) return whole(port, body, n);
   return streamed(port, body, n, /*cancel=*/rng() % 10 == 0);
 }
