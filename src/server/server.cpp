@@ -19,7 +19,10 @@
 namespace kvlm {
 
 struct Server::Impl {
-  Impl(Engine& engine, ServerConfig c) : config(std::move(c)), ctx{engine, config.model_name, nullptr, "", {}, SIZE_MAX, config.sse_heartbeat} {}
+  Impl(Engine& engine, ServerConfig c)
+      : config(std::move(c)),
+        ctx{engine, config.model_name, nullptr, "", {}, SIZE_MAX, config.sse_heartbeat, config.max_queued_requests,
+            config.request_timeout_s, config.retry_after_s, {}, {0}, {0}} {}
   ServerConfig config;
   ServerContext ctx;
   httplib::Server http;
@@ -108,9 +111,6 @@ Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Imp
   });
 
   s.ctx.max_prompt_bytes = max_prompt_bytes(engine);
-  s.ctx.max_queued_requests = s.config.max_queued_requests;
-  s.ctx.request_timeout_s = s.config.request_timeout_s;
-  s.ctx.retry_after_s = s.config.retry_after_s;
   auto route = [this](Route handler, bool needs_key) {
     return [this, handler, needs_key](const httplib::Request& req, httplib::Response& res) {
       if (needs_key && !authorized(impl_->config, req)) {
@@ -176,6 +176,7 @@ void Server::bind() {
   if (s.port < 0)
     throw_error(ErrorCode::kUnavailable, "cannot listen on {}:{} (in use, or not an address of this machine)",
                 s.config.host, s.config.port);
+  raise_listen_backlog(s.port);
 }
 
 int Server::port() const { return impl_->port; }
