@@ -69,6 +69,30 @@ void answer_transport_error(const httplib::Request& req, httplib::Response& res)
                            });
 }
 
+// The transport's workers behind --max-connections: connections past it are
+// answered 503 (Retry-After) by the pre-routing handler and closed.
+void install_connection_limit(httplib::Server& http, const ServerConfig& config, int max_seqs,
+                              std::atomic<int64_t>& num_rejected) {
+  size_t threads = config.num_http_threads > 0 ? static_cast<size_t>(config.num_http_threads)
+                                               : static_cast<size_t>(std::max(32, 2 * max_seqs + 8));
+  // More workers than connections allowed would never run.
+  if (config.max_connections > 0) threads = std::min(threads, config.max_connections);
+  const size_t max_connections = config.max_connections;
+  http.new_task_queue = [threads, max_connections, &num_rejected] {
+    return new LimitedTaskQueue(threads, max_connections, num_rejected);
+  };
+  http.set_pre_routing_handler([max_connections, retry_after_s = config.retry_after_s](const httplib::Request&,
+                                                                                       httplib::Response& res) {
+    if (!LimitedTaskQueue::over_limit()) return httplib::Server::HandlerResponse::Unhandled;
+    res.set_header("Connection", "close");
+    send_overloaded(res, retry_after_s,
+                    fmt::format("the server has {} connections open, its limit (--max-connections); retry later",
+                                max_connections),
+                    "too_many_connections");
+    return httplib::Server::HandlerResponse::Handled;
+  });
+}
+
 }  // namespace
 
 Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Impl>(engine, std::move(config))) {
@@ -83,22 +107,7 @@ Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Imp
     log_warn("chat completions disabled: {}", e.what());
   }
 
-  size_t threads = s.config.num_http_threads > 0 ? static_cast<size_t>(s.config.num_http_threads)
-                                                 : static_cast<size_t>(std::max(32, 2 * engine.config().max_seqs + 8));
-  // More workers than connections allowed would never run.
-  if (s.config.max_connections > 0) threads = std::min(threads, s.config.max_connections);
-  s.http.new_task_queue = [this, threads] {
-    return new LimitedTaskQueue(threads, impl_->config.max_connections, impl_->ctx.num_rejected_connections);
-  };
-  s.http.set_pre_routing_handler([this](const httplib::Request&, httplib::Response& res) {
-    if (!LimitedTaskQueue::over_limit()) return httplib::Server::HandlerResponse::Unhandled;
-    res.set_header("Connection", "close");
-    send_overloaded(res, impl_->config.retry_after_s,
-                    fmt::format("the server has {} connections open, its limit (--max-connections); retry later",
-                                impl_->config.max_connections),
-                    "too_many_connections");
-    return httplib::Server::HandlerResponse::Handled;
-  });
+  install_connection_limit(s.http, s.config, engine.config().max_seqs, s.ctx.num_rejected_connections);
   s.http.set_payload_max_length(s.config.max_body_bytes);
   s.http.set_read_timeout(60);
   s.http.set_write_timeout(60);
