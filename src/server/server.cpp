@@ -22,7 +22,11 @@
 namespace kvlm {
 
 struct Server::Impl {
-  Impl(Engine& engine, ServerConfig c) : config(std::move(c)), ctx{engine, config.model_name, nullptr, "", ToolCallFormat::kGeneric, false, {}, SIZE_MAX, config.sse_heartbeat} {}
+  Impl(Engine& engine, ServerConfig c)
+      : config(std::move(c)),
+        ctx{engine, config.model_name, nullptr, "", ToolCallFormat::kGeneric, false, {}, SIZE_MAX,
+            config.sse_heartbeat, config.max_queued_requests, config.request_timeout_s, config.retry_after_s, {},
+            {0}, {0}} {}
   ServerConfig config;
   ServerContext ctx;
   httplib::Server http;
@@ -84,6 +88,30 @@ void answer_transport_error(const std::map<std::string, std::set<std::string>>& 
                            });
 }
 
+// The transport's workers behind --max-connections: connections past it are
+// answered 503 (Retry-After) by the pre-routing handler and closed.
+void install_connection_limit(httplib::Server& http, const ServerConfig& config, int max_seqs,
+                              std::atomic<int64_t>& num_rejected) {
+  size_t threads = config.num_http_threads > 0 ? static_cast<size_t>(config.num_http_threads)
+                                               : static_cast<size_t>(std::max(32, 2 * max_seqs + 8));
+  // More workers than connections allowed would never run.
+  if (config.max_connections > 0) threads = std::min(threads, config.max_connections);
+  const size_t max_connections = config.max_connections;
+  http.new_task_queue = [threads, max_connections, &num_rejected] {
+    return new LimitedTaskQueue(threads, max_connections, num_rejected);
+  };
+  http.set_pre_routing_handler([max_connections, retry_after_s = config.retry_after_s](const httplib::Request&,
+                                                                                       httplib::Response& res) {
+    if (!LimitedTaskQueue::over_limit()) return httplib::Server::HandlerResponse::Unhandled;
+    res.set_header("Connection", "close");
+    send_overloaded(res, retry_after_s,
+                    fmt::format("the server has {} connections open, its limit (--max-connections); retry later",
+                                max_connections),
+                    "too_many_connections");
+    return httplib::Server::HandlerResponse::Handled;
+  });
+}
+
 }  // namespace
 
 Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Impl>(engine, std::move(config))) {
@@ -102,22 +130,7 @@ Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Imp
     log_warn("chat completions disabled: {}", e.what());
   }
 
-  size_t threads = s.config.num_http_threads > 0 ? static_cast<size_t>(s.config.num_http_threads)
-                                                 : static_cast<size_t>(std::max(32, 2 * engine.config().max_seqs + 8));
-  // More workers than connections allowed would never run.
-  if (s.config.max_connections > 0) threads = std::min(threads, s.config.max_connections);
-  s.http.new_task_queue = [this, threads] {
-    return new LimitedTaskQueue(threads, impl_->config.max_connections, impl_->ctx.num_rejected_connections);
-  };
-  s.http.set_pre_routing_handler([this](const httplib::Request&, httplib::Response& res) {
-    if (!LimitedTaskQueue::over_limit()) return httplib::Server::HandlerResponse::Unhandled;
-    res.set_header("Connection", "close");
-    send_overloaded(res, impl_->config.retry_after_s,
-                    fmt::format("the server has {} connections open, its limit (--max-connections); retry later",
-                                impl_->config.max_connections),
-                    "too_many_connections");
-    return httplib::Server::HandlerResponse::Handled;
-  });
+  install_connection_limit(s.http, s.config, engine.config().max_seqs, s.ctx.num_rejected_connections);
   s.http.set_payload_max_length(s.config.max_body_bytes);
   s.http.set_read_timeout(60);
   s.http.set_write_timeout(60);
@@ -130,9 +143,6 @@ Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Imp
   });
 
   s.ctx.max_prompt_bytes = max_prompt_bytes(engine);
-  s.ctx.max_queued_requests = s.config.max_queued_requests;
-  s.ctx.request_timeout_s = s.config.request_timeout_s;
-  s.ctx.retry_after_s = s.config.retry_after_s;
   auto route = [this](Route handler, bool needs_key) {
     return [this, handler, needs_key](const httplib::Request& req, httplib::Response& res) {
       if (needs_key && !authorized(impl_->config, req)) {
@@ -223,6 +233,7 @@ void Server::bind() {
   if (s.port < 0)
     throw_error(ErrorCode::kUnavailable, "cannot listen on {}:{} (in use, or not an address of this machine)",
                 s.config.host, s.config.port);
+  raise_listen_backlog(s.port);
 }
 
 int Server::port() const { return impl_->port; }

@@ -49,13 +49,24 @@ bool eventually(Pred done) {
   return false;
 }
 
+// What a test needs of an HTTP answer (httplib::Result cannot be stored empty).
+struct Answer {
+  int status = -1;  // -1: no answer
+  std::string retry_after;
+  std::string body;
+};
+
+Answer answer(const httplib::Result& r) {
+  if (!r) return {};
+  return {r->status, r->get_header_value("Retry-After"), r->body};
+}
+
 // The 503 of a limit: Retry-After and an OpenAI error with `code`.
-void expect_overloaded(const httplib::Result& r, const std::string& code) {
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 503) << r->body;
-  EXPECT_EQ(r->get_header_value("Retry-After"), "1");
-  const Json body = Json::parse(r->body);
-  EXPECT_EQ(body["error"]["code"], code) << r->body;
+void expect_overloaded(const Answer& r, const std::string& code) {
+  ASSERT_EQ(r.status, 503) << r.body;
+  EXPECT_EQ(r.retry_after, "1");
+  const Json body = Json::parse(r.body);
+  EXPECT_EQ(body["error"]["code"], code) << r.body;
   EXPECT_EQ(body["error"]["type"], "server_error");
   EXPECT_FALSE(body["error"]["message"].get<std::string>().empty());
 }
@@ -79,11 +90,11 @@ TEST(ServerLimits, ConnectionsPastTheCapGet503) {
   ASSERT_GE(a, 0);
   ASSERT_GE(b, 0);
   httplib::Client cli("127.0.0.1", server.port());
-  httplib::Result refused;
+  Answer refused;
   // The server accepts the two on its own thread: ask until it has.
   EXPECT_TRUE(eventually([&] {
-    refused = cli.Get("/health");
-    return refused && refused->status == 503;
+    refused = answer(cli.Get("/health"));
+    return refused.status == 503;
   }));
   expect_overloaded(refused, "too_many_connections");
   test::close_socket(a);
@@ -102,15 +113,15 @@ TEST(ServerLimits, QueuedRequestsPastTheCapGet503) {
                               "--max-queued-requests", "1"});
   // One running, one waiting: streams whose clients never read.
   const int a = test::connect_socket(server.port()), b = test::connect_socket(server.port());
-  ASSERT_TRUE(test::send_all(a, test::http_post("/v1/completions", completion("Once upon", 300, true))));
-  ASSERT_TRUE(test::send_all(b, test::http_post("/v1/completions", completion("The cat", 300, true))));
+  ASSERT_TRUE(test::send_all(a, test::raw_post("/v1/completions", completion("Once upon", 300, true))));
+  ASSERT_TRUE(test::send_all(b, test::raw_post("/v1/completions", completion("The cat", 300, true))));
   ASSERT_TRUE(eventually([&] {
     const std::string m = test::metrics_text(server);
     return test::metric_sample(m, "kvlm_requests_running") == 1 && test::metric_sample(m, "kvlm_requests_waiting") == 1;
   })) << test::metrics_text(server);
   httplib::Client cli("127.0.0.1", server.port());
-  expect_overloaded(cli.Post("/v1/completions", completion("A dog", 4, false), "application/json"), "queue_full");
-  expect_overloaded(cli.Post("/v1/completions", completion("A dog", 4, true), "application/json"), "queue_full");
+  expect_overloaded(answer(cli.Post("/v1/completions", completion("A dog", 4, false), "application/json")), "queue_full");
+  expect_overloaded(answer(cli.Post("/v1/completions", completion("A dog", 4, true), "application/json")), "queue_full");
   EXPECT_EQ(rejected(server, "queue"), 2);
   // Hanging up cancels both; then there is room again.
   test::close_socket(a);
@@ -176,24 +187,23 @@ TEST(ServerFaults, OneFailedRequestLeavesTheOthersIntact) {
     ASSERT_EQ(r->status, 200) << r->body;
     expected.push_back(Json::parse(r->body)["choices"][0]["text"]);
   }
-  std::vector<httplib::Result> got(prompts.size());
+  std::vector<Answer> got(prompts.size());
   std::vector<std::thread> threads;
   for (size_t i = 0; i < prompts.size(); ++i)
     threads.emplace_back([&, i] {
       httplib::Client c("127.0.0.1", server.port());
-      got[i] = c.Post("/v1/completions", completion(prompts[i], 24, false), "application/json");
+      got[i] = answer(c.Post("/v1/completions", completion(prompts[i], 24, false), "application/json"));
     });
   for (auto& t : threads) t.join();
   int num_failed = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
-    ASSERT_TRUE(got[i]);
-    if (got[i]->status == 500) {
+    if (got[i].status == 500) {
       ++num_failed;
-      EXPECT_NE(got[i]->body.find("out of memory"), std::string::npos) << got[i]->body;
+      EXPECT_NE(got[i].body.find("out of memory"), std::string::npos) << got[i].body;
       continue;
     }
-    ASSERT_EQ(got[i]->status, 200) << got[i]->body;
-    EXPECT_EQ(Json::parse(got[i]->body)["choices"][0]["text"], expected[i]) << prompts[i];
+    ASSERT_EQ(got[i].status, 200) << got[i].body;
+    EXPECT_EQ(Json::parse(got[i].body)["choices"][0]["text"], expected[i]) << prompts[i];
   }
   EXPECT_EQ(num_failed, 1);
   EXPECT_EQ(test::server_metric(server, "kvlm_requests_failed_total"), 1);

@@ -79,7 +79,7 @@ Outcome whole(int port, const Json& body, int n) {
   cli.set_read_timeout(120);
   auto r = cli.Post("/v1/completions", body.dump(), "application/json");
   Outcome o{"", "", false};
-  if (!r) return {"transport", fmt::format("no answer: {}", httplib::to_string(r.error())), false};
+  if (!r) return {"transport", fmt::format("no answer ({}) to {}", httplib::to_string(r.error()), body.dump()), false};
   if (r->status != 200) {
     o.kind = classify_error(r->status, r->body, o);
     return o;
@@ -108,7 +108,10 @@ Outcome streamed(int port, const Json& body, int n, bool cancel) {
   auto r = cli.send(req);
   Outcome o{"", "", true};
   if (cancelled) return {"cancel", "", true};
-  if (!r) return {"transport", fmt::format("no answer: {}", httplib::to_string(r.error())), true};
+  if (!r)
+    return {"transport", fmt::format("no answer ({}) to {} after {} bytes", httplib::to_string(r.error()), body.dump(),
+                                     received.size()),
+            true};
   const std::string& text = received.empty() ? r->body : received;
   if (r->status != 200) {
     o.kind = classify_error(r->status, text, o);
@@ -170,7 +173,7 @@ Outcome run_one(int port, std::mt19937& rng) {
   const bool stream = rng() % 2;
   const int n = !stream && rng() % 10 == 0 ? 2 : 1;
   const Json body = request_json(rng, stream, n);
-  if (rng() % 5 == 0) return hang_up(port, rng, test::http_post("/v1/completions", body.dump()));
+  if (rng() % 5 == 0) return hang_up(port, rng, test::raw_post("/v1/completions", body.dump()));
   if (!stream) return whole(port, body, n);
   return streamed(port, body, n, /*cancel=*/rng() % 10 == 0);
 }

@@ -36,7 +36,7 @@ void close_socket(int fd) {
   if (fd >= 0) ::close(fd);
 }
 
-std::string http_post(const std::string& path, const std::string& json_body) {
+std::string raw_post(const std::string& path, const std::string& json_body) {
   return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnection: close\r\n" +
          "Content-Length: " + std::to_string(json_body.size()) + "\r\n\r\n" + json_body;
 }

@@ -14,6 +14,6 @@ int connect_socket(int port, int receive_buffer = 0);
 bool send_all(int fd, const std::string& bytes);
 void close_socket(int fd);
 // An HTTP/1.1 POST of a JSON body, with Connection: close.
-std::string http_post(const std::string& path, const std::string& json_body);
+std::string raw_post(const std::string& path, const std::string& json_body);
 
 }  // namespace kvlm::test

@@ -42,4 +42,12 @@ class LimitedTaskQueue : public httplib::TaskQueue {
   std::atomic<int64_t>& num_rejected_;
 };
 
+// cpp-httplib 0.11 listens with a backlog of 5, compiled into Debian's
+// library: a burst of more connections than that overflows the accept queue
+// and the kernel answers some of them with a reset (with SYN cookies on) —
+// clients see their request dropped unanswered. Listening again on the bound
+// socket (found by its port among our descriptors) raises the backlog to
+// SOMAXCONN. Linux; a no-op where it cannot find the socket.
+void raise_listen_backlog(int port);
+
 }  // namespace kvlm

@@ -104,6 +104,9 @@ struct FaultCase {
   int32_t kv_tokens;    // pool size: small ones force preemption
 };
 
+// Test names show the spec and the pool, not the parameter's bytes.
+void PrintTo(const FaultCase& c, std::ostream* os) { *os << c.spec << " kv_tokens=" << c.kv_tokens; }
+
 class EngineFault : public ::testing::TestWithParam<FaultCase> {};
 
 TEST_P(EngineFault, FailsOneRequestOnly) {
@@ -122,7 +125,9 @@ TEST_P(EngineFault, FailsOneRequestOnly) {
   expect_one_failed(baseline, run_all(*engine, requests), c.faulty, c.message);
   expect_pool_whole(*engine);
   EXPECT_EQ(engine->metrics().num_requests_failed, 1);
-  if (c.kv_tokens < 1000) EXPECT_GT(engine->metrics().num_preemptions, 0) << "the small pool did not preempt";
+  if (c.kv_tokens < 1000) {
+    EXPECT_GT(engine->metrics().num_preemptions, 0) << "the small pool did not preempt";
+  }
   // The engine goes on serving.
   const auto again = run_all(*engine, {requests[0]});
   EXPECT_EQ(again[0].tokens, baseline[0].tokens);
