@@ -18,6 +18,14 @@ namespace kvlm {
 // (DeepSeek's), which keep it. Arguments that are not JSON stay text.
 nlohmann::ordered_json template_messages(ToolCallFormat f, const nlohmann::ordered_json& messages);
 
+// For templates that know no tool messages (no "tool_calls" in their
+// source, e.g. Gemma's, which refuses any role but user and assistant):
+// each assistant tool call becomes the text of the call in format `f`
+// appended to its message's content, and each run of tool messages one user
+// message of {"tool_response": {"tool_call_id", "content"}} lines.
+nlohmann::ordered_json plain_tool_messages(ToolCallFormat f, const nlohmann::ordered_json& messages);
+bool template_renders_tool_calls(std::string_view template_source);
+
 // The system prompt that tells a model of format `f` about `tools` (an
 // OpenAI `tools` array) and how to call them; for templates that do not
 // render tools themselves (template_renders_tools false).
