@@ -99,4 +99,16 @@ Json with_tools_prompt(const Json& messages, const std::string& text, bool into_
   return out;
 }
 
+ToolPromptMessages tool_prompt_messages(std::string_view template_source, const Json& messages, const Json& tools,
+                                        bool describe_tools) {
+  const ToolCallFormat f = detect_tool_call_format(template_source);
+  ToolPromptMessages out{template_messages(f, messages), std::nullopt};
+  if (!template_renders_tool_calls(template_source)) out.messages = plain_tool_messages(f, out.messages);
+  if (tools.is_null() || tools.empty() || !describe_tools || template_renders_tools(template_source)) return out;
+  const std::string text = tools_system_prompt(f, tools);
+  out.without_system = with_tools_prompt(out.messages, text, /*into_system=*/false);
+  out.messages = with_tools_prompt(out.messages, text, /*into_system=*/true);
+  return out;
+}
+
 }  // namespace kvlm

@@ -14,16 +14,9 @@ namespace kvlm {
 using openai::Json;
 
 TemplateInput template_input(const ServerContext& ctx, const openai::ChatRequest& r) {
-  TemplateInput in{template_messages(ctx.tool_format, r.messages), r.template_extra, std::nullopt};
-  if (!template_renders_tool_calls(ctx.chat_template->source()))
-    in.messages = plain_tool_messages(ctx.tool_format, in.messages);
-  const bool describe = !r.tools.is_null() && !ctx.template_renders_tools &&
-                        r.tool_choice.kind != openai::ToolChoice::Kind::kNone;
-  if (!describe) return in;
-  const std::string text = tools_system_prompt(ctx.tool_format, r.tools);
-  in.messages_without_system = with_tools_prompt(in.messages, text, /*into_system=*/false);
-  in.messages = with_tools_prompt(in.messages, text, /*into_system=*/true);
-  return in;
+  ToolPromptMessages m = tool_prompt_messages(ctx.chat_template->source(), r.messages, r.tools,
+                                              r.tool_choice.kind != openai::ToolChoice::Kind::kNone);
+  return {std::move(m.messages), r.template_extra, std::move(m.without_system)};
 }
 
 std::shared_ptr<const constrain::Program> tool_call_constraint(ToolCallFormat f, const openai::ChatRequest& r) {
