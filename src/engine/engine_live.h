@@ -16,7 +16,8 @@ namespace kvlm {
 
 struct Engine::Live {
   Live(std::shared_ptr<RequestStream> s, const Tokenizer& tok, const GenerateRequest& g, double now)
-      : stream(std::move(s)), sampler(g.sampling), detok(tok), stop(g.stop), arrival_s(now), logprobs(g.logprobs) {
+      : stream(std::move(s)), sampler(g.sampling),
+        detok(tok, StreamOptions{.render_special = g.render_special}), stop(g.stop), arrival_s(now), logprobs(g.logprobs) {
     if (g.constraint) matcher.emplace(g.constraint);
   }
   std::shared_ptr<RequestStream> stream;

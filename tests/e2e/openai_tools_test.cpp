@@ -24,6 +24,9 @@ struct Family {
   const char* template_file;
 };
 
+// Its name in test listings (gtest would print the struct's bytes).
+void PrintTo(const Family& f, std::ostream* os) { *os << f.name; }
+
 class OpenAiTools : public ::testing::TestWithParam<Family> {};
 
 // One forced call: its shape, and its arguments valid against its tool's

@@ -131,5 +131,19 @@ TEST_F(ToolCallsServer, ToolsReachTheTemplate) {
             Json::parse(without)["usage"]["prompt_tokens"].get<int>() + 100);
 }
 
+TEST_F(ToolCallsServer, ControlTokensAreWrittenWhenToolsMayBeCalled) {
+  // Tool-call markers can be control tokens ([TOOL_CALLS], <|python_tag|>),
+  // which plain chat writes as nothing. Forced here: stories260K's <unk> (id 0).
+  Json bias = {{"logit_bias", {{"0", 100}}}, {"max_tokens", 2}};
+  auto [s1, with] = post(url(), request(bias));
+  Json plain = request(bias);
+  plain.erase("tools");
+  auto [s2, without] = post(url(), plain);
+  ASSERT_EQ(s1, 200) << with;
+  ASSERT_EQ(s2, 200) << without;
+  EXPECT_EQ(Json::parse(with)["choices"][0]["message"]["content"], "<unk><unk>") << with;
+  EXPECT_EQ(Json::parse(without)["choices"][0]["message"]["content"], "") << without;
+}
+
 }  // namespace
 }  // namespace kvlm
