@@ -90,9 +90,10 @@ TEST_P(OpenAiTools, RoundTripStreamedAndNot) {
     expect_answer(j[run]["answer"]);
   }
   // Greedy: streaming and not make the same call and the same answer (but
-  // Mistral's template writes the call ids, which are random, into the prompt).
+  // Mistral's template and the generic tool results write the call ids,
+  // which are random, into the next prompt).
   EXPECT_EQ(j["required"]["call"]["tool_calls"][0]["arguments"], j["required_stream"]["call"]["tool_calls"][0]["arguments"]);
-  if (!mistral) {
+  if (!mistral && std::string(f.name) != "generic") {
     EXPECT_EQ(j["required"]["answer"]["content"], j["required_stream"]["answer"]["content"]);
     EXPECT_EQ(j["named"]["answer"]["content"], j["named_stream"]["answer"]["content"]);
   }
