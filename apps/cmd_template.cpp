@@ -1,4 +1,4 @@
-// kvlm template (-m MODEL | --template-file F) --messages FILE.json
+// kvlm template (-m MODEL | --template-file F) --messages FILE.json [--tools TOOLS.json]
 //               [--add-generation-prompt] [--bos-token S] [--eos-token S]
 //
 // Renders a chat template over a conversation and prints the prompt exactly
@@ -7,7 +7,10 @@
 // --template-file is given; BOS/EOS default to the model's own tokens.
 // FILE.json is an OpenAI-style messages array, or a request-like object
 // {"messages": [...], "tools": [...], ...} whose other keys become template
-// variables.
+// variables. With tools (--tools, an OpenAI `tools` array, or "tools" in
+// FILE.json) the messages are prepared as the server prepares a request's
+// (chat/tool_prompt.h): tool-call arguments as objects, and for a template
+// that renders no tools, their description in a system prompt.
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -19,10 +22,11 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
-#include "common/error.h"
-#include "server/openai/json_text.h"
-#include "model/gguf.h"
 #include "chat/chat_template.h"
+#include "chat/tool_prompt.h"
+#include "common/error.h"
+#include "model/gguf.h"
+#include "server/openai/json_text.h"
 
 namespace kvlm::apps {
 
@@ -51,12 +55,13 @@ std::string special_token(const Metadata& meta, const std::vector<std::string>& 
 
 int cmd_template(int argc, char** argv) {
   CLI::App app{"Render a chat template over a messages file", "kvlm template"};
-  std::string model_path, template_path, messages_path;
+  std::string model_path, template_path, messages_path, tools_path;
   bool add_generation_prompt = false;
   std::optional<std::string> bos_token, eos_token;
   app.add_option("-m,--model", model_path, "GGUF model whose tokenizer.chat_template and BOS/EOS are used");
   app.add_option("--template-file", template_path, "Jinja chat template file (overrides the model's)");
   app.add_option("--messages", messages_path, "JSON file: an OpenAI-style messages array")->required();
+  app.add_option("--tools", tools_path, "JSON file: an OpenAI-style tools array, rendered as the server does");
   app.add_flag("--add-generation-prompt", add_generation_prompt, "end with the assistant turn's opening");
   app.add_option("--bos-token", bos_token, "BOS text (default: the model's BOS token, or empty)");
   app.add_option("--eos-token", eos_token, "EOS text (default: the model's EOS token, or empty)");
@@ -105,7 +110,32 @@ int cmd_template(int argc, char** argv) {
     throw_error(ErrorCode::kInvalidArgument, "messages file '{}' must hold a JSON array of messages", messages_path);
   }
 
-  std::string prompt = ChatTemplate::parse(source)->render(in);
+  if (!tools_path.empty()) {
+    try {
+      in.extra["tools"] = openai::parse_json(read_file(tools_path, "tools file"));
+    } catch (const Error& e) {
+      throw_error(ErrorCode::kInvalidArgument, "tools file '{}': {}", tools_path, e.what());
+    }
+    if (!in.extra["tools"].is_array())
+      throw_error(ErrorCode::kInvalidArgument, "tools file '{}' must hold a JSON array of tools", tools_path);
+  }
+  const auto tmpl = ChatTemplate::parse(source);
+  if (in.extra.contains("tools") && in.extra["tools"].is_array()) {
+    ToolPromptMessages m = tool_prompt_messages(source, in.messages, in.extra["tools"], /*describe_tools=*/true);
+    in.messages = std::move(m.messages);
+    if (m.without_system) {
+      // A template that refuses a system role gets the description in the first user message.
+      try {
+        const std::string prompt = tmpl->render(in);
+        std::fwrite(prompt.data(), 1, prompt.size(), stdout);
+        std::fflush(stdout);
+        return 0;
+      } catch (const Error&) {
+        in.messages = std::move(*m.without_system);
+      }
+    }
+  }
+  std::string prompt = tmpl->render(in);
   std::fwrite(prompt.data(), 1, prompt.size(), stdout);
   std::fflush(stdout);
   return 0;

@@ -22,6 +22,46 @@ Json template_messages(ToolCallFormat f, const Json& messages) {
   return out;
 }
 
+bool template_renders_tool_calls(std::string_view src) { return src.find("tool_calls") != std::string_view::npos; }
+
+Json plain_tool_messages(ToolCallFormat f, const Json& messages) {
+  const ToolCallShape shape = tool_call_shape(f);
+  Json out = Json::array();
+  for (const Json& m : messages) {
+    const std::string role = m.value("role", "");
+    const auto content = m.find("content");
+    const std::string text = content != m.end() && content->is_string() ? content->get<std::string>() : "";
+    if (role == "tool") {
+      const Json line = {{"tool_response", Json{{"tool_call_id", m.value("tool_call_id", "")}, {"content", text}}}};
+      if (!out.empty() && out.back().value("role", "") == "user" && out.back().value("tool_results", false)) {
+        out.back()["content"] = out.back()["content"].get<std::string>() + "\n" + line.dump();
+      } else {
+        out.push_back(Json{{"role", "user"}, {"content", line.dump()}, {"tool_results", true}});
+      }
+      continue;
+    }
+    const auto calls = m.find("tool_calls");
+    if (role != "assistant" || calls == m.end() || !calls->is_array() || calls->empty()) {
+      out.push_back(m);
+      continue;
+    }
+    std::string written = shape.prefix;
+    for (size_t i = 0; i < calls->size(); ++i) {
+      const Json& fn = (*calls)[i]["function"];
+      const Json args = fn["arguments"].is_string()
+                            ? Json::parse(fn["arguments"].get<std::string>(), nullptr, /*allow_exceptions=*/false)
+                            : fn["arguments"];
+      written += (i ? shape.separator : "") + shape.call_prefix + fn["name"].get<std::string>() +
+                 shape.name_to_arguments + (args.is_discarded() ? "{}" : args.dump()) + shape.call_suffix;
+    }
+    written += shape.suffix;
+    out.push_back(Json{{"role", "assistant"}, {"content", text.empty() ? written : text + "\n" + written}});
+  }
+  // The marker that merged tool results is ours, not the template's.
+  for (Json& m : out) m.erase("tool_results");
+  return out;
+}
+
 namespace {
 
 std::string reply_format(ToolCallFormat f) {
@@ -56,6 +96,18 @@ Json with_tools_prompt(const Json& messages, const std::string& text, bool into_
   }
   if (!into_system) return out;  // no user message: nowhere to put it
   out.insert(out.begin(), Json{{"role", "system"}, {"content", text}});
+  return out;
+}
+
+ToolPromptMessages tool_prompt_messages(std::string_view template_source, const Json& messages, const Json& tools,
+                                        bool describe_tools) {
+  const ToolCallFormat f = detect_tool_call_format(template_source);
+  ToolPromptMessages out{template_messages(f, messages), std::nullopt};
+  if (!template_renders_tool_calls(template_source)) out.messages = plain_tool_messages(f, out.messages);
+  if (tools.is_null() || tools.empty() || !describe_tools || template_renders_tools(template_source)) return out;
+  const std::string text = tools_system_prompt(f, tools);
+  out.without_system = with_tools_prompt(out.messages, text, /*into_system=*/false);
+  out.messages = with_tools_prompt(out.messages, text, /*into_system=*/true);
   return out;
 }
 

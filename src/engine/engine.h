@@ -73,6 +73,10 @@ struct GenerateRequest {
   int32_t max_tokens = 256;
   std::vector<std::string> stop;         // stop strings (not included in the output)
   bool ignore_eos = false;
+  // Control tokens are written as their text instead of nothing: tool-call
+  // markers such as Mistral's [TOOL_CALLS] and Llama 3's <|python_tag|> are
+  // control tokens, and the server's tool-call parser needs to see them.
+  bool render_special = false;
   uint64_t cache_salt = 0;
   // < 0: none; 0: the log-probability of each generated token; N: and the N
   // most likely tokens at each step (token_logprobs in runner/sampler.h).

@@ -16,8 +16,9 @@ namespace kvlm {
 
 struct Engine::Live {
   Live(std::shared_ptr<RequestStream> s, const Tokenizer& tok, const GenerateRequest& g, double now)
-      : stream(std::move(s)), sampler(g.sampling), detok(tok), stop(g.stop), arrival_s(now),
-        deadline_s(g.timeout_s > 0 ? now + g.timeout_s : 0), timeout_s(g.timeout_s), logprobs(g.logprobs) {
+      : stream(std::move(s)), sampler(g.sampling), detok(tok, StreamOptions{.render_special = g.render_special}),
+        stop(g.stop), arrival_s(now), deadline_s(g.timeout_s > 0 ? now + g.timeout_s : 0), timeout_s(g.timeout_s),
+        logprobs(g.logprobs) {
     if (g.constraint) matcher.emplace(g.constraint);
   }
   std::shared_ptr<RequestStream> stream;

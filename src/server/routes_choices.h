@@ -37,6 +37,8 @@ struct Generation {
     bool parallel;
   };
   std::optional<ToolCalls> tool_calls;
+  // The grammar the output must follow (tool_choice required/named); null: none.
+  std::shared_ptr<const constrain::Program> constraint;
 };
 
 // A request in the engine: one stream per candidate, in seed order.

@@ -81,6 +81,11 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, ht
   Generation gen{true, openai::new_id("chatcmpl"), unix_now(), std::move(r.options), {}, false, {}, std::nullopt};
   if (!r.tools.is_null() && r.tool_choice.kind != openai::ToolChoice::Kind::kNone)
     gen.tool_calls = Generation::ToolCalls{ctx.tool_format, r.parallel_tool_calls};
+  try {
+    gen.constraint = tool_call_constraint(ctx.tool_format, r);
+  } catch (const Error& e) {
+    return send_error(res, {400, e.what(), std::string("tools")});
+  }
   const TemplateInput in = template_input(ctx, r);
   try {
     gen.prompt = encode_chat(ctx.engine.tokenizer(), *ctx.chat_template, in.messages, /*add_generation_prompt=*/true,

@@ -4,21 +4,47 @@
 
 #include <fmt/format.h>
 
+#include "chat/chat_template.h"
 #include "chat/tool_prompt.h"
+#include "common/error.h"
+#include "constrain/constraint.h"
 
 namespace kvlm {
 
 using openai::Json;
 
 TemplateInput template_input(const ServerContext& ctx, const openai::ChatRequest& r) {
-  TemplateInput in{template_messages(ctx.tool_format, r.messages), r.template_extra, std::nullopt};
-  const bool describe = !r.tools.is_null() && !ctx.template_renders_tools &&
-                        r.tool_choice.kind != openai::ToolChoice::Kind::kNone;
-  if (!describe) return in;
-  const std::string text = tools_system_prompt(ctx.tool_format, r.tools);
-  in.messages_without_system = with_tools_prompt(in.messages, text, /*into_system=*/false);
-  in.messages = with_tools_prompt(in.messages, text, /*into_system=*/true);
-  return in;
+  ToolPromptMessages m = tool_prompt_messages(ctx.chat_template->source(), r.messages, r.tools,
+                                              r.tool_choice.kind != openai::ToolChoice::Kind::kNone);
+  return {std::move(m.messages), r.template_extra, std::move(m.without_system)};
+}
+
+std::shared_ptr<const constrain::Program> tool_call_constraint(ToolCallFormat f, const openai::ChatRequest& r) {
+  using Kind = openai::ToolChoice::Kind;
+  if (r.tools.is_null() || (r.tool_choice.kind != Kind::kRequired && r.tool_choice.kind != Kind::kNamed))
+    return nullptr;
+  const ToolCallShape shape = tool_call_shape(f);
+  constrain::Grammar g;
+  std::vector<constrain::Expr> calls;
+  for (size_t i = 0; i < r.tools.size(); ++i) {
+    const Json& fn = r.tools[i]["function"];
+    const std::string name = fn["name"].get<std::string>();
+    if (r.tool_choice.kind == Kind::kNamed && name != r.tool_choice.name) continue;
+    // No parameters: the function takes none ({}).
+    const Json schema = fn.contains("parameters") ? fn["parameters"] : Json{{"type", "object"}};
+    try {
+      calls.push_back(constrain::literal(shape.call_prefix + name + shape.name_to_arguments) +
+                      constrain::json_schema_expr(g, schema) + constrain::literal(shape.call_suffix));
+    } catch (const Error& e) {
+      throw_error(ErrorCode::kInvalidArgument, "tools[{}].function.parameters: {}", i, e.what());
+    }
+  }
+  const constrain::RuleId call = g.add_rule("tool_call", constrain::alt(std::move(calls)));
+  constrain::Expr body = constrain::ref(call);
+  if (shape.parallel && r.parallel_tool_calls)
+    body = body + constrain::repeat(constrain::literal(shape.separator) + constrain::ref(call), 0, std::nullopt);
+  g.set_root(constrain::literal(shape.prefix) + body + constrain::literal(shape.suffix));
+  return constrain::grammar_program(g);
 }
 
 std::string new_tool_call_id(ToolCallFormat f) {

@@ -94,6 +94,40 @@ TEST(TemplateCli, RequestObjectPassesToolsToTheTemplate) {
       << r.out;
 }
 
+TEST(TemplateCli, ToolsFileRendersACallRoundTrip) {
+  // A call and its result in the history, as the openai client sends them
+  // back (arguments as JSON text, content null).
+  const std::string messages = test::write_temp_file("tool_round_trip.json", R"J([
+      {"role": "user", "content": "Weather in Paris?"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+       "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+      {"role": "tool", "tool_call_id": "call_1", "content": "{\"temperature_c\": 21}"}])J");
+  const std::string tools = test::write_temp_file("tools.json",
+      R"J([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}])J");
+  // Qwen renders tools itself; the arguments reach it as an object (tojson spacing proves it).
+  auto r = test::run_kvlm({"template", "--template-file", test::shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"),
+                           "--messages", messages, "--tools", tools, "--add-generation-prompt"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n"
+                       "</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n{\"temperature_c\": 21}\n</tool_response>"),
+            std::string::npos) << r.out;
+  // Gemma-2 knows no tools and refuses a system role: the description goes
+  // into the first user turn, the call and its result become plain turns.
+  r = test::run_kvlm({"template", "--template-file", test::shared_path("templates/google-gemma-2-2b-it.jinja"),
+                      "--messages", messages, "--tools", tools, "--add-generation-prompt"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("<start_of_turn>user\nYou can call these tools"), 0u) << r.out;
+  EXPECT_NE(r.out.find("<start_of_turn>model\n{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}]}"
+                       "<end_of_turn>\n<start_of_turn>user\n{\"tool_response\":"),
+            std::string::npos) << r.out;
+  // A tools file that is not an array is refused.
+  auto bad = test::run_kvlm({"template", "--template-file", test::shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"),
+                             "--messages", messages, "--tools", test::write_temp_file("tools_obj.json", "{}")});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("must hold a JSON array of tools"), std::string::npos) << bad.err;
+}
+
 TEST(TemplateCli, BadInputsAreClearErrors) {
   std::string tmpl = test::write_temp_file("ok.jinja", "{{ messages[0].content }}");
   auto bad_json = test::run_kvlm({"template", "--template-file", tmpl, "--messages", test::write_temp_file("bad.json", "[{")});

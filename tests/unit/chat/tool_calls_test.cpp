@@ -211,5 +211,26 @@ TEST(ToolPrompt, DescriptionGoesIntoTheSystemOrTheFirstUserMessage) {
   EXPECT_EQ(m, Json::parse(R"([{"role": "user", "content": "T\n\nhi"}])"));
 }
 
+TEST(ToolPrompt, PlainToolMessagesForTemplatesWithoutThem) {
+  const Json messages = Json::parse(R"([{"role": "user", "content": "hi"},
+      {"role": "assistant", "content": null, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"a\": 1}"}},
+        {"id": "c2", "type": "function", "function": {"name": "g", "arguments": "{}"}}]},
+      {"role": "tool", "tool_call_id": "c1", "content": "one"},
+      {"role": "tool", "tool_call_id": "c2", "content": "two"}])");
+  const Json m = plain_tool_messages(ToolCallFormat::kGeneric, messages);
+  ASSERT_EQ(m.size(), 3u) << m.dump();
+  EXPECT_EQ(m[1], Json::parse(R"({"role": "assistant", "content":
+      "{\"tool_calls\": [{\"name\": \"f\", \"arguments\": {\"a\":1}}, {\"name\": \"g\", \"arguments\": {}}]}"})"));
+  EXPECT_EQ(m[2]["role"], "user");
+  EXPECT_EQ(m[2]["content"], "{\"tool_response\":{\"tool_call_id\":\"c1\",\"content\":\"one\"}}\n"
+                             "{\"tool_response\":{\"tool_call_id\":\"c2\",\"content\":\"two\"}}");
+  EXPECT_FALSE(m[2].contains("tool_results"));
+  // The whole preparation: a template with tool messages keeps them.
+  const ToolPromptMessages p = tool_prompt_messages("{{ message.tool_calls }}<tool_call>", messages, nullptr, true);
+  EXPECT_EQ(p.messages.size(), 4u);
+  EXPECT_FALSE(p.without_system);
+}
+
 }  // namespace
 }  // namespace kvlm
