@@ -69,6 +69,7 @@ std::optional<GenerateRequest> engine_request(const Engine& engine, Generation& 
   if (gen.options.best_of > gen.options.n) g.logprobs = std::max(g.logprobs, 0);
   g.prompt_logprobs = gen.echo && gen.options.logprobs >= 0;
   g.kv_budget = budget;
+  g.constraint = gen.options.constraint;
   if (gen.options.cache_salt) {
     const Hash128 h = hash128(gen.options.cache_salt->data(), gen.options.cache_salt->size());
     g.cache_salt = h.lo | 1;  // never 0, which means "shared"
