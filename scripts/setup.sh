@@ -12,7 +12,7 @@ PACKAGES=(
   nlohmann-json3-dev libcpp-httplib-dev libcli11-dev
   libpcre2-dev libxxhash-dev libfmt-dev
   libhiredis-dev redis-server redis-tools
-  curl
+  curl python3 python3-jsonschema
   gnuplot-nox chromium fonts-dejavu-core
 )
 
