@@ -24,34 +24,40 @@ int32_t Matcher::push(int32_t ret, int32_t parent) {
   return id;
 }
 
-// Follows epsilon edges, calls and returns from (state, stack); adds the
-// threads that wait on a byte (and the accept thread) to `to`. seen_ spans
-// one whole step, so threads reached twice are added once and epsilon cycles
-// end.
+// Follows epsilon edges (precomputed closures), calls and returns from
+// (state, stack); adds the threads that wait on a byte (and the accept
+// thread) to `to`. seen_ spans one whole step, so threads reached twice are
+// added once.
 void Matcher::closure(int32_t state, int32_t stack, Threads& to) {
   work_.clear();
   work_.push_back({state, stack});
   while (!work_.empty()) {
     const Thread t = work_.back();
     work_.pop_back();
-    const uint64_t k = key(t.state, t.stack);
-    if (std::find(seen_.begin(), seen_.end(), k) != seen_.end()) continue;
-    seen_.push_back(k);
-    const NfaState& s = program_->state(t.state);
-    if (s.rule_end) {
-      if (t.stack < 0) {
-        work_.push_back({program_->accept(), -1});
-      } else {
-        const Frame& f = frames_[t.stack];
-        work_.push_back({f.ret, f.parent});
-      }
+    if (t.state == program_->accept()) {
+      const uint64_t k = key(t.state, t.stack);
+      if (std::find(seen_.begin(), seen_.end(), k) != seen_.end()) continue;
+      seen_.push_back(k);
+      to.push_back(t);
       continue;
     }
-    if (!s.edges.empty() || t.state == program_->accept()) to.push_back(t);
-    for (int32_t e : s.eps) work_.push_back({e, t.stack});
-    if (s.call_rule >= 0) {
-      if (t.stack >= 0 && frames_[t.stack].depth >= kMaxStackDepth) continue;
-      work_.push_back({program_->rule_start(s.call_rule), push(s.call_return, t.stack)});
+    for (int32_t x : program_->eps_closure(t.state)) {
+      const uint64_t k = key(x, t.stack);
+      if (std::find(seen_.begin(), seen_.end(), k) != seen_.end()) continue;
+      seen_.push_back(k);
+      const NfaState& s = program_->state(x);
+      if (s.rule_end) {
+        if (t.stack < 0) {
+          work_.push_back({program_->accept(), -1});
+        } else {
+          const Frame& f = frames_[t.stack];
+          work_.push_back({f.ret, f.parent});
+        }
+        continue;
+      }
+      if (!s.edges.empty()) to.push_back({x, t.stack});
+      if (s.call_rule >= 0 && (t.stack < 0 || frames_[t.stack].depth < kMaxStackDepth))
+        work_.push_back({program_->rule_start(s.call_rule), push(s.call_return, t.stack)});
     }
   }
 }

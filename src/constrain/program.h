@@ -43,6 +43,10 @@ class Program {
   int32_t num_states() const { return static_cast<int32_t>(states_.size()); }
   int32_t rule_start(int32_t rule) const { return rule_start_[rule]; }
   int32_t start() const { return start_; }
+  // The states reachable from s through epsilon edges alone (s included)
+  // that matter to a matcher: those with byte edges, calls or rule ends.
+  // Precomputed so a step does not walk the epsilon graph again and again.
+  const std::vector<int32_t>& eps_closure(int32_t s) const { return eps_closure_[s]; }
   // A state with no edges that stands for "the whole grammar has matched".
   int32_t accept() const { return accept_; }
 
@@ -50,6 +54,7 @@ class Program {
   friend class ProgramBuilder;
   std::vector<NfaState> states_;
   std::vector<int32_t> rule_start_;
+  std::vector<std::vector<int32_t>> eps_closure_;
   int32_t start_ = 0;
   int32_t accept_ = 0;
 };
