@@ -79,7 +79,51 @@ bool Matcher::advance(std::string_view bytes) {
     cur.swap(scratch_);
   }
   threads_ = std::move(cur);
+  current_ = -1;
   return true;
+}
+
+namespace {
+constexpr int32_t kUnknown = -2;
+}  // namespace
+
+int32_t Matcher::intern_set(Threads t) {
+  std::sort(t.begin(), t.end(), [](const Thread& a, const Thread& b) {
+    return a.state < b.state || (a.state == b.state && a.stack < b.stack);
+  });
+  std::string k(reinterpret_cast<const char*>(t.data()), t.size() * sizeof(Thread));
+  if (auto it = set_ids_.find(k); it != set_ids_.end()) return it->second;
+  const auto id = static_cast<int32_t>(sets_.size());
+  set_accepting_.push_back(accepting(t) ? 1 : 0);
+  sets_.push_back(std::move(t));
+  next_.emplace_back();
+  next_.back().fill(kUnknown);
+  set_ids_.emplace(std::move(k), id);
+  return id;
+}
+
+int32_t Matcher::current_set() {
+  if (current_ < 0) current_ = intern_set(threads_);
+  return current_;
+}
+
+int32_t Matcher::next_set(int32_t set, uint8_t byte) {
+  int32_t& cached = next_[set][byte];
+  if (cached != kUnknown) return cached;
+  step(sets_[set], byte, scratch_);
+  // intern_set may grow next_: write through the index, not the reference.
+  const int32_t id = scratch_.empty() ? -1 : intern_set(scratch_);
+  next_[set][byte] = id;
+  return id;
+}
+
+void Matcher::reset_cache_if_large() {
+  if (sets_.size() <= kMaxCachedSets) return;
+  sets_.clear();
+  next_.clear();
+  set_accepting_.clear();
+  set_ids_.clear();
+  current_ = -1;
 }
 
 bool Matcher::accepting(const Threads& t) const {
