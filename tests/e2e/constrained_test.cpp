@@ -188,6 +188,23 @@ TEST(Constrained, RegexChoiceChatAndChoices) {
     EXPECT_NE(std::find(colors.begin(), colors.end(), Json(text)), colors.end()) << text;
     EXPECT_EQ(c["finish_reason"], "stop");
   }
+  // Streamed: the deltas add up to one of the choices.
+  httplib::Client cli("127.0.0.1", server.port());
+  Json body = {{"messages", {{{"role", "user"}, {"content", "Pick a color."}}}}, {"guided_choice", colors},
+               {"stream", true}, {"seed", 4}};
+  auto r = cli.Post("/v1/chat/completions", body.dump(), "application/json");
+  ASSERT_TRUE(r);
+  std::string streamed, reason;
+  for (const std::string& d : test::sse_data(r->body)) {
+    if (d == "[DONE]") continue;
+    const Json chunk = Json::parse(d);
+    for (const Json& c : chunk["choices"]) {
+      if (c["delta"].contains("content")) streamed += c["delta"]["content"].get<std::string>();
+      if (c["finish_reason"].is_string()) reason = c["finish_reason"];
+    }
+  }
+  EXPECT_NE(std::find(colors.begin(), colors.end(), Json(streamed)), colors.end()) << streamed;
+  EXPECT_EQ(reason, "stop");
   expect_pool_whole(server);
 }
 
