@@ -167,6 +167,7 @@ class ProgramBuilder {
     const int32_t n = p_->num_states();
     p_->eps_closure_.resize(n);
     std::vector<int32_t> mark(n, -1), stack;
+    int64_t total = 0;
     for (int32_t s = 0; s < n; ++s) {
       std::vector<int32_t>& out = p_->eps_closure_[s];
       stack.assign(1, s);
@@ -175,7 +176,11 @@ class ProgramBuilder {
         const int32_t x = stack.back();
         stack.pop_back();
         const NfaState& st = p_->states_[x];
-        if (!st.edges.empty() || st.call_rule >= 0 || st.rule_end) out.push_back(x);
+        if (!st.edges.empty() || st.call_rule >= 0 || st.rule_end) {
+          out.push_back(x);
+          if (++total > kMaxClosureEntries)
+            throw_error(ErrorCode::kInvalidArgument, "the grammar is too complex (its optional parts nest too deeply)");
+        }
         for (int32_t e : st.eps)
           if (mark[e] != s) {
             mark[e] = s;

@@ -30,13 +30,17 @@ struct NfaState {
 
 // Most states a program may have, and most repetitions one `{m,n}` may ask
 // for: past these a grammar is refused rather than eating the server's memory.
-inline constexpr int32_t kMaxProgramStates = 2'000'000;
+inline constexpr int32_t kMaxProgramStates = 500'000;
 inline constexpr int32_t kMaxRepeat = 100'000;
+// Most entries all epsilon closures together may hold: (a?){1000}-style
+// patterns make closures quadratic in the pattern, and are refused here.
+inline constexpr int64_t kMaxClosureEntries = 4'000'000;
 
 class Program {
  public:
   // Throws Error(kInvalidArgument) for a rule referenced but never defined,
-  // a repetition over kMaxRepeat or a grammar over kMaxProgramStates.
+  // a repetition over kMaxRepeat, a grammar over kMaxProgramStates or with
+  // epsilon closures over kMaxClosureEntries.
   static std::shared_ptr<const Program> compile(const Grammar& grammar);
 
   const NfaState& state(int32_t s) const { return states_[s]; }
