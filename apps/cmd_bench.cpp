@@ -2,6 +2,7 @@
 //   batch — keep C requests in flight until N finish; throughput, TTFT, ITL.
 //   model — forward-pass speed alone: prompt processing and generation.
 //   serve — an OpenAI-compatible server over HTTP (bench_serve.cpp).
+//   constrain — grammar token-mask cost per token (cmd_bench_constrain.cpp).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -342,7 +343,7 @@ int bench_model(int argc, char** argv) {
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
-  const char* usage = "usage: kvlm bench (batch | model | serve | kv) [options]   (kvlm bench <kind> --help)\n";
+  const char* usage = "usage: kvlm bench (batch | model | serve | kv | constrain) [options]   (kvlm bench <kind> --help)\n";
   if (argc < 2) {
     std::fputs(usage, stderr);
     return 2;
@@ -352,6 +353,7 @@ int cmd_bench(int argc, char** argv) {
   if (kind == "model") return bench_model(argc - 1, argv + 1);
   if (kind == "kv") return bench_kv(argc - 1, argv + 1);
   if (kind == "serve") return bench_serve(argc - 1, argv + 1);
+  if (kind == "constrain") return bench_constrain(argc - 1, argv + 1);
   if (kind == "-h" || kind == "--help") {
     std::fputs(usage, stdout);
     return 0;

@@ -19,5 +19,6 @@ int cmd_make_model(int argc, char** argv);  // cmd_make_model.cpp
 
 // Benchmark kinds that cmd_bench dispatches to and live in their own file.
 int bench_serve(int argc, char** argv);     // bench_serve.cpp
+int bench_constrain(int argc, char** argv); // cmd_bench_constrain.cpp
 
 }  // namespace kvlm::apps

@@ -12,8 +12,8 @@ PACKAGES=(
   nlohmann-json3-dev libcpp-httplib-dev libcli11-dev
   libpcre2-dev libxxhash-dev libfmt-dev
   libhiredis-dev redis-server redis-tools
-  curl prometheus
-  clang-16 libfuzzer-16-dev python3
+  curl prometheus python3 python3-jsonschema
+  clang-16 libfuzzer-16-dev
   gnuplot-nox chromium fonts-dejavu-core
 )
 

@@ -24,34 +24,40 @@ int32_t Matcher::push(int32_t ret, int32_t parent) {
   return id;
 }
 
-// Follows epsilon edges, calls and returns from (state, stack); adds the
-// threads that wait on a byte (and the accept thread) to `to`. seen_ spans
-// one whole step, so threads reached twice are added once and epsilon cycles
-// end.
+// Follows epsilon edges (precomputed closures), calls and returns from
+// (state, stack); adds the threads that wait on a byte (and the accept
+// thread) to `to`. seen_ spans one whole step, so threads reached twice are
+// added once.
 void Matcher::closure(int32_t state, int32_t stack, Threads& to) {
   work_.clear();
   work_.push_back({state, stack});
   while (!work_.empty()) {
     const Thread t = work_.back();
     work_.pop_back();
-    const uint64_t k = key(t.state, t.stack);
-    if (std::find(seen_.begin(), seen_.end(), k) != seen_.end()) continue;
-    seen_.push_back(k);
-    const NfaState& s = program_->state(t.state);
-    if (s.rule_end) {
-      if (t.stack < 0) {
-        work_.push_back({program_->accept(), -1});
-      } else {
-        const Frame& f = frames_[t.stack];
-        work_.push_back({f.ret, f.parent});
-      }
+    if (t.state == program_->accept()) {
+      const uint64_t k = key(t.state, t.stack);
+      if (std::find(seen_.begin(), seen_.end(), k) != seen_.end()) continue;
+      seen_.push_back(k);
+      to.push_back(t);
       continue;
     }
-    if (!s.edges.empty() || t.state == program_->accept()) to.push_back(t);
-    for (int32_t e : s.eps) work_.push_back({e, t.stack});
-    if (s.call_rule >= 0) {
-      if (t.stack >= 0 && frames_[t.stack].depth >= kMaxStackDepth) continue;
-      work_.push_back({program_->rule_start(s.call_rule), push(s.call_return, t.stack)});
+    for (int32_t x : program_->eps_closure(t.state)) {
+      const uint64_t k = key(x, t.stack);
+      if (std::find(seen_.begin(), seen_.end(), k) != seen_.end()) continue;
+      seen_.push_back(k);
+      const NfaState& s = program_->state(x);
+      if (s.rule_end) {
+        if (t.stack < 0) {
+          work_.push_back({program_->accept(), -1});
+        } else {
+          const Frame& f = frames_[t.stack];
+          work_.push_back({f.ret, f.parent});
+        }
+        continue;
+      }
+      if (!s.edges.empty()) to.push_back({x, t.stack});
+      if (s.call_rule >= 0 && (t.stack < 0 || frames_[t.stack].depth < kMaxStackDepth))
+        work_.push_back({program_->rule_start(s.call_rule), push(s.call_return, t.stack)});
     }
   }
 }
@@ -73,7 +79,51 @@ bool Matcher::advance(std::string_view bytes) {
     cur.swap(scratch_);
   }
   threads_ = std::move(cur);
+  current_ = -1;
   return true;
+}
+
+namespace {
+constexpr int32_t kUnknown = -2;
+}  // namespace
+
+int32_t Matcher::intern_set(Threads t) {
+  std::sort(t.begin(), t.end(), [](const Thread& a, const Thread& b) {
+    return a.state < b.state || (a.state == b.state && a.stack < b.stack);
+  });
+  std::string k(reinterpret_cast<const char*>(t.data()), t.size() * sizeof(Thread));
+  if (auto it = set_ids_.find(k); it != set_ids_.end()) return it->second;
+  const auto id = static_cast<int32_t>(sets_.size());
+  set_accepting_.push_back(accepting(t) ? 1 : 0);
+  sets_.push_back(std::move(t));
+  next_.emplace_back();
+  next_.back().fill(kUnknown);
+  set_ids_.emplace(std::move(k), id);
+  return id;
+}
+
+int32_t Matcher::current_set() {
+  if (current_ < 0) current_ = intern_set(threads_);
+  return current_;
+}
+
+int32_t Matcher::next_set(int32_t set, uint8_t byte) {
+  int32_t& cached = next_[set][byte];
+  if (cached != kUnknown) return cached;
+  step(sets_[set], byte, scratch_);
+  // intern_set may grow next_: write through the index, not the reference.
+  const int32_t id = scratch_.empty() ? -1 : intern_set(scratch_);
+  next_[set][byte] = id;
+  return id;
+}
+
+void Matcher::reset_cache_if_large() {
+  if (sets_.size() <= kMaxCachedSets) return;
+  sets_.clear();
+  next_.clear();
+  set_accepting_.clear();
+  set_ids_.clear();
+  current_ = -1;
 }
 
 bool Matcher::accepting(const Threads& t) const {

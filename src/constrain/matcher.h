@@ -7,7 +7,9 @@
 // Not thread-safe; one per request (each choice of n has its own).
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <string>
 #include <memory>
 #include <string_view>
 #include <unordered_map>
@@ -53,7 +55,20 @@ class Matcher {
   bool can_continue(const Threads& t) const;
   const Program& program() const { return *program_; }
 
+  // A lazily built DFA over thread sets, for the token-mask walk: sets are
+  // interned (sorted, so equal sets are one id) and each (set, byte) step is
+  // computed once and then looked up. The cache lives as long as the matcher,
+  // so later steps of a generation reuse what earlier ones built; ids stay
+  // valid until the next reset_cache_if_large().
+  int32_t current_set();
+  int32_t next_set(int32_t set, uint8_t byte);  // -1: the byte is refused
+  bool set_accepting(int32_t set) const { return set_accepting_[set] != 0; }
+  // Drops the cache past kMaxCachedSets (call between walks, never inside).
+  void reset_cache_if_large();
+  static constexpr size_t kMaxCachedSets = 4096;
+
  private:
+  int32_t intern_set(Threads t);
   struct Frame {
     int32_t ret;
     int32_t parent;
@@ -69,6 +84,11 @@ class Matcher {
   std::vector<uint64_t> seen_;    // scratch: (state, stack) visited by one step
   std::vector<Thread> work_;      // scratch: closure's stack
   Threads scratch_;
+  std::vector<Threads> sets_;                        // by set id
+  std::vector<std::array<int32_t, 256>> next_;       // by set id, byte; kUnknown until computed
+  std::vector<uint8_t> set_accepting_;               // by set id
+  std::unordered_map<std::string, int32_t> set_ids_;  // sorted threads' bytes -> set id
+  int32_t current_ = -1;                             // set id of threads_; -1: not interned yet
 };
 
 }  // namespace kvlm::constrain

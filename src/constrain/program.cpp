@@ -33,6 +33,7 @@ class ProgramBuilder {
       body(h.expr, h.start, h.end);
     }
     p_->accept_ = new_state();
+    close_epsilons();
     return p_;
   }
 
@@ -160,6 +161,33 @@ class ProgramBuilder {
       eps(at, to);
     }
     hidden_rule_ = saved;
+  }
+
+  void close_epsilons() {
+    const int32_t n = p_->num_states();
+    p_->eps_closure_.resize(n);
+    std::vector<int32_t> mark(n, -1), stack;
+    int64_t total = 0;
+    for (int32_t s = 0; s < n; ++s) {
+      std::vector<int32_t>& out = p_->eps_closure_[s];
+      stack.assign(1, s);
+      mark[s] = s;
+      while (!stack.empty()) {
+        const int32_t x = stack.back();
+        stack.pop_back();
+        const NfaState& st = p_->states_[x];
+        if (!st.edges.empty() || st.call_rule >= 0 || st.rule_end) {
+          out.push_back(x);
+          if (++total > kMaxClosureEntries)
+            throw_error(ErrorCode::kInvalidArgument, "the grammar is too complex (its optional parts nest too deeply)");
+        }
+        for (int32_t e : st.eps)
+          if (mark[e] != s) {
+            mark[e] = s;
+            stack.push_back(e);
+          }
+      }
+    }
   }
 
   const Grammar& g_;

@@ -30,19 +30,27 @@ struct NfaState {
 
 // Most states a program may have, and most repetitions one `{m,n}` may ask
 // for: past these a grammar is refused rather than eating the server's memory.
-inline constexpr int32_t kMaxProgramStates = 2'000'000;
+inline constexpr int32_t kMaxProgramStates = 500'000;
 inline constexpr int32_t kMaxRepeat = 100'000;
+// Most entries all epsilon closures together may hold: (a?){1000}-style
+// patterns make closures quadratic in the pattern, and are refused here.
+inline constexpr int64_t kMaxClosureEntries = 4'000'000;
 
 class Program {
  public:
   // Throws Error(kInvalidArgument) for a rule referenced but never defined,
-  // a repetition over kMaxRepeat or a grammar over kMaxProgramStates.
+  // a repetition over kMaxRepeat, a grammar over kMaxProgramStates or with
+  // epsilon closures over kMaxClosureEntries.
   static std::shared_ptr<const Program> compile(const Grammar& grammar);
 
   const NfaState& state(int32_t s) const { return states_[s]; }
   int32_t num_states() const { return static_cast<int32_t>(states_.size()); }
   int32_t rule_start(int32_t rule) const { return rule_start_[rule]; }
   int32_t start() const { return start_; }
+  // The states reachable from s through epsilon edges alone (s included)
+  // that matter to a matcher: those with byte edges, calls or rule ends.
+  // Precomputed so a step does not walk the epsilon graph again and again.
+  const std::vector<int32_t>& eps_closure(int32_t s) const { return eps_closure_[s]; }
   // A state with no edges that stands for "the whole grammar has matched".
   int32_t accept() const { return accept_; }
 
@@ -50,6 +58,7 @@ class Program {
   friend class ProgramBuilder;
   std::vector<NfaState> states_;
   std::vector<int32_t> rule_start_;
+  std::vector<std::vector<int32_t>> eps_closure_;
   int32_t start_ = 0;
   int32_t accept_ = 0;
 };

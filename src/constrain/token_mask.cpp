@@ -31,7 +31,6 @@ TokenIndex::TokenIndex(const std::vector<std::string>& pieces, const std::vector
       at = it->second;
     }
     tmp[at].tokens.push_back(id);
-    max_depth_ = std::max(max_depth_, pieces[id].size());
   }
   std::vector<int32_t> order{0};  // breadth-first order of tmp ids
   nodes_.resize(tmp.size());
@@ -64,27 +63,25 @@ std::shared_ptr<const TokenIndex> TokenIndex::from_tokenizer(const Tokenizer& to
   return std::make_shared<const TokenIndex>(pieces, usable, std::move(ends));
 }
 
-void TokenIndex::walk(Matcher& m, int32_t node, const Threads& threads, size_t depth, std::vector<Threads>& levels,
-                      std::vector<uint8_t>& allowed, int32_t& count) const {
+void TokenIndex::walk(Matcher& m, int32_t node, int32_t set, std::vector<uint8_t>& allowed, int32_t& count) const {
   const Node& parent = nodes_[node];
   for (int32_t c = parent.first_child; c < parent.first_child + parent.num_children; ++c) {
     const Node& child = nodes_[c];
-    m.step(threads, child.byte, levels[depth]);
-    if (levels[depth].empty()) continue;
+    const int32_t next = m.next_set(set, child.byte);
+    if (next < 0) continue;
     for (int32_t i = child.first_token; i < child.first_token + child.num_tokens; ++i) {
       allowed[tokens_[i]] = 1;
       ++count;
     }
-    if (child.num_children == 0) continue;
-    walk(m, c, levels[depth], depth + 1, levels, allowed, count);
+    if (child.num_children > 0) walk(m, c, next, allowed, count);
   }
 }
 
 int32_t TokenIndex::fill_mask(Matcher& m, std::vector<uint8_t>& allowed) const {
   allowed.assign(static_cast<size_t>(vocab_size_), 0);
   int32_t count = 0;
-  std::vector<Threads> levels(max_depth_ + 1);  // one per trie depth: never reallocated mid-walk
-  walk(m, 0, m.threads(), 0, levels, allowed, count);
+  m.reset_cache_if_large();
+  walk(m, 0, m.current_set(), allowed, count);
   if (m.accepting())
     for (int32_t e : end_tokens_) {
       allowed[e] = 1;

@@ -32,8 +32,8 @@ class TokenIndex {
   const std::vector<int32_t>& end_tokens() const { return end_tokens_; }
 
   // allowed[i] = 1 if token i may come next, else 0 (resized to the vocab).
-  // Returns the number of allowed tokens. The matcher is not changed, apart
-  // from its stack arena (it may intern frames the walk visited).
+  // Returns the number of allowed tokens. The matcher's position is not
+  // changed; its caches (stack frames, the lazy DFA) grow.
   int32_t fill_mask(Matcher& matcher, std::vector<uint8_t>& allowed) const;
 
  private:
@@ -44,14 +44,12 @@ class TokenIndex {
     int32_t num_tokens = 0;
     uint8_t byte = 0;         // the edge from the parent
   };
-  void walk(Matcher& m, int32_t node, const Threads& threads, size_t depth, std::vector<Threads>& levels,
-            std::vector<uint8_t>& allowed, int32_t& count) const;
+  void walk(Matcher& m, int32_t node, int32_t set, std::vector<uint8_t>& allowed, int32_t& count) const;
 
   int32_t vocab_size_ = 0;
   std::vector<Node> nodes_;  // nodes_[0]: the root (the empty string)
   std::vector<int32_t> tokens_;
   std::vector<int32_t> end_tokens_;
-  size_t max_depth_ = 0;     // longest token, in bytes
 };
 
 }  // namespace kvlm::constrain

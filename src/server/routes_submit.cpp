@@ -64,7 +64,8 @@ std::optional<GenerateRequest> engine_request(const Engine& engine, Generation& 
   if (gen.options.best_of > gen.options.n) g.logprobs = std::max(g.logprobs, 0);
   g.prompt_logprobs = gen.echo && gen.options.logprobs >= 0;
   g.kv_budget = budget;
-  g.constraint = gen.constraint;
+  // A forced tool call wins over response_format: the reply is the call.
+  g.constraint = gen.constraint ? gen.constraint : gen.options.constraint;
   g.render_special = gen.tool_calls.has_value();
   if (gen.options.cache_salt) {
     const Hash128 h = hash128(gen.options.cache_salt->data(), gen.options.cache_salt->size());

@@ -47,7 +47,8 @@ const std::vector<std::string>& keys() {
       "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "logit_bias", "stop", "stream",
       "stream_options", "echo", "logprobs", "top_logprobs", "n", "best_of", "messages", "tools", "content",
       "tokens", "add_special", "parse_special", "with_pieces", "chat_template_kwargs", "repetition_penalty",
-      "presence_penalty", "frequency_penalty", "cache_salt", "response_format", "ignore_eos", "suffix"};
+      "presence_penalty", "frequency_penalty", "cache_salt", "response_format", "ignore_eos", "suffix",
+      "guided_json", "guided_regex", "guided_choice"};
   return k;
 }
 

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "server/openai/fields.h"
+#include "server/openai/response_format.h"
 #include "server/openai/tools.h"
 #include "tokenizer/unicode.h"
 
@@ -122,6 +123,7 @@ GenerationOptions parse_options(const Json& body, bool chat) {
   if (auto n = integer(body, "kv_sinks", 0, 1 << 20)) o.kv_sinks = static_cast<int32_t>(*n);
   if (auto n = integer(body, "kv_recent", 0, 1 << 30)) o.kv_recent = static_cast<int32_t>(*n);
   o.kv_shift = boolean(body, "kv_shift");
+  o.constraint = parse_constraint(body);
   return o;
 }
 
@@ -199,10 +201,6 @@ std::variant<ChatRequest, RequestError> parse_chat_request(const Json& body) {
     const Json* messages = field(body, "messages");
     if (!messages) invalid("messages", "'messages' is required");
     r.messages = normalize_messages(*messages);
-    if (const Json* rf = field(body, "response_format")) {
-      if (!rf->is_object() || rf->value("type", "") != "text")
-        invalid("response_format", "only response_format {\"type\": \"text\"} is supported");
-    }
     r.template_extra = Json::object();
     parse_tools(body, r);
     // Hugging Face passes tools (and documents) to templates, not tool_choice.

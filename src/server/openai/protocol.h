@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
@@ -13,6 +14,10 @@
 
 #include "kv/kv_policy.h"
 #include "runner/sampler.h"
+
+namespace kvlm::constrain {
+class Program;
+}  // namespace kvlm::constrain
 
 namespace kvlm::openai {
 
@@ -58,6 +63,9 @@ struct GenerationOptions {
   // log-probabilities are returned.
   int32_t n = 1;
   int32_t best_of = 1;
+  // Structured output (response_format.h): the compiled grammar the output
+  // must follow; null: unconstrained.
+  std::shared_ptr<const constrain::Program> constraint;
 };
 constexpr int32_t kMaxChoices = 16;
 

@@ -77,6 +77,15 @@ TEST(Grammar, ComposedToolCallsRepeated) {
   EXPECT_FALSE(matches(p, ""));
 }
 
+TEST(Grammar, QuadraticClosuresAreRefused) {
+  Grammar g;
+  // Inline copies (small enough not to become calls) whose epsilon closures
+  // each span every later copy: millions of entries together.
+  const Expr x = repeat(optional(literal("a")), 0, 1300);
+  g.set_root(x + literal("b") + x + literal("c") + x);
+  EXPECT_THROW(grammar_program(g), Error);
+}
+
 TEST(Grammar, UndefinedRuleIsRefused) {
   Grammar g;
   g.set_root(ref(g.add_rule("nowhere")));
