@@ -2,6 +2,7 @@
 #include "engine/engine_live.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include <unistd.h>
 
@@ -104,6 +105,7 @@ Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> tokenize
   }
   metrics_.num_kv_blocks = num_kv_blocks_;
   metrics_.block_size = config_.block_size;
+  deliverer_ = std::make_unique<StreamDeliverer>();
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -193,7 +195,9 @@ void Engine::loop() {
       // request in flight, release its blocks, and keep serving new ones.
       log_error("engine step failed: {}", e.what());
       for (auto& [id, live] : live_) {
-        live->stream->fail(Error(ErrorCode::kInternal, std::string("engine step failed: ") + e.what()));
+        deliver([stream = live->stream, error = Error(ErrorCode::kInternal, std::string("engine step failed: ") + e.what())] {
+          stream->fail(error);
+        });
         scheduler_->finish(id, FinishReason::kAborted);
       }
       num_unfinished_ -= static_cast<int32_t>(live_.size());
@@ -202,13 +206,15 @@ void Engine::loop() {
       followers_.clear();
     }
     publish_metrics();
+    deliverer_->post(deliveries_);
   }
   // Shutdown: every unfinished request ends as aborted.
   admit_inbox();
   for (auto& [id, live] : live_) {
     auto r = scheduler_->finish(id, FinishReason::kAborted);
-    live->stream->finish(FinishReason::kAborted, live->stats);
+    deliver([stream = live->stream, stats = live->stats] { stream->finish(FinishReason::kAborted, stats); });
   }
+  deliverer_->post(deliveries_);
   live_.clear();
   loading_.clear();
   followers_.clear();
@@ -241,6 +247,8 @@ void Engine::admit_inbox() {
 }
 
 void Engine::step() {
+  using Steady = std::chrono::steady_clock;
+  const auto t_begin = Steady::now();
   admit_inbox();
   expire_deadlines();
   take_tier_loads();
@@ -252,7 +260,9 @@ void Engine::step() {
     Live& live = *live_.at(s.id);
     if (live.first_scheduled_s < 0) live.first_scheduled_s = now;
   }
+  const auto t_forward = Steady::now();
   std::span<const float> logits = runner_->execute(out);
+  const auto t_sample = Steady::now();
 
   std::vector<int32_t> sampled;
   std::vector<SampledLogprobs> logprobs;  // aligned with sampled; empty entries where not asked for
@@ -283,9 +293,32 @@ void Engine::step() {
     live.peak_resident_tokens =
         std::max(live.peak_resident_tokens, s.slot_begin + static_cast<int32_t>(s.new_tokens.size()));
   }
+  const auto t_post = Steady::now();
   auto finished = scheduler_->update(out, sampled, runner_->kv_stats());
   store_published_blocks();
   postprocess(out, sampled, logprobs, std::move(finished), failed);
+  auto seconds = [](Steady::duration d) { return std::chrono::duration<double>(d).count(); };
+  record_step_times({seconds(t_forward - t_begin), seconds(t_sample - t_forward), seconds(t_post - t_sample),
+                     seconds(Steady::now() - t_post)});
+}
+
+void Engine::record_step_times(const StepTimes& t) {
+  std::lock_guard lock(mu_);
+  StepTimes& sum = metrics_.step_times;
+  sum.schedule_s += t.schedule_s;
+  sum.forward_s += t.forward_s;
+  sum.sample_s += t.sample_s;
+  sum.postprocess_s += t.postprocess_s;
+  // With -v, a profile line every 1,000 steps (per-step lines would flood the
+  // log at 64 streams and cost time of their own).
+  constexpr int64_t kLogEvery = 1000;
+  if (metrics_.num_steps % kLogEvery == 0 && log_level() <= LogLevel::kInfo) {
+    const double total = sum.total_s();
+    log_info("steps {}: {:.1f}% outside the forward pass (schedule {:.1f}%, sample {:.1f}%, postprocess {:.1f}%), "
+             "mean step {:.3f} ms", metrics_.num_steps, 100 * (total - sum.forward_s) / total,
+             100 * sum.schedule_s / total, 100 * sum.sample_s / total, 100 * sum.postprocess_s / total,
+             1e3 * total / metrics_.num_steps);
+  }
 }
 
 std::optional<std::string> Engine::sample_one(RequestId id, std::span<const float> row_logits, const Request& r,
@@ -353,7 +386,10 @@ void Engine::postprocess_one(RequestId id, int32_t token, const SampledLogprobs&
   std::string text = stopped_by_token ? "" : live.stop.push(live.detok.push(token));
   std::vector<SampledLogprobs> lp;
   if (live.logprobs >= 0 && !stopped_by_token) lp.push_back(token_lp);
-  live.stream->push({token}, std::move(text), std::move(lp), std::move(live.prompt_logprobs));
+  deliver([stream = live.stream, token, text = std::move(text), lp = std::move(lp),
+           plp = std::move(live.prompt_logprobs)]() mutable {
+    stream->push({token}, std::move(text), std::move(lp), std::move(plp));
+  });
   live.prompt_logprobs.clear();
   const bool grammar_done = live.matcher && !stopped_by_token && advance_constraint(live, token);
   if (finished) {
@@ -367,7 +403,7 @@ void Engine::postprocess_one(RequestId id, int32_t token, const SampledLogprobs&
 void Engine::fail_live(RequestId id, const Error& error) {
   auto it = live_.find(id);
   if (it == live_.end()) return;
-  it->second->stream->fail(error);
+  deliver([stream = it->second->stream, error] { stream->fail(error); });
   live_.erase(it);
   --num_unfinished_;
   std::lock_guard lock(mu_);
@@ -412,7 +448,9 @@ void Engine::finish_live(RequestId id, FinishReason reason, const Request* reque
   live.stats.peak_resident_tokens = live.peak_resident_tokens;
   std::string tail;
   if (reason != FinishReason::kAborted && !live.stop.stopped()) tail = live.stop.push(live.detok.flush()) + live.stop.flush();
-  live.stream->finish(reason, live.stats, std::move(tail));
+  deliver([stream = live.stream, reason, stats = live.stats, tail = std::move(tail)]() mutable {
+    stream->finish(reason, std::move(stats), std::move(tail));
+  });
   log_debug("request {} {}: prompt {}, generated {}, cached {}, kv {} (most resident {} tokens)", id.value(),
             finish_reason_name(reason), live.stats.num_prompt_tokens, live.stats.num_generated_tokens,
             live.stats.num_cached_tokens,

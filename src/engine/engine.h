@@ -26,6 +26,7 @@
 #include "common/error.h"
 #include "engine/histogram.h"
 #include "engine/request_stream.h"
+#include "engine/stream_deliverer.h"
 #include "kv/kv_policy.h"
 #include "kvstore/tier_stack.h"
 #include "runner/sampler.h"
@@ -100,6 +101,18 @@ struct GenerateRequest {
   double timeout_s = 0;
 };
 
+// Where the step thread's time goes, summed over the steps that ran a batch
+// (seconds of steady-clock time). Everything but forward_s is serial work
+// around the forward pass: admitting requests and scheduling, choosing each
+// sampled token, and handing results to the streams.
+struct StepTimes {
+  double schedule_s = 0;     // inbox, tier loads, scheduler
+  double forward_s = 0;      // ModelRunner::execute (the compute threads' work)
+  double sample_s = 0;       // logits rows to tokens (and logprobs)
+  double postprocess_s = 0;  // scheduler update, detokenize, stop strings, stream pushes
+  double total_s() const { return schedule_s + forward_s + sample_s + postprocess_s; }
+};
+
 // Engine-wide counters, as a metrics endpoint exports them.
 struct EngineMetrics {
   EngineMetrics()
@@ -118,6 +131,7 @@ struct EngineMetrics {
   int64_t num_prompt_tokens = 0;         // prompt tokens of submitted requests
   int64_t num_generated_tokens = 0;
   int64_t num_steps = 0;
+  StepTimes step_times;
   int64_t num_requests_stopped = 0;      // finished by an end token or a stop string
   int64_t num_requests_length = 0;       // finished by max_tokens or the context
   int64_t num_requests_aborted = 0;      // cancelled, disconnected or failed
@@ -210,6 +224,10 @@ class Engine {
   // (true: the grammar is done, the request ends).
   std::span<const float> constrained_logits(Live& live, std::span<const float> logits);
   bool advance_constraint(Live& live, int32_t token);
+  void record_step_times(const StepTimes& t);  // adds one step's times to metrics_
+  // Queues a stream update (push, finish, fail) for the deliverer; the loop
+  // posts them after each step, in order.
+  void deliver(StreamDeliverer::Delivery d) { deliveries_.push_back(std::move(d)); }
   // The budget a request runs under, checked against the model.
   KvBudget checked_budget(KvBudget b) const;
 
@@ -228,6 +246,8 @@ class Engine {
   std::shared_ptr<const constrain::TokenIndex> token_index_;
   std::unique_ptr<TierStack> tiers_;                           // null without tiers
   std::unordered_map<RequestId, std::unique_ptr<Request>> loading_;  // waiting for a tier lookup
+  std::vector<StreamDeliverer::Delivery> deliveries_;                // engine thread: this step's
+  std::unique_ptr<StreamDeliverer> deliverer_;  // wakes stream readers off the step thread
 
   // Inbox from other threads.
   mutable std::mutex mu_;

@@ -134,6 +134,13 @@ std::string prometheus_text(const EngineMetrics& m, const std::string& model_nam
   w.metric("kvlm_prompt_tokens_total", "counter", "Prompt tokens submitted.", static_cast<double>(m.num_prompt_tokens));
   w.metric("kvlm_generation_tokens_total", "counter", "Tokens generated.", static_cast<double>(m.num_generated_tokens));
   w.metric("kvlm_engine_steps_total", "counter", "Engine steps run.", static_cast<double>(m.num_steps));
+  w.labelled("kvlm_engine_step_seconds_total", "counter",
+             "Step-thread time by phase; all but forward is serial work around the forward pass.",
+             {{"schedule", m.step_times.schedule_s},
+              {"forward", m.step_times.forward_s},
+              {"sample", m.step_times.sample_s},
+              {"postprocess", m.step_times.postprocess_s}},
+             "phase");
   w.labelled("kvlm_requests_finished_total", "counter", "Finished requests by finish reason.",
              {{"stop", static_cast<double>(m.num_requests_stopped)},
               {"length", static_cast<double>(m.num_requests_length)},

@@ -16,7 +16,7 @@ TEST(BenchCli, BatchReportsThroughputLatencyAndCache) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   for (const char* key : {"requests", "concurrency", "prompt_tokens_per_s", "generated_tokens_per_s", "ttft_ms",
-                          "itl_ms", "prefix_hit_rate", "peak_kv_blocks", "preemptions"})
+                          "itl_ms", "prefix_hit_rate", "peak_kv_blocks", "preemptions", "step_profile"})
     EXPECT_TRUE(j.contains(key)) << key << " missing from " << r.out;
   for (const char* key : {"ttft_ms", "itl_ms"})
     for (const char* stat : {"mean", "p50", "p99"}) EXPECT_TRUE(j[key].contains(stat)) << key << "." << stat;
@@ -25,6 +25,9 @@ TEST(BenchCli, BatchReportsThroughputLatencyAndCache) {
   // 32 shared tokens = 2 full blocks; requests after the first hit them.
   EXPECT_GT(j["prefix_hit_rate"].get<double>(), 0.0);
   EXPECT_GT(j["peak_kv_blocks"].get<int>(), 0);
+  EXPECT_GT(j["step_profile"]["forward_s"].get<double>(), 0);
+  EXPECT_GT(j["step_profile"]["outside_forward_fraction"].get<double>(), 0);
+  EXPECT_LT(j["step_profile"]["outside_forward_fraction"].get<double>(), 1);
 }
 
 TEST(BenchCli, ModelReportsPromptAndGenerationSpeed) {

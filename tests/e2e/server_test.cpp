@@ -318,6 +318,9 @@ TEST_F(ServerTest, MetricsCountWhatHappened) {
   EXPECT_GT(test::metric_sample(text, "kvlm_generation_tokens_total"), 0) << text;
   EXPECT_GT(test::metric_sample(text, "kvlm_prompt_tokens_total"), 0);
   EXPECT_GT(test::metric_sample(text, "kvlm_kv_blocks_capacity"), 0);
+  for (const char* phase : {"schedule", "forward", "sample", "postprocess"})
+    EXPECT_GT(test::metric_sample(text, std::string("kvlm_engine_step_seconds_total{model_name=\"llama\",phase=\"") +
+                                            phase + "\"}"), 0) << phase << "\n" << text;
   EXPECT_NE(text.find("# TYPE kvlm_time_to_first_token_seconds histogram"), std::string::npos);
   EXPECT_NE(text.find("kvlm_time_to_first_token_seconds_bucket{model_name=\"llama\",le=\"+Inf\"}"), std::string::npos);
   // Repeating a prompt hits the prefix cache (16-token blocks: a 40-token prompt has 2 full blocks).

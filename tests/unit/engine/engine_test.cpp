@@ -134,6 +134,19 @@ TEST_F(EngineBatching, AllAtOnceEqualsAlone) {
   expect_pool_whole(*engine);
 }
 
+// The step profile adds up every phase of every step that ran a batch.
+TEST_F(EngineBatching, StepTimesCoverEveryPhase) {
+  auto engine = make_engine(EngineConfig{});
+  run_all_at_once(*engine, jobs_);
+  expect_pool_whole(*engine);
+  const EngineMetrics m = engine->metrics();
+  EXPECT_GT(m.num_steps, 0);
+  for (double t : {m.step_times.schedule_s, m.step_times.forward_s, m.step_times.sample_s, m.step_times.postprocess_s})
+    EXPECT_GT(t, 0.0);
+  EXPECT_DOUBLE_EQ(m.step_times.total_s(), m.step_times.schedule_s + m.step_times.forward_s + m.step_times.sample_s +
+                                               m.step_times.postprocess_s);
+}
+
 TEST_F(EngineBatching, PreemptionKeepsTokens) {
   EngineConfig c;
   c.block_size = 4;
