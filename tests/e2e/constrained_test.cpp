@@ -209,12 +209,13 @@ TEST(Constrained, RegexChoiceChatAndChoices) {
 }
 
 // Eight greedy constrained requests at once in a pool that holds about two of
-// them: they are batched together and preempted, and each output equals the
+// them: they are batched together, chunked and preempted, and each output equals the
 // same request run alone (the matcher survives preemption; masks do not
 // depend on the batch).
 TEST(Constrained, BatchedAndPreemptedEqualAlone) {
   std::vector<std::string> args = server_args();
-  for (const char* a : {"--ctx", "160", "--block-size", "16"}) args.push_back(a);
+  // A step budget of 4 tokens also chunks every prompt's prefill.
+  for (const char* a : {"--ctx", "160", "--block-size", "16", "--max-batched-tokens", "4"}) args.push_back(a);
   test::ServerProcess server(args);
   const Json schema = Json::parse(R"({"type":"object","properties":{"story":{"type":"string","minLength":40,"maxLength":60},
       "n":{"type":"integer"},"ok":{"type":"boolean"}},"required":["story","n","ok"],"additionalProperties":false})");
