@@ -245,6 +245,26 @@ TEST(Constrained, BatchedAndPreemptedEqualAlone) {
   expect_pool_whole(server);
 }
 
+// The mask changes what is drawn, not what is reported: logprobs stay the
+// model's own (a masked-and-renormalised row would give the only allowed
+// token log-probability 0).
+TEST(Constrained, LogprobsStayTheModels) {
+  test::ServerProcess server(server_args());
+  const Json base = {{"prompt", "Once upon a time"}, {"max_tokens", 1}, {"temperature", 0}, {"logprobs", 5}};
+  auto [s1, free] = post(server, "/v1/completions", base);
+  ASSERT_EQ(s1, 200) << free;
+  Json constrained = base;
+  constrained["guided_regex"] = ",";
+  auto [s2, forced] = post(server, "/v1/completions", constrained);
+  ASSERT_EQ(s2, 200) << forced;
+  EXPECT_EQ(forced["choices"][0]["text"], ",");
+  const Json& top = free["choices"][0]["logprobs"]["top_logprobs"][0];
+  ASSERT_TRUE(top.contains(",")) << top;
+  const double lp = forced["choices"][0]["logprobs"]["token_logprobs"][0].get<double>();
+  EXPECT_NEAR(lp, top[","].get<double>(), 1e-5);
+  EXPECT_LT(lp, -1e-3);
+}
+
 TEST(Constrained, BadConstraintsAre400sNamingTheProblem) {
   test::ServerProcess server(server_args());
   auto expect_400 = [&](const Json& extra, const std::string& param, const std::string& words) {
