@@ -231,8 +231,11 @@ Expr SchemaCompiler::object(const Json& s, const std::string& path) {
     }
   }
   std::optional<Expr> extra;
-  if (const auto it = s.find("additionalProperties"); it != s.end() && !(it->is_boolean() && !it->get<bool>()))
+  if (const auto it = s.find("additionalProperties"); it != s.end() && !(it->is_boolean() && !it->get<bool>())) {
     extra = compile(*it, path + "/additionalProperties");
+  } else if (it == s.end() && !s.contains("properties")) {
+    extra = any_value();  // a bare {"type": "object"}: any object, not only {}
+  }
   std::set<std::string> listed;
   size_t longest = 0;  // in bytes: at least the name's characters
   if (const auto it = s.find("properties"); it != s.end()) {

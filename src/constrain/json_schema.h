@@ -4,8 +4,9 @@
 // documents, never more).
 //
 // Supported: type (a name or a list), properties, required,
-// additionalProperties (absent/false: no other keys; true or a schema: other
-// keys after the listed ones, spelled longer than every listed name so they
+// additionalProperties (false, or absent beside `properties`: no other keys;
+// absent without `properties`: any keys; true or a schema: other keys after
+// the listed ones, spelled longer than every listed name so they
 // can never repeat one), items (a schema or false), prefixItems, minItems,
 // maxItems, enum, const, anyOf, oneOf (its branches should not overlap: the
 // grammar does not check exclusivity), allOf with one schema, $ref to

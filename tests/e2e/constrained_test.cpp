@@ -209,12 +209,13 @@ TEST(Constrained, RegexChoiceChatAndChoices) {
 }
 
 // Eight greedy constrained requests at once in a pool that holds about two of
-// them: they are batched together and preempted, and each output equals the
+// them: they are batched together, chunked and preempted, and each output equals the
 // same request run alone (the matcher survives preemption; masks do not
 // depend on the batch).
 TEST(Constrained, BatchedAndPreemptedEqualAlone) {
   std::vector<std::string> args = server_args();
-  for (const char* a : {"--ctx", "160", "--block-size", "16"}) args.push_back(a);
+  // A step budget of 4 tokens also chunks every prompt's prefill.
+  for (const char* a : {"--ctx", "160", "--block-size", "16", "--max-batched-tokens", "4"}) args.push_back(a);
   test::ServerProcess server(args);
   const Json schema = Json::parse(R"({"type":"object","properties":{"story":{"type":"string","minLength":40,"maxLength":60},
       "n":{"type":"integer"},"ok":{"type":"boolean"}},"required":["story","n","ok"],"additionalProperties":false})");
@@ -242,6 +243,26 @@ TEST(Constrained, BatchedAndPreemptedEqualAlone) {
   }
   EXPECT_GT(test::server_metric(server, "kvlm_preemptions_total"), preempted_before);
   expect_pool_whole(server);
+}
+
+// The mask changes what is drawn, not what is reported: logprobs stay the
+// model's own (a masked-and-renormalised row would give the only allowed
+// token log-probability 0).
+TEST(Constrained, LogprobsStayTheModels) {
+  test::ServerProcess server(server_args());
+  const Json base = {{"prompt", "Once upon a time"}, {"max_tokens", 1}, {"temperature", 0}, {"logprobs", 5}};
+  auto [s1, free] = post(server, "/v1/completions", base);
+  ASSERT_EQ(s1, 200) << free;
+  Json constrained = base;
+  constrained["guided_regex"] = ",";
+  auto [s2, forced] = post(server, "/v1/completions", constrained);
+  ASSERT_EQ(s2, 200) << forced;
+  EXPECT_EQ(forced["choices"][0]["text"], ",");
+  const Json& top = free["choices"][0]["logprobs"]["top_logprobs"][0];
+  ASSERT_TRUE(top.contains(",")) << top;
+  const double lp = forced["choices"][0]["logprobs"]["token_logprobs"][0].get<double>();
+  EXPECT_NEAR(lp, top[","].get<double>(), 1e-5);
+  EXPECT_LT(lp, -1e-3);
 }
 
 TEST(Constrained, BadConstraintsAre400sNamingTheProblem) {

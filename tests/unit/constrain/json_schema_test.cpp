@@ -39,6 +39,16 @@ TEST(JsonSchema, AdditionalPropertiesNeverRepeatAListedName) {
   EXPECT_FALSE(matches(p, R"({"xyz":"s"})"));
 }
 
+TEST(JsonSchema, BareObjectTypeIsAnyObject) {
+  auto p = schema(R"({"type":"object"})");
+  EXPECT_TRUE(matches(p, "{}"));
+  EXPECT_TRUE(matches(p, R"({"k":[1,"x"],"z":null})"));
+  EXPECT_FALSE(matches(p, "[]"));
+  auto closed = schema(R"({"type":"object","additionalProperties":false})");
+  EXPECT_TRUE(matches(closed, "{}"));
+  EXPECT_FALSE(matches(closed, R"({"k":1})"));
+}
+
 TEST(JsonSchema, ArraysWithBoundsAndPrefixItems) {
   auto p = schema(R"({"type":"array","items":{"enum":["x",2,null]},"minItems":1,"maxItems":3})");
   EXPECT_FALSE(matches(p, "[]"));
