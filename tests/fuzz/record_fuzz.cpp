@@ -3,11 +3,8 @@
 // a status or a kvlm::Error, never a crash, a sanitizer report or a record
 // that decodes after re-encoding differently.
 //
-// Build (clang; the libraries instrumented for coverage too):
-//   CC=clang CXX=clang++ cmake -S . -B build-fuzz -DKVLM_BUILD_BENCH=OFF \
-//     -DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link,address,undefined
-//   cmake --build build-fuzz --target kvlm_fuzz_record
-//   build-fuzz/tests/kvlm_fuzz_record -max_total_time=60
+//   scripts/fuzz.sh 60                     (builds and runs every target)
+//   build-fuzz/fuzz/kvlm_fuzz_record CORPUS_DIR
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>

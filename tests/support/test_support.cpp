@@ -32,7 +32,11 @@ std::string shared_path(const std::string& rel) {
   return path;
 }
 
-std::string kvlm_binary() { return KVLM_BIN; }
+std::string kvlm_binary() {
+  // CI's TSan phase runs these tests against a TSan-built kvlm (scripts/test.sh).
+  const char* other = std::getenv("KVLM_TEST_BIN");
+  return other && *other ? other : KVLM_BIN;
+}
 
 std::string temp_dir() {
   // Never destroyed: the atexit handler below runs after function-local

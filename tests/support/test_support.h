@@ -12,7 +12,7 @@ namespace kvlm::test {
 // + throws) if the file does not exist, naming the full path.
 std::string shared_path(const std::string& rel);
 
-// Path of the built kvlm binary.
+// Path of the built kvlm binary ($KVLM_TEST_BIN if set).
 std::string kvlm_binary();
 
 struct CommandResult {
