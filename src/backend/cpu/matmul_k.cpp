@@ -22,8 +22,15 @@ namespace kvlm::cpu {
 namespace {
 
 // Q4_K: per token an int16 sub-block sum, an int32 super-block sum and a float
-// accumulator: 3 x 4 + 4 registers.
+// accumulator: 3 x 4 + 4 registers. With AVX-512 VNNI (32 registers, int32
+// sub-block sums straight from vpdpbusd) 8 tokens share each weight vector.
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define KVLM_VNNI 1
+constexpr int kMaxTileQ4K = 8;
+#else
+#define KVLM_VNNI 0
 constexpr int kMaxTileQ4K = 4;
+#endif
 // Q6_K: four assembled 6-bit vectors stay live while the tokens use them.
 constexpr int kMaxTileQ6K = 4;
 
@@ -163,6 +170,24 @@ void tile_q4_k(const uint8_t* strip, const MatmulActs& a, int64_t t0, __m256* ou
     for (int j = 0; j < 8; ++j) {  // sub-block j: values 32j .. 32j + 31
       const Bytes32* qs = blk.qs + 8 * (j / 2);
       const __m128i shift = _mm_cvtsi32_si128(4 * (j % 2));
+#if KVLM_VNNI
+      // The sub-block's 32 products per row summed exactly in int32, then
+      // times its scale: the same integers as the int16 route below.
+      __m256i d32[C];
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c) d32[c] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int v = 0; v < 8; ++v) {
+        const __m256i q = _mm256_and_si256(_mm256_srl_epi16(load(qs[v]), shift), low4);
+#pragma GCC unroll 8
+        for (int c = 0; c < C; ++c) {
+          d32[c] = _mm256_dpbusd_epi32(d32[c], q, simd::broadcast4(x[c][b].qs + 32 * j + 4 * v));
+        }
+      }
+      const __m256i sc32 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.scales[j])));
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c) isum[c] = _mm256_add_epi32(isum[c], _mm256_mullo_epi32(d32[c], sc32));
+#else
       // 8 groups x 2 products of at most 15 x 127 per int16 lane: no overflow.
       __m256i p16[C];
 #pragma GCC unroll 8
@@ -178,6 +203,7 @@ void tile_q4_k(const uint8_t* strip, const MatmulActs& a, int64_t t0, __m256* ou
       const __m256i sc = widen_scales_u8(blk.scales[j]);
 #pragma GCC unroll 8
       for (int c = 0; c < C; ++c) isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(p16[c], sc));
+#endif
     }
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.d)));
     const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.dmin)));
