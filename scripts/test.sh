@@ -47,7 +47,7 @@ main_suite() {
 
 asan_build() {
   local targets=(kvlm_unit_common kvlm_unit_kv kvlm_unit_kvstore kvlm_unit_sched kvlm_unit_tokenizer
-                 kvlm_unit_model kvlm_unit_engine kvlm_ops)
+                 kvlm_unit_model kvlm_unit_engine kvlm_unit_chat kvlm_unit_constrain kvlm_ops)
   if [[ ! -f build-fuzz/CMakeCache.txt ]]; then
     CC=clang-16 CXX=clang++-16 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Release -DKVLM_FUZZ=ON \
       -DKVLM_BUILD_BENCH=OFF >/dev/null
@@ -84,7 +84,7 @@ tsan_tests() {
   # server is that child process (the test's own HTTP client needs no TSan).
   (cd build-tsan && ctest --output-on-failure -j"$JOBS" -L '^kvlm_unit_engine$') || rc=1
   (cd "${BUILD_DIR:-build}" && KVLM_TEST_BIN="$ROOT/build-tsan/kvlm" ctest --output-on-failure -j"$JOBS" \
-     -L '^kvlm_e2e$' -R '^(Server|SseHeartbeat|Choices|KvBudgetServer)') || rc=1
+     -L '^kvlm_e2e$' -R '^(Server|SseHeartbeat|Choices|KvBudgetServer|Limits|Constrained)') || rc=1
   no_sanitizer_reports "$logs" || rc=1
   return $rc
 }

@@ -14,7 +14,7 @@
 #include "common/error.h"
 #include "server/openai/json_text.h"
 // The Jinja interpreter's public face; the only include to change when it moves.
-#include "tokenizer/chat_template.h"
+#include "chat/chat_template.h"
 
 namespace {
 
