@@ -13,6 +13,24 @@ namespace {
 // us allocate or loop without bound before the end-of-file checks catch it.
 constexpr uint64_t kMaxStringBytes = 1ull << 30;
 constexpr uint64_t kMaxArrayItems = 1ull << 28;
+// Metadata values in the whole file. Each costs about 48 bytes in memory
+// whatever its size on disk, so a file of many one-byte items could ask for
+// 48x its size; the largest vocabularies (256k tokens, their scores, types
+// and merges) hold about a million.
+constexpr uint64_t kMaxMetadataValues = 1ull << 23;
+
+// The fewest bytes one value of `type` takes in the file (an array: its
+// element type and count), so a count can be checked before allocating.
+uint64_t min_value_bytes(MetaType type) {
+  switch (type) {
+    case MetaType::kU8: case MetaType::kI8: case MetaType::kBool: return 1;
+    case MetaType::kU16: case MetaType::kI16: return 2;
+    case MetaType::kU32: case MetaType::kI32: case MetaType::kF32: return 4;
+    case MetaType::kU64: case MetaType::kI64: case MetaType::kF64: case MetaType::kString: return 8;
+    case MetaType::kArray: return 12;
+  }
+  return 1;
+}
 constexpr uint32_t kMaxDims = 4;
 constexpr int kMaxArrayDepth = 8;
 
@@ -56,6 +74,8 @@ class GgufParser {
   }
 
   MetaValue read_value(MetaType type, const std::string& key, int depth) {
+    if (++num_values_ > kMaxMetadataValues)
+      fail(pos_, "metadata '{}': more than {} metadata values in the file", key, kMaxMetadataValues);
     MetaValue v;
     v.type = type;
     switch (type) {
@@ -86,10 +106,13 @@ class GgufParser {
         v.elem_type = static_cast<MetaType>(elem);
         uint64_t count_at = pos_;
         uint64_t count = read<uint64_t>(key);
-        // Every element takes at least one byte, so a count above the bytes
-        // left is a lie we can refuse before allocating.
-        if (count > kMaxArrayItems || count > size_ - pos_)
+        // Every element takes at least min_value_bytes, so a count needing
+        // more than the bytes left is a lie we can refuse before allocating.
+        if (count > kMaxArrayItems || count > (size_ - pos_) / min_value_bytes(v.elem_type))
           fail(count_at, "metadata '{}': array of {} items cannot fit in the file", key, count);
+        if (count > kMaxMetadataValues - std::min(num_values_, kMaxMetadataValues))
+          fail(count_at, "metadata '{}': array of {} items makes more than {} metadata values in the file", key,
+               count, kMaxMetadataValues);
         std::vector<MetaValue> items;
         items.reserve(count);
         for (uint64_t i = 0; i < count; ++i) items.push_back(read_value(v.elem_type, key, depth + 1));
@@ -223,6 +246,7 @@ class GgufParser {
   const uint8_t* data_;
   size_t size_;
   uint64_t pos_ = 0;
+  uint64_t num_values_ = 0;  // metadata values read so far (kMaxMetadataValues)
   std::string path_;
 };
 

@@ -185,6 +185,11 @@ TEST(GgufCorrupt, ArraysAndValues) {
   poke<uint64_t>(b, count_at, 1ull << 40);
   expect_corrupt(b, "cannot fit");
   b = good;
+  // 3 i32 items take 12 bytes; a count whose items fit only as single bytes
+  // is refused too (the bytes left cover about 40 one-byte items, not 4-byte ones).
+  poke<uint64_t>(b, count_at, (good.size() - count_at - 8) / 2);
+  expect_corrupt(b, "cannot fit");
+  b = good;
   poke<uint32_t>(b, at + 3 + 4, 99);
   expect_corrupt(b, "unknown array element type 99");
   needle = "flag";
@@ -192,6 +197,28 @@ TEST(GgufCorrupt, ArraysAndValues) {
   b = good;
   b[at + 4 + 4] = 7;
   expect_corrupt(b, "neither 0 nor 1");
+}
+
+// Many one-byte values cost far more memory than file bytes: the file-wide
+// cap on metadata values refuses them before the memory is spent.
+TEST(GgufCorrupt, TooManyMetadataValuesAreRefused) {
+  GgufWriter w = small_writer();
+  w.set_i32_array("arr", {1, 2, 3});
+  auto good = w.serialize();
+  std::string needle = "arr";
+  size_t at = std::search(good.begin(), good.end(), needle.begin(), needle.end()) - good.begin();
+  size_t elem_at = at + 3 + 4, count_at = elem_at + 4;
+  // The same array as 9,000,000 u8 items, every byte present in the file.
+  constexpr uint64_t kCount = 9'000'000;
+  std::vector<uint8_t> b(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(count_at + 8));
+  poke<uint32_t>(b, elem_at, 0);  // u8
+  poke<uint64_t>(b, count_at, kCount);
+  b.resize(b.size() + kCount, 0);
+  b.insert(b.end(), good.begin() + static_cast<std::ptrdiff_t>(count_at + 8 + 12), good.end());
+  auto e = open_error(b);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->code(), ErrorCode::kCorrupt);
+  EXPECT_NE(std::string(e->what()).find("more than 8388608 metadata values"), std::string::npos) << e->what();
 }
 
 TEST(GgufCorrupt, TensorInfos) {
