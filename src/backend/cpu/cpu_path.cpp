@@ -5,6 +5,10 @@
 #include <cstdlib>
 #include <mutex>
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#endif
+
 #include "common/error.h"
 #include "common/log.h"
 
@@ -15,13 +19,26 @@ namespace {
 std::atomic<int> g_path{-1};
 std::mutex g_pick_mutex;
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// F16C and BMI2 from cpuid itself: clang's __builtin_cpu_supports knows
+// neither name (GCC's does), and one source must build with both.
+bool cpu_has_f16c_and_bmi2() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+  const bool f16c = (c & (1u << 29)) != 0;  // CPUID.1:ECX.F16C[bit 29]
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  const bool bmi2 = (b & (1u << 8)) != 0;  // CPUID.(7,0):EBX.BMI2[bit 8]
+  return f16c && bmi2;
+}
+#endif
+
 bool cpu_has_path(CpuPath path) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   // __builtin_cpu_supports also checks that the OS saves the wider registers
   // (XCR0), so a hypervisor that hides AVX-512 state is seen as lacking it.
   __builtin_cpu_init();
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                    __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
+  // (F16C's registers are AVX's, whose OS support the avx2 check covers.)
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c_and_bmi2();
   switch (path) {
     case CpuPath::kScalar: return true;
     case CpuPath::kAvx2: return avx2;
