@@ -147,6 +147,17 @@ std::optional<ToolCall> call_from_object(const Json& obj, std::initializer_list<
   return call;
 }
 
+std::optional<std::vector<ToolCall>> calls_from_array(const Json& items, std::initializer_list<const char*> keys) {
+  std::vector<ToolCall> calls;
+  for (const Json& item : items) {
+    auto call = call_from_object(item, keys);
+    if (!call) return std::nullopt;
+    calls.push_back(std::move(*call));
+  }
+  if (calls.empty()) return std::nullopt;
+  return calls;
+}
+
 size_t marker_start(std::string_view text, std::string_view marker) {
   if (const size_t at = text.find(marker); at != std::string_view::npos) return at;
   // A proper prefix of the marker at the very end: the marker may be coming.

@@ -13,7 +13,6 @@ ParsedToolCalls parse_generic(std::string_view text) {
   if (!end || !only_space(text, *end)) return plain(text);
   const auto value = parse_json_at(text, start, *end);
   if (!value || !value->is_object()) return plain(text);
-  ParsedToolCalls out;
   if (const auto r = value->find("response"); r != value->end() && r->is_string() && value->size() == 1)
     return {r->get<std::string>(), {}};
   Json items;
@@ -24,13 +23,9 @@ ParsedToolCalls parse_generic(std::string_view text) {
   } else {
     return plain(text);
   }
-  for (const Json& item : items) {
-    auto call = call_from_object(item, {"arguments", "parameters"});
-    if (!call) return plain(text);
-    out.calls.push_back(std::move(*call));
-  }
-  if (out.calls.empty()) return plain(text);
-  return out;
+  auto calls = calls_from_array(items, {"arguments", "parameters"});
+  if (!calls) return plain(text);
+  return {"", std::move(*calls)};
 }
 
 }  // namespace kvlm::tool_calls

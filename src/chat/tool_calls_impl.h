@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -33,6 +34,9 @@ bool only_space(std::string_view text, size_t pos);
 // with args_key one of `keys` (the first present wins; none: "{}"); nullopt
 // when the name is missing or not a string, or the arguments are not an object.
 std::optional<ToolCall> call_from_object(const Json& obj, std::initializer_list<const char*> keys);
+// The calls of a JSON array of call objects (as call_from_object reads them
+// with `keys`), or nullopt when the array is empty or any item is no call.
+std::optional<std::vector<ToolCall>> calls_from_array(const Json& items, std::initializer_list<const char*> keys);
 // Arguments as compact JSON text: an object as is, or a string holding a
 // JSON object's text; nullopt otherwise.
 std::optional<std::string> arguments_text(const Json& args);

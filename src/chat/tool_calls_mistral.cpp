@@ -15,15 +15,9 @@ ParsedToolCalls parse_mistral(std::string_view text) {
   if (!end || !only_space(text, *end)) return plain(text);
   const auto value = parse_json_at(text, start, *end);
   if (!value) return plain(text);
-  ParsedToolCalls out{std::string(text.substr(0, marker)), {}};
-  const Json items = value->is_array() ? *value : Json::array({*value});
-  for (const Json& item : items) {
-    auto call = call_from_object(item, {"arguments", "parameters"});
-    if (!call) return plain(text);
-    out.calls.push_back(std::move(*call));
-  }
-  if (out.calls.empty()) return plain(text);
-  return out;
+  auto calls = calls_from_array(value->is_array() ? *value : Json::array({*value}), {"arguments", "parameters"});
+  if (!calls) return plain(text);
+  return {std::string(text.substr(0, marker)), std::move(*calls)};
 }
 
 }  // namespace kvlm::tool_calls
