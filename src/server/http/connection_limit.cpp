@@ -1,10 +1,8 @@
 #include "server/http/connection_limit.h"
 
-#include <dirent.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 
-#include <cstdlib>
+#include "server/http/own_fds.h"
 
 namespace kvlm {
 namespace {
@@ -43,28 +41,16 @@ void LimitedTaskQueue::shutdown() {
 bool LimitedTaskQueue::over_limit() { return t_over_limit; }
 
 void raise_listen_backlog(int port) {
-#if defined(__linux__)
-  DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr) return;
-  while (const dirent* e = readdir(dir)) {
-    char* end = nullptr;
-    const long fd = std::strtol(e->d_name, &end, 10);
-    if (end == e->d_name || *end != '\0' || fd == dirfd(dir)) continue;
+  visit_own_fds([port](int fd) {
     int listening = 0;
     socklen_t len = sizeof(listening);
-    if (getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) return false;
     sockaddr_storage local{};
     socklen_t local_len = sizeof(local);
-    if (getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&local), &local_len) != 0) continue;
-    int local_port = -1;
-    if (local.ss_family == AF_INET) local_port = ntohs(reinterpret_cast<const sockaddr_in&>(local).sin_port);
-    if (local.ss_family == AF_INET6) local_port = ntohs(reinterpret_cast<const sockaddr_in6&>(local).sin6_port);
-    if (local_port == port) ::listen(static_cast<int>(fd), SOMAXCONN);
-  }
-  closedir(dir);
-#else
-  (void)port;
-#endif
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0) return false;
+    if (socket_port(local) == port) ::listen(fd, SOMAXCONN);
+    return false;  // every listener on the port (IPv4 and IPv6)
+  });
 }
 
 }  // namespace kvlm
