@@ -175,16 +175,10 @@ TEST(Choices, EightChoicesComputeTheirPromptOnce) {
 TEST_F(ChoicesTest, ClientThatHangsUpCancelsEveryChoice) {
   const std::string aborted = "kvlm_requests_finished_total{model_name=\"llama\",finished_reason=\"abort\"}";
   const double aborted_before = std::max(0.0, test::server_metric(*server_, aborted));  // -1: no series yet
-  httplib::Client cli("127.0.0.1", server_->port());
-  int chunks = 0;
-  httplib::Request req;
-  req.method = "POST";
-  req.path = "/v1/completions";
-  req.headers = {{"Content-Type", "application/json"}};
-  req.body = R"({"prompt":"Once upon a time","max_tokens":1500,"ignore_eos":true,"n":4,"stream":true})";
-  req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 3; };
-  cli.send(req);
-  EXPECT_GE(chunks, 3);
+  EXPECT_GE(test::stream_then_hang_up(
+                *server_, "/v1/completions",
+                R"({"prompt":"Once upon a time","max_tokens":1500,"ignore_eos":true,"n":4,"stream":true})", 3),
+            3);
   for (int i = 0; i < 500 && (test::server_metric(*server_, "kvlm_requests_running") != 0 ||
                               test::server_metric(*server_, "kvlm_kv_blocks_used") != 0); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -3,8 +3,6 @@
 // the grammar, validate under python3-jsonschema; guided_regex outputs that
 // PCRE2 matches in full; guided_choice outputs that are one of the choices;
 // n > 1, chat, batch invariance and preemption with a grammar; and the 400s.
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
 
 #include <gtest/gtest.h>
 
@@ -112,19 +110,6 @@ class SchemaGen {
   std::mt19937 rng_;
 };
 
-bool pcre_full_match(const std::string& pattern, const std::string& s) {
-  int err = 0;
-  PCRE2_SIZE off = 0;
-  pcre2_code* re = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.c_str()), pattern.size(),
-                                 PCRE2_UTF | PCRE2_ANCHORED | PCRE2_ENDANCHORED, &err, &off, nullptr);
-  if (!re) return false;
-  pcre2_match_data* md = pcre2_match_data_create_from_pattern(re, nullptr);
-  const int rc = pcre2_match(re, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0, 0, md, nullptr);
-  pcre2_match_data_free(md);
-  pcre2_code_free(re);
-  return rc >= 0;
-}
-
 // The pool is whole once the engine has published its last step (a response
 // can arrive just before that).
 void expect_pool_whole(const test::ServerProcess& server) {
@@ -175,7 +160,7 @@ TEST(Constrained, RegexChoiceChatAndChoices) {
     ASSERT_EQ(status, 200) << j;
     const std::string text = j["choices"][0]["text"];
     EXPECT_EQ(j["choices"][0]["finish_reason"], "stop") << patterns[i] << ": " << text;
-    EXPECT_TRUE(pcre_full_match(patterns[i], text)) << patterns[i] << ": '" << text << "'";
+    EXPECT_TRUE(test::pcre_full_match(patterns[i], text)) << patterns[i] << ": '" << text << "'";
   }
   const Json colors = Json::array({"red", "green", "light blue"});
   auto [status, j] = post(server, "/v1/chat/completions",

@@ -285,17 +285,11 @@ TEST_F(ServerTest, ConcurrentRequestsEqualSequentialOnes) {
 }
 
 TEST_F(ServerTest, ClientThatHangsUpReleasesItsBlocks) {
-  httplib::Client cli("127.0.0.1", server_->port());
-  int chunks = 0;
-  httplib::Request req;
-  req.method = "POST";
-  req.path = "/v1/completions";
-  req.headers = {{"Content-Type", "application/json"}};
-  req.body = R"({"prompt":"Once upon a time","max_tokens":1500,"ignore_eos":true,"temperature":0,"stream":true})";
   // Hang up after 3 chunks of the stream.
-  req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 3; };
-  cli.send(req);
-  EXPECT_GE(chunks, 3);
+  EXPECT_GE(test::stream_then_hang_up(
+                *server_, "/v1/completions",
+                R"({"prompt":"Once upon a time","max_tokens":1500,"ignore_eos":true,"temperature":0,"stream":true})", 3),
+            3);
   // The request must end (aborted) and give every block back.
   std::string text;
   for (int i = 0; i < 500; ++i) {

@@ -1,6 +1,8 @@
 #include "support/test_support.h"
 
 #include <httplib.h>
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 
 #include <gtest/gtest.h>
 
@@ -235,6 +237,33 @@ std::string metrics_text(const ServerProcess& server) {
 
 double server_metric(const ServerProcess& server, const std::string& series) {
   return metric_sample(metrics_text(server), series);
+}
+
+int stream_then_hang_up(const ServerProcess& server, const std::string& path, const std::string& body, int chunks) {
+  httplib::Client cli("127.0.0.1", server.port());
+  int received = 0;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = path;
+  req.headers = {{"Content-Type", "application/json"}};
+  req.body = body;
+  req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++received < chunks; };
+  cli.send(req);
+  return received;
+}
+
+bool pcre_full_match(const std::string& pattern, const std::string& s) {
+  int err = 0;
+  PCRE2_SIZE off = 0;
+  pcre2_code* re = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.c_str()), pattern.size(),
+                                 PCRE2_UTF | PCRE2_ANCHORED | PCRE2_ENDANCHORED, &err, &off, nullptr);
+  EXPECT_NE(re, nullptr) << pattern;
+  if (!re) return false;
+  pcre2_match_data* md = pcre2_match_data_create_from_pattern(re, nullptr);
+  const int rc = pcre2_match(re, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0, 0, md, nullptr);
+  pcre2_match_data_free(md);
+  pcre2_code_free(re);
+  return rc >= 0;
 }
 
 std::vector<std::string> sse_data(const std::string& body) {

@@ -63,6 +63,14 @@ std::string metrics_text(const ServerProcess& server);
 // metric_sample of a server's current /metrics.
 double server_metric(const ServerProcess& server, const std::string& series);
 
+// POSTs a streaming JSON `body` to `path` and hangs up once `chunks` chunks
+// of the answer have arrived; returns how many arrived (fewer: it ended first).
+int stream_then_hang_up(const ServerProcess& server, const std::string& path, const std::string& body, int chunks);
+
+// Whether PCRE2 matches `pattern` against the whole of `s` (UTF-8); a
+// pattern PCRE2 refuses fails the calling test.
+bool pcre_full_match(const std::string& pattern, const std::string& s);
+
 // The data payloads of an SSE body, in order ("[DONE]" included).
 std::vector<std::string> sse_data(const std::string& body);
 

@@ -1,17 +1,15 @@
 // The regex compiler against PCRE2 (anchored full matches) on fixed patterns
 // and strings, plus the JSON-string spelling and the refusals.
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
 
 #include <random>
 
 #include <gtest/gtest.h>
 
 #include "common/error.h"
-
 #include "constrain/constraint.h"
 #include "constrain/matcher.h"
 #include "constrain/regex.h"
+#include "support/test_support.h"
 
 namespace kvlm::constrain {
 namespace {
@@ -19,20 +17,6 @@ namespace {
 bool matches(const std::shared_ptr<const Program>& p, std::string_view s) {
   Matcher m(p);
   return m.advance(s) && m.accepting();
-}
-
-bool pcre_full_match(const std::string& pattern, const std::string& s) {
-  int err = 0;
-  PCRE2_SIZE off = 0;
-  pcre2_code* re = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.c_str()), pattern.size(),
-                                 PCRE2_UTF | PCRE2_ANCHORED | PCRE2_ENDANCHORED, &err, &off, nullptr);
-  EXPECT_NE(re, nullptr) << pattern;
-  if (!re) return false;
-  pcre2_match_data* md = pcre2_match_data_create_from_pattern(re, nullptr);
-  const int rc = pcre2_match(re, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0, 0, md, nullptr);
-  pcre2_match_data_free(md);
-  pcre2_code_free(re);
-  return rc >= 0;
 }
 
 TEST(Regex, AgreesWithPcre2) {
@@ -48,7 +32,7 @@ TEST(Regex, AgreesWithPcre2) {
       std::string s;
       const int len = static_cast<int>(rng() % 9);
       for (int k = 0; k < len; ++k) s += alphabet[rng() % alphabet.size()];
-      EXPECT_EQ(matches(p, s), pcre_full_match(pat, s)) << "pattern " << pat << " on '" << s << "'";
+      EXPECT_EQ(matches(p, s), test::pcre_full_match(pat, s)) << "pattern " << pat << " on '" << s << "'";
     }
   }
 }
