@@ -321,7 +321,10 @@ void matmul_with(CpuPath path, const WeightMatrix& w, const float* x, int64_t nu
   const int64_t weight_row_bytes = static_cast<int64_t>(row_bytes(w.dtype, cols));
   int64_t rows_per_chunk = std::max<int64_t>(1, kRowChunkBytes / weight_row_bytes);
   rows_per_chunk = std::min(rows_per_chunk, (w.rows + 8 * num_threads_used - 1) / (8 * num_threads_used));
-  rows_per_chunk = std::max<int64_t>(kStripRows, rows_per_chunk / kStripRows * kStripRows);
+  // Pairs of strips where a chunk holds 16 rows or more: the AVX-512 kernels
+  // take 16 rows at a time (for_each_strip_pair).
+  const int64_t chunk_rows_unit = rows_per_chunk >= 2 * kStripRows ? 2 * kStripRows : kStripRows;
+  rows_per_chunk = std::max<int64_t>(kStripRows, rows_per_chunk / chunk_rows_unit * chunk_rows_unit);
   const int64_t num_row_chunks = (w.rows + rows_per_chunk - 1) / rows_per_chunk;
 
   auto quantize_token = [&](int64_t t) {

@@ -211,6 +211,34 @@ void for_each_strip(const WeightMatrix& w, int64_t row_begin, int64_t row_end, i
     }
   }
 }
+
+#if defined(__AVX512F__)
+// for_each_strip for kernels that can take two strips at once in zmm
+// registers (rows 8s .. 8s+15: lanes 0-7 from strip s, 8-15 from strip s+1),
+// so each activation broadcast and each per-block scale step serves 16 rows.
+// Packed matrices only; the rows left over (fewer than 16, or an unpacked
+// matrix) go to the 8-row tile. Lane for lane the arithmetic is the 8-row
+// tile's, so the bits do not depend on which of the two computed a row.
+template <int kMaxTile, typename PairFn, typename TileFn>
+void for_each_strip_pair(const WeightMatrix& w, int64_t row_begin, int64_t row_end, int64_t tok_begin,
+                         int64_t tok_end, float* y, PairFn&& pair, TileFn&& tile) {
+  KVLM_ASSERT(row_begin % kStripRows == 0, "matmul: row range not aligned to a strip");
+  int64_t r0 = row_begin;
+  if (w.packed) {
+    for (; r0 + 2 * kStripRows <= row_end; r0 += 2 * kStripRows) {
+      const uint8_t* first = w.packed->strip(r0 / kStripRows);
+      const uint8_t* second = w.packed->strip(r0 / kStripRows + 1);
+      for (int64_t t = tok_begin; t < tok_end; t += kMaxTile) {
+        const int n = static_cast<int>(std::min<int64_t>(kMaxTile, tok_end - t));
+        __m512 out[kMaxTile];
+        dispatch_tile<kMaxTile>(n, [&]<int C>() { pair.template operator()<C>(first, second, t, out); });
+        for (int c = 0; c < n; ++c) _mm512_storeu_ps(y + (t + c) * w.rows + r0, out[c]);
+      }
+    }
+  }
+  if (r0 < row_end) for_each_strip<kMaxTile>(w, r0, row_end, tok_begin, tok_end, y, tile);
+}
+#endif  // __AVX512F__
 }  // namespace KVLM_KERNEL_ISA
 #endif  // KVLM_KERNEL_ISA
 
