@@ -205,6 +205,51 @@ inline void accumulate_tile4(const uint8_t* const* w, const float* x, int64_t n,
       acc[2 * h + 1][c] = _mm512_extractf32x8_ps(a[h][c], 1);
     }
 }
+
+// The band's weights of one column pass widened to f32 once, in the order
+// accumulate_tile4 consumes them: [row pair][8-column group][16 floats: the
+// group's 8 columns of row 2p, then of row 2p + 1]. With several token tiles
+// per pass every tile would otherwise widen (and join) the same weights
+// again, a quarter of the issue slots of the FMAs. The values are exact, so
+// the sums are the same bits.
+template <typename Load>
+void widen_band(const uint8_t* const* rows, int64_t i0, int64_t i1, float* out) {
+  const int64_t groups = (i1 - i0) / 8;
+  for (int p = 0; p < kBandRows / 2; ++p) {
+    float* dst = out + p * groups * 16;
+    for (int64_t g = 0; g < groups; ++g) _mm512_store_ps(dst + 16 * g, Load::vec2(rows[2 * p], rows[2 * p + 1], i0 + 8 * g));
+  }
+}
+
+// accumulate_tile4 on widened weights: pair0/pair1 point at the tile's two
+// row pairs in the widen_band layout, at the pass's first column.
+template <int C>
+inline void accumulate_tile4_wide(const float* pair0, const float* pair1, const float* x, int64_t n, int64_t i0,
+                                  int64_t i1, __m256 (*acc)[kMaxTile]) {
+  __m512 a[2][C];
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h)
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) a[h][c] = _mm512_insertf32x8(_mm512_zextps256_ps512(acc[2 * h][c]), acc[2 * h + 1][c], 1);
+  for (int64_t i = i0; i < i1; i += 8) {
+    const __m512 w0 = _mm512_load_ps(pair0 + 2 * (i - i0));
+    const __m512 w1 = _mm512_load_ps(pair1 + 2 * (i - i0));
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+      __m512 xv = _mm512_broadcast_f32x8(_mm256_loadu_ps(x + c * n + i));
+      asm("" : "+v"(xv));
+      a[0][c] = _mm512_fmadd_ps(w0, xv, a[0][c]);
+      a[1][c] = _mm512_fmadd_ps(w1, xv, a[1][c]);
+    }
+  }
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h)
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+      acc[2 * h][c] = _mm512_castps512_ps256(a[h][c]);
+      acc[2 * h + 1][c] = _mm512_extractf32x8_ps(a[h][c], 1);
+    }
+}
 #endif
 
 template <typename Load>
@@ -217,6 +262,11 @@ void run(const WeightMatrix& w, const MatmulActs& acts, int64_t row_begin, int64
   // Partial sums [token tile][row tile] of kBandRows rows and up to
   // kMaxTiles * kMaxTile tokens, kept across the column passes.
   __m256 acc[kMaxTiles][kBandRows / kRows][kRows][kMaxTile];
+#if KVLM_ZMM
+  // One pass of the band's weights as f32 (widen_band): at most 512 columns
+  // (F16/BF16; 256 of F32) of 8 rows, 16 KiB.
+  alignas(64) float wide_band[kBandRows * (kBandPassBytes / (kBandRows * 2))];
+#endif
   for (int64_t r0 = row_begin; r0 < row_end; r0 += kBandRows) {
     const int num_rows = static_cast<int>(std::min<int64_t>(kBandRows, row_end - r0));
     const int num_row_tiles = (num_rows + kRows - 1) / kRows;
@@ -241,6 +291,10 @@ void run(const WeightMatrix& w, const MatmulActs& acts, int64_t row_begin, int64
           const size_t bytes = static_cast<size_t>(std::min(col_block, n8 - i1)) * Load::kBytes;
           for (int k = 0; k < num_rows; ++k) simd::prefetch(rows[k] + i1 * Load::kBytes, bytes);
         }
+#if KVLM_ZMM
+        const bool wide = num_tiles > 1;
+        if (wide) widen_band<Load>(rows, i0, i1, wide_band);
+#endif
         for (int tt = 0; tt < num_tiles; ++tt) {
           const int64_t t = t0 + tt * kMaxTile;
           const int num = static_cast<int>(std::min<int64_t>(kMaxTile, t1 - t));
@@ -248,6 +302,12 @@ void run(const WeightMatrix& w, const MatmulActs& acts, int64_t row_begin, int64
           dispatch_tile<kMaxTile>(num, [&]<int C>() {
             for (int rt = 0; rt < num_row_tiles; ++rt) {
 #if KVLM_ZMM
+              if (wide) {
+                const int64_t pair_floats = (i1 - i0) * 2;  // one row pair of the pass
+                accumulate_tile4_wide<C>(wide_band + (2 * rt) * pair_floats, wide_band + (2 * rt + 1) * pair_floats, x,
+                                         n, i0, i1, acc[tt][rt]);
+                continue;
+              }
               // Rows past num_rows repeat the band's last row (rows[]) and are never stored.
               accumulate_tile4<Load, C>(rows + kRows * rt, x, n, i0, i1, acc[tt][rt]);
               continue;
