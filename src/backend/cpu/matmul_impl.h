@@ -213,6 +213,23 @@ void for_each_strip(const WeightMatrix& w, int64_t row_begin, int64_t row_end, i
 }
 
 #if defined(__AVX512F__)
+// The same 32 bytes of two strips (a low, b high), their 8 fp16 scales
+// each as 16 floats, and 4 bytes in every 32-bit lane of a zmm register.
+inline __m512i join_strips(const uint8_t* a, const uint8_t* b) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(a))),
+                            _mm256_load_si256(reinterpret_cast<const __m256i*>(b)), 1);
+}
+inline __m512 join_scales(const uint16_t* a, const uint16_t* b) {
+  const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a));
+  const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
+  return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
+}
+inline __m512i broadcast4_512(const void* p) {
+  int32_t v;
+  __builtin_memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
 // for_each_strip for kernels that can take two strips at once in zmm
 // registers (rows 8s .. 8s+15: lanes 0-7 from strip s, 8-15 from strip s+1),
 // so each activation broadcast and each per-block scale step serves 16 rows.

@@ -224,6 +224,84 @@ void tile_q4_k(const uint8_t* strip, const MatmulActs& a, int64_t t0, __m256* ou
   for (int c = 0; c < C; ++c) out[c] = acc[c];
 }
 
+#if KVLM_VNNI && defined(__AVX512F__)
+// tile_q4_k's VNNI route on two strips at once (for_each_strip_pair): rows
+// of strip a in lanes 0-7, of strip b in lanes 8-15, the same integers and
+// float steps per lane.
+inline __m512i join_u8x8_to_i32(const uint8_t* a, const uint8_t* b) {
+  const __m128i ab = _mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a)),
+                                        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b)));
+  return _mm512_cvtepu8_epi32(ab);
+}
+inline __m512i join_u8x16_to_i16(const uint8_t* a, const uint8_t* b) {
+  const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a));
+  const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
+  return _mm512_cvtepu8_epi16(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
+}
+
+// Sub-block j's int32 sums (q_j . x_j) per (row, token) times its scale, added to isum.
+template <int C>
+inline void q4_k_pair_sub_block(const StripQ4K& ba, const StripQ4K& bb, int j, const ActBlockQ8K* const* xb,
+                                __m512i* isum) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  const Bytes32* qa = ba.qs + 8 * (j / 2);
+  const Bytes32* qb = bb.qs + 8 * (j / 2);
+  const __m128i shift = _mm_cvtsi32_si128(4 * (j % 2));
+  __m512i d32[C];
+#pragma GCC unroll 8
+  for (int c = 0; c < C; ++c) d32[c] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+  for (int v = 0; v < 8; ++v) {
+    const __m512i q = _mm512_and_si512(_mm512_srl_epi16(join_strips(qa[v].b, qb[v].b), shift), low4);
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) d32[c] = _mm512_dpbusd_epi32(d32[c], q, broadcast4_512(xb[c]->qs + 32 * j + 4 * v));
+  }
+  const __m512i sc32 = join_u8x8_to_i32(ba.scales[j], bb.scales[j]);
+#pragma GCC unroll 8
+  for (int c = 0; c < C; ++c) isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(d32[c], sc32));
+}
+
+template <int C>
+void pair_q4_k_vnni(const uint8_t* strip_a, const uint8_t* strip_b, const MatmulActs& a, int64_t t0, __m512* out) {
+  const int64_t num_blocks = a.cols / 256;
+  const auto* sa = reinterpret_cast<const StripQ4K*>(strip_a);
+  const auto* sb = reinterpret_cast<const StripQ4K*>(strip_b);
+  const ActBlockQ8K* x[C];
+  for (int c = 0; c < C; ++c) x[c] = a.q8k + (t0 + c) * num_blocks;
+  __m512 acc[C];
+#pragma GCC unroll 8
+  for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    const StripQ4K& ba = sa[b];
+    const StripQ4K& bb = sb[b];
+    simd::prefetch(sa + b + 2, sizeof(StripQ4K));
+    simd::prefetch(sb + b + 2, sizeof(StripQ4K));
+    const ActBlockQ8K* xb[C];
+    for (int c = 0; c < C; ++c) xb[c] = x[c] + b;
+    __m512i isum[C];
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) isum[c] = _mm512_setzero_si512();
+    for (int j = 0; j < 8; ++j) q4_k_pair_sub_block<C>(ba, bb, j, xb, isum);
+    const __m512 d = join_scales(ba.d, bb.d);
+    const __m512 dmin = join_scales(ba.dmin, bb.dmin);
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+      __m512i summ = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) {
+        const __m512i m = join_u8x16_to_i16(ba.min_pairs[i][0], bb.min_pairs[i][0]);
+        summ = _mm512_add_epi32(summ, _mm512_madd_epi16(m, broadcast4_512(xb[c]->bsum_pairs + 2 * i)));
+      }
+      const __m512 dx = _mm512_set1_ps(xb[c]->d);
+      acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[c]), _mm512_mul_ps(d, dx), acc[c]);
+      acc[c] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(summ), _mm512_mul_ps(dmin, dx), acc[c]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int c = 0; c < C; ++c) out[c] = acc[c];
+}
+#endif  // KVLM_VNNI && __AVX512F__
+
 // Sub-block S (0..7) of half h of a Q6_K super-block: values 128h + 16S ..
 // 128h + 16S + 15, in four groups of 4. Their low 4 bits are the low (S < 4)
 // or high (S >= 4) nibbles of ql vectors 16h + 4(S % 4) + u; their high 2 bits
@@ -352,9 +430,15 @@ void pack_strip_q6_k(const uint8_t* const* rows, int64_t cols, uint8_t* out) {
 
 void kernel_q4_k(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
                  int64_t t1, float* y) {
-  for_each_strip<kMaxTileQ4K>(w, r0, r1, t0, t1, y, [&]<int C>(const uint8_t* strip, int64_t t, __m256* out) {
-    tile_q4_k<C>(strip, a, t, out);
-  });
+  auto tile = [&]<int C>(const uint8_t* strip, int64_t t, __m256* out) { tile_q4_k<C>(strip, a, t, out); };
+#if KVLM_VNNI && defined(__AVX512F__)
+  for_each_strip_pair<kMaxTileQ4K>(
+      w, r0, r1, t0, t1, y,
+      [&]<int C>(const uint8_t* sa, const uint8_t* sb, int64_t t, __m512* out) { pair_q4_k_vnni<C>(sa, sb, a, t, out); },
+      tile);
+#else
+  for_each_strip<kMaxTileQ4K>(w, r0, r1, t0, t1, y, tile);
+#endif
 }
 
 void kernel_q6_k(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,

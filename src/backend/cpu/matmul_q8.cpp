@@ -324,21 +324,6 @@ void tile_q4_0_vnni(const uint8_t* strip, const MatmulActs& a, int64_t t0, __m25
 // float steps per lane. A zmm vpdpbusd does twice a ymm one's work for the
 // same activation broadcast and issue slot (on the Xeons we measure, ymm
 // VNNI reaches ~97 G and zmm ~130 G multiply-adds per second and core).
-inline __m512i join_strips(const uint8_t* a, const uint8_t* b) {
-  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(a))),
-                            _mm256_load_si256(reinterpret_cast<const __m256i*>(b)), 1);
-}
-inline __m512 join_scales(const uint16_t* a, const uint16_t* b) {
-  const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a));
-  const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
-  return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
-}
-inline __m512i broadcast4_512(const void* p) {
-  int32_t v;
-  __builtin_memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
-
 template <int C>
 void pair_q8_0_vnni(const uint8_t* sa, const uint8_t* sb, const MatmulActs& a, int64_t t0, __m512* out) {
   const int64_t num_blocks = a.cols / 32;
