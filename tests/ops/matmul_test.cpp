@@ -82,7 +82,9 @@ std::vector<std::pair<int64_t, int64_t>> shapes_for(DType t) {
   const int64_t bs = dtype_info(t).block_size;
   const int64_t c0 = bs == 1 ? 37 : bs;        // 37: not a multiple of 8 (tail path)
   const int64_t c1 = bs == 1 ? 200 : 4 * std::max<int64_t>(bs, 64);
-  return {{1, c0}, {37, c1}, {172, c0 * 3}, {64, c1}};
+  // 269 rows: with up to 2 threads the row chunks hold 16 rows, so the
+  // AVX-512 kernels' two-strip (16-row) tiles run, beside 8-row tails.
+  return {{1, c0}, {37, c1}, {172, c0 * 3}, {64, c1}, {269, c0 * 2}};
 }
 
 TEST_P(MatmulTest, MatchesReferenceAndExactDot) {

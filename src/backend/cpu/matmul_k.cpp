@@ -381,6 +381,97 @@ void tile_q6_k(const uint8_t* strip, const MatmulActs& a, int64_t t0, __m256* ou
   for (int c = 0; c < C; ++c) out[c] = acc[c];
 }
 
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+// q6_k_sub_block on two strips at once (for_each_strip_pair): the same
+// maddubs/madd integer route in zmm, strip a's rows in lanes 0-7, strip b's
+// in lanes 8-15; the byte shuffles work per 128-bit lane, so the ymm
+// patterns repeat.
+template <int C, int S>
+inline void q6_k_pair_sub_block(const StripQ6K& ba, const StripQ6K& bb, int h, const ActBlockQ8K* const* x,
+                                __m512i* isum) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  const __m512i bits45 = _mm512_set1_epi8(0x30);
+  __m512i q[4];
+#pragma GCC unroll 4
+  for (int u = 0; u < 4; ++u) {
+    const int l = 16 * h + 4 * (S % 4) + u, m = 8 * h + 4 * (S % 2) + u;
+    __m512i lo = join_strips(ba.ql[l].b, bb.ql[l].b);
+    if constexpr (S >= 4) lo = _mm512_srli_epi16(lo, 4);
+    __m512i hi = join_strips(ba.qh[m].b, bb.qh[m].b);
+    constexpr int kBit = 2 * (S / 2);
+    if constexpr (kBit < 4) hi = _mm512_slli_epi16(hi, 4 - kBit);
+    if constexpr (kBit > 4) hi = _mm512_srli_epi16(hi, kBit - 4);
+    q[u] = _mm512_or_si512(_mm512_and_si512(lo, low4), _mm512_and_si512(hi, bits45));
+  }
+  const int i = 4 * h + S / 2;
+  const __m128i pa = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ba.scale_pairs[i]));
+  const __m128i pb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bb.scale_pairs[i]));
+  const __m512i pairs = _mm512_cvtepi8_epi16(_mm256_inserti128_si256(_mm256_castsi128_si256(pa), pb, 1));
+  // Within each 32-bit lane (one row): both int16 halves take the sub-block's
+  // scale, int16 2k (S even) or 2k + 1 (S odd) of the pairs; the shuffle's
+  // byte indices count within each 128-bit lane.
+  const __m128i dup = S % 2 == 0 ? _mm_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13)
+                                 : _mm_setr_epi8(2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15);
+  const __m512i sc = _mm512_shuffle_epi8(pairs, _mm512_broadcast_i32x4(dup));
+#pragma GCC unroll 8
+  for (int c = 0; c < C; ++c) {
+    const int8_t* xq = x[c]->qs + 128 * h + 16 * S;
+    const __m512i p01 = _mm512_add_epi16(_mm512_maddubs_epi16(q[0], broadcast4_512(xq)),
+                                         _mm512_maddubs_epi16(q[1], broadcast4_512(xq + 4)));
+    const __m512i p23 = _mm512_add_epi16(_mm512_maddubs_epi16(q[2], broadcast4_512(xq + 8)),
+                                         _mm512_maddubs_epi16(q[3], broadcast4_512(xq + 12)));
+    isum[c] = _mm512_add_epi32(isum[c], _mm512_add_epi32(_mm512_madd_epi16(p01, sc), _mm512_madd_epi16(p23, sc)));
+  }
+}
+
+template <int C>
+void pair_q6_k(const uint8_t* strip_a, const uint8_t* strip_b, const MatmulActs& a, int64_t t0, __m512* out) {
+  const int64_t num_blocks = a.cols / 256;
+  const auto* sa = reinterpret_cast<const StripQ6K*>(strip_a);
+  const auto* sb = reinterpret_cast<const StripQ6K*>(strip_b);
+  __m512 acc[C];
+#pragma GCC unroll 8
+  for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    const StripQ6K& ba = sa[b];
+    const StripQ6K& bb = sb[b];
+    simd::prefetch(sa + b + 2, sizeof(StripQ6K));
+    simd::prefetch(sb + b + 2, sizeof(StripQ6K));
+    const ActBlockQ8K* x[C];
+    for (int c = 0; c < C; ++c) x[c] = a.q8k + (t0 + c) * num_blocks + b;
+    __m512i isum[C];
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) isum[c] = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h) {
+      q6_k_pair_sub_block<C, 0>(ba, bb, h, x, isum);
+      q6_k_pair_sub_block<C, 1>(ba, bb, h, x, isum);
+      q6_k_pair_sub_block<C, 2>(ba, bb, h, x, isum);
+      q6_k_pair_sub_block<C, 3>(ba, bb, h, x, isum);
+      q6_k_pair_sub_block<C, 4>(ba, bb, h, x, isum);
+      q6_k_pair_sub_block<C, 5>(ba, bb, h, x, isum);
+      q6_k_pair_sub_block<C, 6>(ba, bb, h, x, isum);
+      q6_k_pair_sub_block<C, 7>(ba, bb, h, x, isum);
+    }
+    const __m512 d = join_scales(ba.d, bb.d);
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+      __m512i bias = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) {
+        const __m128i pa = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ba.scale_pairs[i]));
+        const __m128i pb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bb.scale_pairs[i]));
+        const __m512i sc = _mm512_cvtepi8_epi16(_mm256_inserti128_si256(_mm256_castsi128_si256(pa), pb, 1));
+        bias = _mm512_add_epi32(bias, _mm512_madd_epi16(sc, broadcast4_512(x[c]->bsums + 2 * i)));
+      }
+      const __m512i sumi = _mm512_sub_epi32(isum[c], _mm512_slli_epi32(bias, 5));
+      acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_mul_ps(d, _mm512_set1_ps(x[c]->d)), acc[c]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int c = 0; c < C; ++c) out[c] = acc[c];
+}
+#endif  // __AVX512F__ && __AVX512BW__
+
 }  // namespace
 
 size_t strip_bytes_q4_k(int64_t cols) { return static_cast<size_t>(cols / 256) * sizeof(StripQ4K); }
@@ -443,9 +534,15 @@ void kernel_q4_k(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t
 
 void kernel_q6_k(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
                  int64_t t1, float* y) {
-  for_each_strip<kMaxTileQ6K>(w, r0, r1, t0, t1, y, [&]<int C>(const uint8_t* strip, int64_t t, __m256* out) {
-    tile_q6_k<C>(strip, a, t, out);
-  });
+  auto tile = [&]<int C>(const uint8_t* strip, int64_t t, __m256* out) { tile_q6_k<C>(strip, a, t, out); };
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+  for_each_strip_pair<kMaxTileQ6K>(
+      w, r0, r1, t0, t1, y,
+      [&]<int C>(const uint8_t* sa, const uint8_t* sb, int64_t t, __m512* out) { pair_q6_k<C>(sa, sb, a, t, out); },
+      tile);
+#else
+  for_each_strip<kMaxTileQ6K>(w, r0, r1, t0, t1, y, tile);
+#endif
 }
 
 }  // namespace KVLM_KERNEL_ISA
