@@ -113,8 +113,15 @@ async function exchange(s, out) {
     trace("second reply done");
   }
   out.messages = await evaluate(s, `document.querySelectorAll("#messages .message").length`);
-  // The live panel, after its next poll.
-  await sleep(1100);
+  // The live panel, after its next poll (once a second). After a follow-up
+  // the cache has hits, so wait until the panel shows them: a fixed sleep
+  // raced the poll on a loaded machine.
+  if (args["follow-up"]) {
+    await waitFor(s, `!["–", "0.0 %"].includes(document.getElementById("st-hits").textContent)`,
+      "the live panel's hit rate");
+  } else {
+    await sleep(1100);
+  }
   out.panel = await evaluate(s, `({ running: document.getElementById("st-running").textContent,
     kv: document.getElementById("st-kv").textContent, hits: document.getElementById("st-hits").textContent })`);
   if (args.screenshot) {
