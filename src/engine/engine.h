@@ -109,13 +109,15 @@ struct GenerateRequest {
 };
 
 // Where the step thread's time goes, summed over the steps that ran a batch
-// (seconds of steady-clock time). Everything but forward_s is serial work
-// around the forward pass: admitting requests and scheduling, choosing each
-// sampled token, and handing results to the streams.
+// (seconds of steady-clock time). Everything but forward_s is the step
+// thread's own work around the forward pass: admitting requests and
+// scheduling, choosing each sampled token (split over the compute threads
+// when the batch is large enough: sample_batch), and handing results to the
+// streams.
 struct StepTimes {
   double schedule_s = 0;     // inbox, tier loads, scheduler
   double forward_s = 0;      // ModelRunner::execute (the compute threads' work)
-  double sample_s = 0;       // logits rows to tokens (and logprobs)
+  double sample_s = 0;       // logits rows to tokens (and logprobs), until the last row is done
   double postprocess_s = 0;  // scheduler update, detokenize, stop strings, stream pushes
   double total_s() const { return schedule_s + forward_s + sample_s + postprocess_s; }
 };
