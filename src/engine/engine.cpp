@@ -264,39 +264,16 @@ void Engine::step() {
   std::span<const float> logits = runner_->execute(out);
   const auto t_sample = Steady::now();
 
-  std::vector<int32_t> sampled;
-  std::vector<SampledLogprobs> logprobs;  // aligned with sampled; empty entries where not asked for
-  std::vector<std::pair<RequestId, std::string>> failed;
-  const size_t vocab = static_cast<size_t>(model_->config().vocab_size);
-  size_t row = 0;
-  for (const auto& s : out.seqs) {
-    const Request* r = scheduler_->find(s.id);
-    Live& live = *live_.at(s.id);
-    for (int32_t i = 0; i < s.num_prompt_logits; ++i, ++row) {
-      const int32_t pos = s.num_computed + i;  // its logits predict token pos + 1
-      // Rows past the prompt exist for entropy policies only.
-      if (!r->prompt_logits || pos >= r->num_prompt_tokens - 1 || pos != live.next_prompt_position) continue;
-      live.prompt_logprobs.push_back(token_logprobs(logits.subspan(row * vocab, vocab), r->tokens[pos + 1],
-                                                    std::max(live.logprobs, 0)));
-      live.next_prompt_position = pos + 1;
-    }
-    if (!s.sample) continue;
-    int32_t token = 0;  // a failed request's placeholder: never computed, ended below
-    SampledLogprobs lp;
-    if (auto why = sample_one(s.id, logits.subspan(row * vocab, vocab), *r, token, lp)) failed.emplace_back(s.id, *why);
-    sampled.push_back(token);
-    logprobs.push_back(std::move(lp));
-    ++row;
-  }
+  SampledBatch sampled = sample_batch(out, logits);
   for (const auto& s : out.seqs) {  // held after this step's writes, before any eviction
     Live& live = *live_.at(s.id);
     live.peak_resident_tokens =
         std::max(live.peak_resident_tokens, s.slot_begin + static_cast<int32_t>(s.new_tokens.size()));
   }
   const auto t_post = Steady::now();
-  auto finished = scheduler_->update(out, sampled, runner_->kv_stats());
+  auto finished = scheduler_->update(out, sampled.tokens, runner_->kv_stats());
   store_published_blocks();
-  postprocess(out, sampled, logprobs, std::move(finished), failed);
+  postprocess(out, sampled.tokens, sampled.logprobs, std::move(finished), sampled.failed);
   auto seconds = [](Steady::duration d) { return std::chrono::duration<double>(d).count(); };
   record_step_times({seconds(t_forward - t_begin), seconds(t_sample - t_forward), seconds(t_post - t_sample),
                      seconds(Steady::now() - t_post)});
@@ -318,22 +295,6 @@ void Engine::record_step_times(const StepTimes& t) {
              "mean step {:.3f} ms", metrics_.num_steps, 100 * (total - sum.forward_s) / total,
              100 * sum.schedule_s / total, 100 * sum.sample_s / total, 100 * sum.postprocess_s / total,
              1e3 * total / metrics_.num_steps);
-  }
-}
-
-std::optional<std::string> Engine::sample_one(RequestId id, std::span<const float> row_logits, const Request& r,
-                                              int32_t& token, SampledLogprobs& lp) {
-  Live& live = *live_.at(id);
-  try {
-    if (config_.fault_hook) config_.fault_hook(id, live.stats.num_generated_tokens);
-    const std::span<const float> draw_from = live.matcher ? constrained_logits(live, row_logits) : row_logits;
-    token = live.sampler.sample(draw_from, r.tokens);
-    lp = live.logprobs >= 0 ? token_logprobs(row_logits, token, live.logprobs) : SampledLogprobs{};
-    return std::nullopt;
-  } catch (const std::bad_alloc&) {
-    return std::string("out of memory while generating this request");
-  } catch (const std::exception& e) {
-    return fmt::format("generating this request failed: {}", e.what());
   }
 }
 

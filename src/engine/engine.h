@@ -42,6 +42,7 @@ class TokenIndex;
 class Scheduler;
 class ModelRunner;
 struct SchedulerOutput;
+struct ScheduledSeq;
 struct Request;
 
 struct EngineConfig {
@@ -61,10 +62,16 @@ struct EngineConfig {
   // caching and a model with one KV group.
   std::optional<TierStackConfig> tiers;
   double tier_flush_timeout_s = 10;      // at shutdown, for queued tier writes
+  // Sampling a step's batch runs on the compute threads, split into tasks of
+  // whole sequences of about this many logits each (rows x vocab); fewer in
+  // all than one task's worth run on the engine thread, where the fork would
+  // cost more than it saves. Tests set 1 to split every sequence off.
+  int64_t sample_logits_per_task = 16384;
   // Test-only fault injection (engine/fault_injection.h), inert when empty:
-  // called on the engine thread before each sampling of a request, with its
-  // id and how many tokens it has generated. What it throws fails that
-  // request alone (its blocks go back to the pool); the others go on.
+  // called before each sampling of a request, with its id and how many tokens
+  // it has generated, on a compute thread: concurrently for different
+  // requests, so it must be thread-safe. What it throws fails that request
+  // alone (its blocks go back to the pool); the others go on.
   std::function<void(RequestId, int32_t num_generated)> fault_hook;
 };
 
@@ -102,13 +109,15 @@ struct GenerateRequest {
 };
 
 // Where the step thread's time goes, summed over the steps that ran a batch
-// (seconds of steady-clock time). Everything but forward_s is serial work
-// around the forward pass: admitting requests and scheduling, choosing each
-// sampled token, and handing results to the streams.
+// (seconds of steady-clock time). Everything but forward_s is the step
+// thread's own work around the forward pass: admitting requests and
+// scheduling, choosing each sampled token (split over the compute threads
+// when the batch is large enough: sample_batch), and handing results to the
+// streams.
 struct StepTimes {
   double schedule_s = 0;     // inbox, tier loads, scheduler
   double forward_s = 0;      // ModelRunner::execute (the compute threads' work)
-  double sample_s = 0;       // logits rows to tokens (and logprobs)
+  double sample_s = 0;       // logits rows to tokens (and logprobs), until the last row is done
   double postprocess_s = 0;  // scheduler update, detokenize, stop strings, stream pushes
   double total_s() const { return schedule_s + forward_s + sample_s + postprocess_s; }
 };
@@ -201,6 +210,19 @@ class Engine {
   bool begin_tier_lookup(std::unique_ptr<Request>& request);
   void take_tier_loads();
   void store_published_blocks();
+  // engine_sample.cpp: the step's logits rows to tokens (and logprobs), the
+  // rows split over the compute threads. Each worker touches only its own
+  // sequences' Live (sampler, matcher, scratch) and result slots; what the
+  // results change (prompt logprobs kept, tokens appended, requests failed)
+  // is applied on the engine thread afterwards, in the order of out.seqs.
+  struct SeqSample;  // one sequence's results, written by one compute thread
+  struct SampledBatch {
+    std::vector<int32_t> tokens;  // one per seq with sample == true; a failed request's is a placeholder
+    std::vector<SampledLogprobs> logprobs;  // aligned with tokens; empty entries where not asked for
+    std::vector<std::pair<RequestId, std::string>> failed;  // sampling threw: ended with this message
+  };
+  SampledBatch sample_batch(const SchedulerOutput& out, std::span<const float> logits);
+  void sample_seq(const ScheduledSeq& s, std::span<const float> logits, SeqSample& slot);
   // `failed`: requests whose sampling threw (their tokens are placeholders),
   // ended here with their message.
   void postprocess(const SchedulerOutput& out, const std::vector<int32_t>& sampled,
@@ -212,17 +234,15 @@ class Engine {
   // with `error`; its blocks are released. No-op if it has ended.
   void fail_request(RequestId id, const Error& error);
   void expire_deadlines();  // fails the requests past their timeout_s
-  // Samples one scheduled sequence, the fault hook first; a throw is that
-  // request's failure, returned as its message (the token is then unused).
-  std::optional<std::string> sample_one(RequestId id, std::span<const float> row_logits, const Request& r,
-                                        int32_t& token, SampledLogprobs& lp);
   void postprocess_one(RequestId id, int32_t token, const SampledLogprobs& token_lp, const Request* finished,
                        double now);
   void publish_metrics();
   // engine_constrain.cpp: a constrained request's logits with the tokens its
-  // grammar refuses at -inf, and its grammar advanced past a sampled token
-  // (true: the grammar is done, the request ends).
-  std::span<const float> constrained_logits(Live& live, std::span<const float> logits);
+  // grammar refuses at -inf (a compute thread's work: reads token_index_,
+  // which the engine thread has built, and writes only `live`), and its
+  // grammar advanced past a sampled token (true: the grammar is done, the
+  // request ends).
+  std::span<const float> constrained_logits(Live& live, std::span<const float> logits) const;
   bool advance_constraint(Live& live, int32_t token);
   void record_step_times(const StepTimes& t);  // adds one step's times to metrics_
   // Queues a stream update (push, finish, fail) for the deliverer; the loop
@@ -240,9 +260,12 @@ class Engine {
   int32_t peak_kv_blocks_used_ = 0;  // engine thread; measured right after allocation
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<ModelRunner> runner_;
-  std::unordered_map<RequestId, std::unique_ptr<Live>> live_;  // engine thread only
+  // The map: engine thread only. While a batch samples, each compute thread
+  // works on the Live of its own sequences (sample_batch).
+  std::unordered_map<RequestId, std::unique_ptr<Live>> live_;
   // The vocabulary's token trie for constrained requests, built by the engine
-  // thread on the first one (shared_ptr: the bench and tests build their own).
+  // thread before the first one samples, then only read (by compute threads).
+  // shared_ptr: the bench and tests build their own.
   std::shared_ptr<const constrain::TokenIndex> token_index_;
   std::unique_ptr<TierStack> tiers_;                           // null without tiers
   std::unordered_map<RequestId, std::unique_ptr<Request>> loading_;  // waiting for a tier lookup

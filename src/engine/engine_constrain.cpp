@@ -11,8 +11,7 @@
 
 namespace kvlm {
 
-std::span<const float> Engine::constrained_logits(Live& live, std::span<const float> logits) {
-  if (!token_index_) token_index_ = constrain::TokenIndex::from_tokenizer(*tokenizer_);
+std::span<const float> Engine::constrained_logits(Live& live, std::span<const float> logits) const {
   int32_t num_allowed = token_index_->fill_mask(*live.matcher, live.allowed);
   if (num_allowed == 0) {
     // The grammar wants bytes no token spells: end the output rather than

@@ -2,7 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
+#include <random>
 #include <set>
 
 #include "common/error.h"
@@ -35,6 +37,27 @@ TEST(Sampler, GreedyIsArgmax) {
   Sampler s(params(0.f));
   EXPECT_EQ(s.sample(std::vector<float>{0.1f, 3.f, -1.f, 2.9f}, {}), 1);
   EXPECT_EQ(argmax(std::vector<float>{1.f, 5.f, 5.f}), 1);  // first on ties
+}
+
+TEST(Sampler, PlainGreedyEqualsTheCandidatePath) {
+  // Plain greedy reads the row directly; a zero logit bias sends the same row
+  // through the candidate path. Ties, NaN and -inf must pick the same token.
+  Sampler fast(params(0.f));
+  SamplingParams p = params(0.f);
+  p.logit_bias = {{0, 0.f}};
+  Sampler slow(p);
+  std::mt19937 rng(3);
+  const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<float> row(1 + rng() % 40);
+    for (float& x : row) {
+      const uint32_t k = rng() % 10;
+      x = k == 0 ? nan : k == 1 ? -inf : static_cast<float>(rng() % 4);  // few values: many ties
+    }
+    EXPECT_EQ(fast.sample(row, {}), slow.sample(row, {})) << "trial " << trial;
+  }
+  EXPECT_EQ(fast.sample(std::vector<float>{nan, 1.f}, {}), 1);
+  EXPECT_EQ(fast.sample(std::vector<float>{nan, nan}, {}), 0);
 }
 
 TEST(Sampler, TopKOneIsGreedy) {
