@@ -51,7 +51,7 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
   auto parsed = openai::parse_completion_request(*body);
   if (auto* e = std::get_if<openai::RequestError>(&parsed)) return send_error(res, *e);
   auto& r = std::get<openai::CompletionRequest>(parsed);
-  Generation gen{false, openai::new_id("cmpl"), unix_now(), std::move(r.options), {}, r.echo, {}, std::nullopt};
+  Generation gen{false, openai::new_id("cmpl"), unix_now(), std::move(r.options), {}, r.echo, {}, std::nullopt, nullptr};
   if (auto* text = std::get_if<std::string>(&r.prompt)) {
     if (refuse_long_prompt(ctx, res, text->size(), 0, "prompt")) return;
     gen.prompt = ctx.engine.tokenizer().encode(*text, /*add_special=*/true, /*parse_special=*/true);
@@ -78,7 +78,7 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, ht
   auto& r = std::get<openai::ChatRequest>(parsed);
   if (!ctx.chat_template) return send_error(res, {400, ctx.chat_template_error, std::string("messages")});
   if (refuse_long_prompt(ctx, res, message_bytes(r.messages), 0, "messages")) return;
-  Generation gen{true, openai::new_id("chatcmpl"), unix_now(), std::move(r.options), {}, false, {}, std::nullopt};
+  Generation gen{true, openai::new_id("chatcmpl"), unix_now(), std::move(r.options), {}, false, {}, std::nullopt, nullptr};
   if (!r.tools.is_null() && r.tool_choice.kind != openai::ToolChoice::Kind::kNone)
     gen.tool_calls = Generation::ToolCalls{ctx.tool_format, r.parallel_tool_calls};
   try {
