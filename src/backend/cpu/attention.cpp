@@ -136,29 +136,6 @@ inline __m512 load16(const KvLayout& layout, const uint8_t* p, int64_t idx) {
   const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(p) + idx));
   return _mm512_maskz_cvtph_ps(0xFFFF, h);
 }
-
-template <int NumQ>
-void score16(const KvLayout& layout, const uint8_t* kb, const float* const* qs, int64_t o, float scale, __m512* res) {
-  __m512 acc[NumQ];
-  for (int g = 0; g < NumQ; ++g) acc[g] = _mm512_setzero_ps();
-  for (int64_t c = 0; c < layout.head_dim; ++c) {
-    const __m512 k = load16(layout, kb, c * layout.block_size + o);
-    for (int g = 0; g < NumQ; ++g) acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(qs[g][c]), k, acc[g]);
-  }
-  for (int g = 0; g < NumQ; ++g) res[g] = _mm512_mul_ps(acc[g], _mm512_set1_ps(scale));
-}
-
-template <int NumQ>
-void accumulate16(const KvLayout& layout, const uint8_t* vb, int64_t o0, int64_t o1, int64_t c,
-                  const float* const* p, float* const* out) {
-  __m512 acc[NumQ];
-  for (int g = 0; g < NumQ; ++g) acc[g] = _mm512_loadu_ps(out[g] + c);
-  for (int64_t o = o0; o < o1; ++o) {
-    const __m512 v = load16(layout, vb, o * layout.head_dim + c);
-    for (int g = 0; g < NumQ; ++g) acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(p[g][o - o0]), v, acc[g]);
-  }
-  for (int g = 0; g < NumQ; ++g) _mm512_storeu_ps(out[g] + c, acc[g]);
-}
 #endif
 
 // fn.template operator()<N>() for N = num_q in [1, kMaxGroupPass].
@@ -184,18 +161,6 @@ void score_block(const KvLayout& layout, const uint8_t* kb, const float* const* 
                  int64_t o1, float scale, float* const* out) {
   const int64_t hd = layout.head_dim;
   int64_t o = o0;
-#if KVLM_ATTN_AVX512
-  for (; o + 16 <= layout.block_size && o < o1; o += 16) {  // as the 8-slot loop below
-    __m512 res[kMaxGroupPass];
-    with_num_q(num_q, [&]<int N>() { score16<N>(layout, kb, qs, o, scale, res); });
-    alignas(64) float lanes[16];
-    const int64_t n = std::min<int64_t>(16, o1 - o);
-    for (int g = 0; g < num_q; ++g) {
-      _mm512_store_ps(lanes, res[g]);
-      std::memcpy(out[g] + (o - o0), lanes, sizeof(float) * n);
-    }
-  }
-#endif
 #if KVLM_ATTN_AVX2
   // Vectors of 8 slots from o0; the last may reach past o1 inside the block
   // (valid memory, lanes discarded).
@@ -226,9 +191,6 @@ void accumulate_block(const KvLayout& layout, const uint8_t* vb, int64_t o0, int
                       int num_q, float* const* out) {
   const int64_t hd = layout.head_dim;
   int64_t c = 0;
-#if KVLM_ATTN_AVX512
-  for (; c + 16 <= hd; c += 16) with_num_q(num_q, [&]<int N>() { accumulate16<N>(layout, vb, o0, o1, c, p, out); });
-#endif
 #if KVLM_ATTN_AVX2
   for (; c + 8 <= hd; c += 8) with_num_q(num_q, [&]<int N>() { accumulate8<N>(layout, vb, o0, o1, c, p, out); });
 #endif
@@ -600,77 +562,117 @@ void kv_read_value(const KvLayout& layout, const KvLayer& layer, int64_t slot, i
   dequantize_row(layout.dtype, vb, out, layout.head_dim);
 }
 
+namespace {
+// A unit of paged_attention's work: query rows [row_begin, row_end) of one
+// sequence against one KV head, for the query heads [head_begin, head_end) of
+// that KV head's group (numbered within the group).
+struct Item {
+  int32_t seq;
+  int32_t kv_head;
+  int32_t row_begin, row_end;
+  int32_t head_begin, head_end;
+};
+
+// Parts to cut each KV head's group of query heads into, so that the threads
+// share a step with fewer items than threads (decode with one or two KV
+// heads, or four on three threads) more evenly. A cut costs another read of
+// the KV head's keys and values, so it is made only where it shortens the
+// busiest thread's share (in heads). Heads are independent, so a cut never
+// changes a bit.
+int32_t group_parts(int64_t num_items, int32_t group, int num_workers) {
+  auto busiest = [&](int32_t parts) {
+    return (num_items * parts + num_workers - 1) / num_workers * ((group + parts - 1) / parts);
+  };
+  int32_t best = 1;
+  for (int32_t parts = 2; parts <= group; ++parts)
+    if (busiest(parts) < busiest(best)) best = parts;
+  return best;
+}
+
+std::vector<Item> make_items(std::span<const AttentionSeq> seqs, int32_t num_kv, int32_t group, int32_t parts) {
+  constexpr int32_t kRowsPerItem = 16;
+  std::vector<Item> items;
+  for (int32_t s = 0; s < static_cast<int32_t>(seqs.size()); ++s)
+    for (int32_t r = 0; r < seqs[s].num_tokens; r += kRowsPerItem)
+      for (int32_t h = 0; h < num_kv; ++h)
+        for (int32_t p = 0; p < parts; ++p)
+          items.push_back({s, h, r, std::min(seqs[s].num_tokens, r + kRowsPerItem), group * p / parts,
+                           group * (p + 1) / parts});
+  return items;
+}
+
+void run_item(const KvLayout& layout, const KvLayer& layer, const float* q, const AttentionSeq& seq, const Item& item,
+              const AttentionParams& params, Scratch& sc, float* out) {
+  const int32_t hd = layout.head_dim;
+  const int32_t num_kv = layout.num_kv_heads;
+  const int32_t group = params.num_heads / num_kv;
+  int64_t base = 0, end = 0;
+  if (!layout.keys_transposed()) {
+    int64_t lo_first, hi_first, lo_last, hi_last;
+    visible_range(seq, item.row_begin, params.window, &lo_first, &hi_first);
+    visible_range(seq, item.row_end - 1, params.window, &lo_last, &hi_last);
+    base = lo_first;
+    end = hi_last;
+    sc.keys.resize(static_cast<size_t>((end - base) * hd));
+    sc.values.resize(static_cast<size_t>((end - base) * hd));
+    gather_rows(layout, layer.k, seq, item.kv_head, base, end, sc.keys.data());
+    gather_rows(layout, layer.v, seq, item.kv_head, base, end, sc.values.data());
+  }
+  for (int32_t i = item.row_begin; i < item.row_end; ++i) {
+    int64_t lo, hi;
+    visible_range(seq, i, params.window, &lo, &hi);
+    const int64_t token = seq.token_begin + i;
+    float* stat_row = seq.attn_stats ? seq.attn_stats + (static_cast<int64_t>(i) * num_kv + item.kv_head) * seq.num_context
+                                     : nullptr;
+    for (int32_t g0 = item.head_begin; g0 < item.head_end; g0 += kMaxGroupPass) {
+      const int num_q = std::min(kMaxGroupPass, item.head_end - g0);
+      const float* qs[kMaxGroupPass];
+      float* outs[kMaxGroupPass];
+      for (int g = 0; g < num_q; ++g) {
+        const int64_t head = token * params.num_heads + item.kv_head * group + g0 + g;
+        qs[g] = q + head * hd;
+        outs[g] = out + head * hd;
+      }
+      if (layout.keys_transposed()) {
+        attend_direct(layout, layer, seq, item.kv_head, lo, hi, qs, num_q, params, sc, outs, stat_row);
+      } else {
+        attend_gathered(layout, &sc.keys[(lo - base) * hd], &sc.values[(lo - base) * hd], lo, hi - lo, qs, num_q,
+                        params, sc.scores, outs, stat_row);
+      }
+    }
+  }
+}
+}  // namespace
+
 void paged_attention(const KvLayout& layout, const KvLayer& layer, const float* q,
                      std::span<const AttentionSeq> seqs, const AttentionParams& params, float* out) {
   check_layout(layout, &params);
-  const int32_t hd = layout.head_dim;
   const int32_t num_kv = layout.num_kv_heads;
   const int32_t group = params.num_heads / num_kv;  // query heads per KV head
-
-  // Work items: (sequence, KV head, chunk of query rows).
-  constexpr int32_t kRowsPerItem = 16;
-  struct Item {
-    int32_t seq;
-    int32_t kv_head;
-    int32_t row_begin, row_end;  // query rows within the sequence
-  };
-  std::vector<Item> items;
   int64_t work = 0;  // multiply-adds, to decide whether threads pay off
-  for (int32_t s = 0; s < static_cast<int32_t>(seqs.size()); ++s) {
-    const AttentionSeq& seq = seqs[s];
-    for (int32_t r = 0; r < seq.num_tokens; r += kRowsPerItem)
-      for (int32_t h = 0; h < num_kv; ++h) items.push_back({s, h, r, std::min(seq.num_tokens, r + kRowsPerItem)});
-    work += 2 * static_cast<int64_t>(seq.num_tokens) * seq.num_context * hd * params.num_heads;
+  bool any_stats = false;
+  for (const AttentionSeq& seq : seqs) {
+    work += 2 * static_cast<int64_t>(seq.num_tokens) * seq.num_context * layout.head_dim * params.num_heads;
+    any_stats = any_stats || seq.attn_stats;
   }
   // Waking threads costs microseconds; tiny steps run faster on one thread.
   constexpr int64_t kMinParallelWork = 1 << 16;
   const bool parallel = work >= kMinParallelWork && num_threads() > 1;
-
+  std::vector<Item> items = make_items(seqs, num_kv, group, 1);
+  // Statistics add a group's heads in head order into one row: keep groups whole.
+  if (parallel && !any_stats) {
+    const int32_t parts = group_parts(static_cast<int64_t>(items.size()), group, num_threads());
+    if (parts > 1) items = make_items(seqs, num_kv, group, parts);
+  }
   std::vector<Scratch> scratch(static_cast<size_t>(parallel ? num_threads() : 1));
-  auto run_item = [&](int64_t it, int worker) {
-    const Item item = items[it];
-    const AttentionSeq& seq = seqs[item.seq];
-    Scratch& sc = scratch[worker];
-    int64_t base = 0, end = 0;
-    if (!layout.keys_transposed()) {
-      int64_t lo_first, hi_first, lo_last, hi_last;
-      visible_range(seq, item.row_begin, params.window, &lo_first, &hi_first);
-      visible_range(seq, item.row_end - 1, params.window, &lo_last, &hi_last);
-      base = lo_first;
-      end = hi_last;
-      sc.keys.resize(static_cast<size_t>((end - base) * hd));
-      sc.values.resize(static_cast<size_t>((end - base) * hd));
-      gather_rows(layout, layer.k, seq, item.kv_head, base, end, sc.keys.data());
-      gather_rows(layout, layer.v, seq, item.kv_head, base, end, sc.values.data());
-    }
-    for (int32_t i = item.row_begin; i < item.row_end; ++i) {
-      int64_t lo, hi;
-      visible_range(seq, i, params.window, &lo, &hi);
-      const int64_t token = seq.token_begin + i;
-      float* stat_row = seq.attn_stats ? seq.attn_stats + (static_cast<int64_t>(i) * num_kv + item.kv_head) * seq.num_context
-                                       : nullptr;
-      for (int32_t g0 = 0; g0 < group; g0 += kMaxGroupPass) {
-        const int num_q = std::min(kMaxGroupPass, group - g0);
-        const float* qs[kMaxGroupPass];
-        float* outs[kMaxGroupPass];
-        for (int g = 0; g < num_q; ++g) {
-          const int64_t head = token * params.num_heads + item.kv_head * group + g0 + g;
-          qs[g] = q + head * hd;
-          outs[g] = out + head * hd;
-        }
-        if (layout.keys_transposed()) {
-          attend_direct(layout, layer, seq, item.kv_head, lo, hi, qs, num_q, params, sc, outs, stat_row);
-        } else {
-          attend_gathered(layout, &sc.keys[(lo - base) * hd], &sc.values[(lo - base) * hd], lo, hi - lo, qs, num_q,
-                          params, sc.scores, outs, stat_row);
-        }
-      }
-    }
+  auto run = [&](int64_t it, int worker) {
+    const Item& item = items[static_cast<size_t>(it)];
+    run_item(layout, layer, q, seqs[item.seq], item, params, scratch[static_cast<size_t>(worker)], out);
   };
   if (parallel) {
-    parallel_for(static_cast<int64_t>(items.size()), run_item);
+    parallel_for(static_cast<int64_t>(items.size()), run);
   } else {
-    for (size_t it = 0; it < items.size(); ++it) run_item(static_cast<int64_t>(it), 0);
+    for (size_t it = 0; it < items.size(); ++it) run(static_cast<int64_t>(it), 0);
   }
 }
 
