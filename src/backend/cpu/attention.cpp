@@ -238,6 +238,7 @@ struct Scratch {
   std::vector<float> scores;        // score rows of one pass (padded: kRowPad)
   std::vector<BlockPart> parts;
   std::vector<KeyVec> key_vecs;
+  std::vector<float> queries;       // the pass's queries interleaved (score_parts16)
 };
 
 // Floats of padding before and after each score row: the 16-slot path stores
@@ -275,9 +276,11 @@ constexpr size_t kPrefetchAhead = 4;
 // Scores of NumQ heads for NumV key vectors: each broadcast query element
 // feeds NumV keys, which halves the broadcasts per multiply-add against one
 // vector at a time. pf: a vector each to prefetch, one line per dimension.
+// qi: the queries interleaved, [head_dim][NumQ], so that one pointer reaches
+// every broadcast (eight query pointers left the loop short of registers).
 template <int NumQ, int NumV>
-void score_vecs16(const KvLayout& layout, const KeyVec* vecs, const uint8_t* const* pf, const float* const* qs,
-                  float scale, float* const* rows) {
+void score_vecs16(const KvLayout& layout, const KeyVec* vecs, const uint8_t* const* pf, const float* qi, float scale,
+                  float* const* rows) {
   const int64_t stride = layout.block_size;
   const int64_t dim_bytes = stride * static_cast<int64_t>(kv_elem_bytes(layout));
   __m512 acc[NumV][NumQ];
@@ -290,7 +293,7 @@ void score_vecs16(const KvLayout& layout, const KeyVec* vecs, const uint8_t* con
       k[j] = load16(layout, vecs[j].k, c * stride);
     }
     for (int g = 0; g < NumQ; ++g) {
-      const __m512 qb = _mm512_set1_ps(qs[g][c]);
+      const __m512 qb = _mm512_set1_ps(qi[c * NumQ + g]);
       for (int j = 0; j < NumV; ++j) acc[j][g] = _mm512_fmadd_ps(qb, k[j], acc[j][g]);
     }
   }
@@ -300,7 +303,10 @@ void score_vecs16(const KvLayout& layout, const KeyVec* vecs, const uint8_t* con
 }
 
 void score_parts16(const KvLayout& layout, std::span<const BlockPart> parts, std::vector<KeyVec>& vecs,
-                   const float* const* qs, int num_q, float scale, float* const* rows) {
+                   std::vector<float>& qi, const float* const* qs, int num_q, float scale, float* const* rows) {
+  qi.resize(static_cast<size_t>(layout.head_dim * num_q));
+  for (int64_t c = 0; c < layout.head_dim; ++c)
+    for (int g = 0; g < num_q; ++g) qi[c * num_q + g] = qs[g][c];
   const size_t esize = kv_elem_bytes(layout);
   vecs.clear();
   for (const BlockPart& part : parts)
@@ -311,11 +317,11 @@ void score_parts16(const KvLayout& layout, std::span<const BlockPart> parts, std
     size_t i = 0;
     for (; i + 2 <= nv; i += 2) {
       const uint8_t* pf[2] = {ahead(i), ahead(i + 1)};
-      score_vecs16<N, 2>(layout, &vecs[i], pf, qs, scale, rows);
+      score_vecs16<N, 2>(layout, &vecs[i], pf, qi.data(), scale, rows);
     }
     if (i < nv) {
       const uint8_t* pf[1] = {ahead(i)};
-      score_vecs16<N, 1>(layout, &vecs[i], pf, qs, scale, rows);
+      score_vecs16<N, 1>(layout, &vecs[i], pf, qi.data(), scale, rows);
     }
   });
 }
@@ -447,7 +453,7 @@ void attend_direct(const KvLayout& layout, const KvLayer& layer, const Attention
   collect_parts(layout, layer, seq, kv_head, lo, hi, sc.parts);
   const bool vec16 = use_vec16(layout);
 #if KVLM_ATTN_AVX512
-  if (vec16) score_parts16(layout, sc.parts, sc.key_vecs, qs, num_q, params.scale, rows);
+  if (vec16) score_parts16(layout, sc.parts, sc.key_vecs, sc.queries, qs, num_q, params.scale, rows);
 #endif
   for (const BlockPart& part : sc.parts) {
     if (vec16) break;
