@@ -1,15 +1,23 @@
 // Decode attention of one sequence at a given context, on TinyLlama's shape
 // (32 query heads, 4 KV heads, head size 64, blocks of 16 slots): one layer's
 // paged_attention call for one query token, the work a decode step does per
-// layer on top of the weights. The KV of one layer at 4,096 tokens is 4 MiB
-// (F16), so BM_DecodeAttention/.../4096 reads it from L3 or DRAM, as a model
-// whose 22 layers' KV (88 MiB) far exceeds the caches does.
+// layer on top of the weights.
+//   BM_DecodeAttention   one layer's KV, read again each iteration: at 4,096
+//                        tokens (4 MiB F16) it stays in L2/L3 between calls.
+//   BM_DecodeAttentionCold  as a model reads it, from DRAM: 80 layers' KV
+//                        (320 MiB F16 at 4,096 tokens, more than this
+//                        machine's 260 MiB L3; in a model the weights streaming
+//                        through evict the KV between its reads), one layer per
+//                        iteration in turn, each layer's blocks shuffled in its
+//                        pool as the block manager leaves them after other
+//                        sequences came and went.
 // Counters:
 //   kv_GB/s  K and V bytes read per second
 // Run: ./build/bench/bench_attention [--benchmark_filter=...]
 //      OMP_NUM_THREADS=1 ./build/bench/bench_attention  (one core)
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -21,38 +29,63 @@
 namespace kvlm {
 namespace {
 
-void BM_DecodeAttention(benchmark::State& state, DType dtype) {
+constexpr int32_t kNumHeads = 32, kNumKvHeads = 4, kHeadDim = 64, kBlockSize = 16;
+
+// num_layers layers of KV for one sequence of ctx tokens, random values.
+struct Layers {
+  KvLayout layout;
+  std::vector<std::vector<uint8_t>> k, v;
+  std::vector<std::vector<int32_t>> tables;  // one per layer
+
+  Layers(DType dtype, int32_t ctx, int num_layers, bool shuffle) : layout{dtype, kBlockSize, kNumKvHeads, kHeadDim} {
+    const int32_t num_blocks = (ctx + kBlockSize - 1) / kBlockSize;
+    std::mt19937 rng(1);
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    std::vector<float> kk(static_cast<size_t>(ctx) * kNumKvHeads * kHeadDim), vv(kk.size());
+    std::vector<int64_t> slots(ctx);
+    for (auto& x : kk) x = u(rng);  // the same values in every layer: a quick setup
+    for (auto& x : vv) x = u(rng);
+    for (int l = 0; l < num_layers; ++l) {
+      k.emplace_back(layout.block_bytes() * num_blocks);
+      v.emplace_back(k.back().size());
+      std::vector<int32_t> table(num_blocks);
+      std::iota(table.begin(), table.end(), 0);
+      if (shuffle) std::shuffle(table.begin(), table.end(), rng);
+      for (int32_t s = 0; s < ctx; ++s) slots[s] = static_cast<int64_t>(table[s / kBlockSize]) * kBlockSize + s % kBlockSize;
+      kv_write(layout, layer(l), kk.data(), vv.data(), slots.data(), ctx);
+      tables.push_back(std::move(table));
+    }
+  }
+  KvLayer layer(int l) { return KvLayer{k[l].data(), v[l].data()}; }
+};
+
+void run(benchmark::State& state, DType dtype, int num_layers, bool shuffle) {
   set_num_threads(0);
   const int32_t ctx = static_cast<int32_t>(state.range(0));
-  const KvLayout layout{dtype, 16, 4, 64};
-  const int32_t num_heads = 32, num_blocks = (ctx + 15) / 16;
-  std::vector<uint8_t> k(layout.block_bytes() * num_blocks), v(k.size());
-  const KvLayer layer{k.data(), v.data()};
-  std::mt19937 rng(1);
+  Layers layers(dtype, ctx, num_layers, shuffle);
+  std::mt19937 rng(2);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
-  std::vector<float> kk(static_cast<size_t>(ctx) * 4 * 64), vv(kk.size());
-  for (auto& x : kk) x = u(rng);
-  for (auto& x : vv) x = u(rng);
-  std::vector<int64_t> slots(ctx);
-  std::iota(slots.begin(), slots.end(), 0);
-  kv_write(layout, layer, kk.data(), vv.data(), slots.data(), ctx);
-  std::vector<int32_t> table(num_blocks);
-  std::iota(table.begin(), table.end(), 0);
-  std::vector<float> q(num_heads * 64), out(q.size());
+  std::vector<float> q(kNumHeads * kHeadDim), out(q.size());
   for (auto& x : q) x = u(rng);
-  const AttentionSeq seq{0, 1, ctx, table};
-  const AttentionParams params{num_heads, 0.125f};
+  const AttentionParams params{kNumHeads, 0.125f};
+  int l = 0;
   for (auto _ : state) {
-    paged_attention(layout, layer, q.data(), {&seq, 1}, params, out.data());
+    const AttentionSeq seq{0, 1, ctx, layers.tables[l]};
+    paged_attention(layers.layout, layers.layer(l), q.data(), {&seq, 1}, params, out.data());
     benchmark::DoNotOptimize(out.data());
+    l = (l + 1) % num_layers;
   }
-  state.counters["kv_GB/s"] = benchmark::Counter(2.0 * ctx * layout.row_bytes() * 4 * state.iterations() / 1e9,
-                                                 benchmark::Counter::kIsRate);
+  state.counters["kv_GB/s"] = benchmark::Counter(
+      2.0 * ctx * layers.layout.row_bytes() * kNumKvHeads * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
+
+void BM_DecodeAttention(benchmark::State& state, DType dtype) { run(state, dtype, 1, false); }
+void BM_DecodeAttentionCold(benchmark::State& state, DType dtype) { run(state, dtype, 80, true); }
 
 BENCHMARK_CAPTURE(BM_DecodeAttention, f16, DType::kF16)->Arg(256)->Arg(1024)->Arg(4096)->UseRealTime();
 BENCHMARK_CAPTURE(BM_DecodeAttention, f32, DType::kF32)->Arg(4096)->UseRealTime();
 BENCHMARK_CAPTURE(BM_DecodeAttention, q8_0, DType::kQ8_0)->Arg(4096)->UseRealTime();
+BENCHMARK_CAPTURE(BM_DecodeAttentionCold, f16, DType::kF16)->Arg(4096)->UseRealTime();
 
 }  // namespace
 }  // namespace kvlm

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <span>
 #include <vector>
 
 #if defined(__AVX2__)
@@ -10,6 +12,7 @@
 #endif
 
 #include "backend/cpu/ops.h"
+#include "backend/cpu/simd.h"
 #include "backend/fp16.h"
 #include "backend/quant.h"
 #include "backend/thread_pool.h"
@@ -72,6 +75,9 @@ void visible_range(const AttentionSeq& seq, int32_t i, int32_t window, int64_t* 
   *lo = window > 0 ? std::max<int64_t>(0, *hi - window) : 0;
 }
 
+// Bytes of one element of F32/F16 storage.
+inline int64_t kv_elem_bytes(const KvLayout& layout) { return layout.dtype == DType::kF32 ? 4 : 2; }
+
 // Element (dim c, slot offset o) of a transposed K block of one head.
 inline float key_at(const KvLayout& layout, const uint8_t* kb, int64_t c, int64_t o) {
   const int64_t idx = c * layout.block_size + o;
@@ -130,29 +136,6 @@ inline __m512 load16(const KvLayout& layout, const uint8_t* p, int64_t idx) {
   const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(p) + idx));
   return _mm512_maskz_cvtph_ps(0xFFFF, h);
 }
-
-template <int NumQ>
-void score16(const KvLayout& layout, const uint8_t* kb, const float* const* qs, int64_t o, float scale, __m512* res) {
-  __m512 acc[NumQ];
-  for (int g = 0; g < NumQ; ++g) acc[g] = _mm512_setzero_ps();
-  for (int64_t c = 0; c < layout.head_dim; ++c) {
-    const __m512 k = load16(layout, kb, c * layout.block_size + o);
-    for (int g = 0; g < NumQ; ++g) acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(qs[g][c]), k, acc[g]);
-  }
-  for (int g = 0; g < NumQ; ++g) res[g] = _mm512_mul_ps(acc[g], _mm512_set1_ps(scale));
-}
-
-template <int NumQ>
-void accumulate16(const KvLayout& layout, const uint8_t* vb, int64_t o0, int64_t o1, int64_t c,
-                  const float* const* p, float* const* out) {
-  __m512 acc[NumQ];
-  for (int g = 0; g < NumQ; ++g) acc[g] = _mm512_loadu_ps(out[g] + c);
-  for (int64_t o = o0; o < o1; ++o) {
-    const __m512 v = load16(layout, vb, o * layout.head_dim + c);
-    for (int g = 0; g < NumQ; ++g) acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(p[g][o - o0]), v, acc[g]);
-  }
-  for (int g = 0; g < NumQ; ++g) _mm512_storeu_ps(out[g] + c, acc[g]);
-}
 #endif
 
 // fn.template operator()<N>() for N = num_q in [1, kMaxGroupPass].
@@ -178,18 +161,6 @@ void score_block(const KvLayout& layout, const uint8_t* kb, const float* const* 
                  int64_t o1, float scale, float* const* out) {
   const int64_t hd = layout.head_dim;
   int64_t o = o0;
-#if KVLM_ATTN_AVX512
-  for (; o + 16 <= layout.block_size && o < o1; o += 16) {  // as the 8-slot loop below
-    __m512 res[kMaxGroupPass];
-    with_num_q(num_q, [&]<int N>() { score16<N>(layout, kb, qs, o, scale, res); });
-    alignas(64) float lanes[16];
-    const int64_t n = std::min<int64_t>(16, o1 - o);
-    for (int g = 0; g < num_q; ++g) {
-      _mm512_store_ps(lanes, res[g]);
-      std::memcpy(out[g] + (o - o0), lanes, sizeof(float) * n);
-    }
-  }
-#endif
 #if KVLM_ATTN_AVX2
   // Vectors of 8 slots from o0; the last may reach past o1 inside the block
   // (valid memory, lanes discarded).
@@ -220,9 +191,6 @@ void accumulate_block(const KvLayout& layout, const uint8_t* vb, int64_t o0, int
                       int num_q, float* const* out) {
   const int64_t hd = layout.head_dim;
   int64_t c = 0;
-#if KVLM_ATTN_AVX512
-  for (; c + 16 <= hd; c += 16) with_num_q(num_q, [&]<int N>() { accumulate16<N>(layout, vb, o0, o1, c, p, out); });
-#endif
 #if KVLM_ATTN_AVX2
   for (; c + 8 <= hd; c += 8) with_num_q(num_q, [&]<int N>() { accumulate8<N>(layout, vb, o0, o1, c, p, out); });
 #endif
@@ -240,42 +208,277 @@ void accumulate_block(const KvLayout& layout, const uint8_t* vb, int64_t o0, int
   }
 }
 
-// One query row, up to kMaxGroupPass heads of one GQA group, F32/F16 storage read in place.
 // stat_row (nullable): the weights of the num_q heads, in head order, are
 // added to stat_row[lo .. hi).
 void add_weights(float* stat_row, int64_t lo, const float* weights, int64_t n) {
   for (int64_t j = 0; j < n; ++j) stat_row[lo + j] += weights[j];
 }
 
+// One block's share of a visible range for one KV head: its K and V data,
+// the offsets [o0, o1) it contributes, and the score-row index of its offset
+// 0 (negative when the range enters the block at o0 > 0). The block table is
+// read once per pass, not once per phase.
+struct BlockPart {
+  const uint8_t* k;
+  const uint8_t* v;
+  int32_t o0, o1;
+  int64_t at;
+};
+
+// 16 consecutive slots of one transposed K block (offsets a multiple of 16)
+// and the score-row index of its first slot.
+struct KeyVec {
+  const uint8_t* k;
+  int64_t at;
+};
+
+// Per-thread buffers of one paged_attention call.
+struct Scratch {
+  std::vector<float> keys, values;  // [visible, head_dim] dequantized rows (Q8_0)
+  std::vector<float> scores;        // score rows of one pass (padded: kRowPad)
+  std::vector<BlockPart> parts;
+  std::vector<KeyVec> key_vecs;
+  std::vector<float> queries;       // the pass's queries interleaved (score_parts16)
+};
+
+// Floats of padding before and after each score row: the 16-slot path stores
+// whole vectors, and the first and last vectors of a range may start up to 15
+// slots before it or end up to 15 past it; those lanes land here, unread.
+constexpr int64_t kRowPad = 16;
+
+void collect_parts(const KvLayout& layout, const KvLayer& layer, const AttentionSeq& seq, int32_t kv_head,
+                   int64_t lo, int64_t hi, std::vector<BlockPart>& parts) {
+  const int32_t bs = layout.block_size;
+  parts.clear();
+  for (int64_t s = lo; s < hi;) {
+    const int32_t o0 = static_cast<int32_t>(s % bs);
+    const int32_t o1 = static_cast<int32_t>(std::min<int64_t>(bs, o0 + (hi - s)));
+    const int64_t block = block_of(layout, seq, s);
+    parts.push_back({block_head(layout, layer.k, block, kv_head), block_head(layout, layer.v, block, kv_head), o0, o1,
+                     s - o0 - lo});
+    s += o1 - o0;
+  }
+}
+
+#if KVLM_ATTN_AVX512
+// The 16-slot path: F32/F16 storage whose blocks are whole 16-slot vectors
+// (block_size and head_dim multiples of 16; the default block is 16). At long
+// contexts a decode step reads every key and value once per layer, so this is
+// where decode time goes; measured on TinyLlama's shape at 4,096 tokens
+// (bench_attention). Every lane still runs the chains of score_block and
+// accumulate_block, in the same order; only the loops around them differ.
+
+// Vectors (blocks, at the default size) between a load and the prefetch made
+// for it. Blocks are scattered in the pool, so the hardware prefetchers, which
+// follow addresses, cannot run ahead through the block table.
+constexpr size_t kPrefetchAhead = 4;
+
+// Scores of NumQ heads for NumV key vectors: each broadcast query element
+// feeds NumV keys, which halves the broadcasts per multiply-add against one
+// vector at a time. pf: a vector each to prefetch, one line per dimension.
+// qi: the queries interleaved, [head_dim][NumQ], so that one pointer reaches
+// every broadcast (eight query pointers left the loop short of registers).
+template <int NumQ, int NumV>
+void score_vecs16(const KvLayout& layout, const KeyVec* vecs, const uint8_t* const* pf, const float* qi, float scale,
+                  float* const* rows) {
+  const int64_t stride = layout.block_size;
+  const int64_t dim_bytes = stride * static_cast<int64_t>(kv_elem_bytes(layout));
+  __m512 acc[NumV][NumQ];
+  for (int j = 0; j < NumV; ++j)
+    for (int g = 0; g < NumQ; ++g) acc[j][g] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < layout.head_dim; ++c) {
+    __m512 k[NumV];
+    for (int j = 0; j < NumV; ++j) {
+      _mm_prefetch(reinterpret_cast<const char*>(pf[j] + c * dim_bytes), _MM_HINT_T0);
+      k[j] = load16(layout, vecs[j].k, c * stride);
+    }
+    for (int g = 0; g < NumQ; ++g) {
+      const __m512 qb = _mm512_set1_ps(qi[c * NumQ + g]);
+      for (int j = 0; j < NumV; ++j) acc[j][g] = _mm512_fmadd_ps(qb, k[j], acc[j][g]);
+    }
+  }
+  const __m512 sv = _mm512_set1_ps(scale);
+  for (int j = 0; j < NumV; ++j)
+    for (int g = 0; g < NumQ; ++g) _mm512_storeu_ps(rows[g] + vecs[j].at, _mm512_mul_ps(acc[j][g], sv));
+}
+
+void score_parts16(const KvLayout& layout, std::span<const BlockPart> parts, std::vector<KeyVec>& vecs,
+                   std::vector<float>& qi, const float* const* qs, int num_q, float scale, float* const* rows) {
+  qi.resize(static_cast<size_t>(layout.head_dim * num_q));
+  for (int64_t c = 0; c < layout.head_dim; ++c)
+    for (int g = 0; g < num_q; ++g) qi[c * num_q + g] = qs[g][c];
+  const size_t esize = kv_elem_bytes(layout);
+  vecs.clear();
+  for (const BlockPart& part : parts)
+    for (int32_t a = part.o0 / 16 * 16; a < part.o1; a += 16) vecs.push_back({part.k + a * esize, part.at + a});
+  const size_t nv = vecs.size();
+  auto ahead = [&](size_t i) { return vecs[std::min(i + kPrefetchAhead, nv - 1)].k; };
+  with_num_q(num_q, [&]<int N>() {
+    size_t i = 0;
+    for (; i + 2 <= nv; i += 2) {
+      const uint8_t* pf[2] = {ahead(i), ahead(i + 1)};
+      score_vecs16<N, 2>(layout, &vecs[i], pf, qi.data(), scale, rows);
+    }
+    if (i < nv) {
+      const uint8_t* pf[1] = {ahead(i)};
+      score_vecs16<N, 1>(layout, &vecs[i], pf, qi.data(), scale, rows);
+    }
+  });
+}
+
+// out[g][c .. c + 16 NumC) += the weighted value rows of parts [b0, b1), in
+// slot order: NumC dimension chunks per pass, so each broadcast weight feeds
+// NumC value vectors.
+template <int NumQ, int NumC>
+void accumulate_parts16(const KvLayout& layout, std::span<const BlockPart> parts, size_t b0, size_t b1, int64_t c,
+                        const float* const* p, float* const* out) {
+  const int64_t hd = layout.head_dim;
+  const int64_t esize = kv_elem_bytes(layout);
+  __m512 acc[NumC][NumQ];
+  for (int j = 0; j < NumC; ++j)
+    for (int g = 0; g < NumQ; ++g) acc[j][g] = _mm512_loadu_ps(out[g] + c + 16 * j);
+  for (size_t b = b0; b < b1; ++b) {
+    const BlockPart& part = parts[b];
+    // The same rows and chunk of the block kPrefetchAhead on.
+    const uint8_t* pf = parts[std::min(b + kPrefetchAhead, parts.size() - 1)].v + c * esize;
+    for (int64_t o = part.o0; o < part.o1; ++o) {
+      for (int64_t l = 0; l < 16 * NumC * esize; l += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(pf + o * hd * esize + l), _MM_HINT_T0);
+      __m512 v[NumC];
+      for (int j = 0; j < NumC; ++j) v[j] = load16(layout, part.v, o * hd + c + 16 * j);
+      const int64_t at = part.at + o;
+      for (int g = 0; g < NumQ; ++g) {
+        const __m512 pb = _mm512_set1_ps(p[g][at]);
+        for (int j = 0; j < NumC; ++j) acc[j][g] = _mm512_fmadd_ps(pb, v[j], acc[j][g]);
+      }
+    }
+  }
+  for (int j = 0; j < NumC; ++j)
+    for (int g = 0; g < NumQ; ++g) _mm512_storeu_ps(out[g] + c + 16 * j, acc[j][g]);
+}
+
+void accumulate_all16(const KvLayout& layout, std::span<const BlockPart> parts, const float* const* p, int num_q,
+                      float* const* out) {
+  // Blocks per span: their values (16 KiB at TinyLlama's shape) stay in L1
+  // while the passes over the dimension chunks go through them.
+  constexpr size_t kSpan = 8;
+  const int64_t hd = layout.head_dim;
+  with_num_q(num_q, [&]<int N>() {
+    for (size_t b0 = 0; b0 < parts.size(); b0 += kSpan) {
+      const size_t b1 = std::min(parts.size(), b0 + kSpan);
+      int64_t c = 0;
+      for (; c + 32 <= hd; c += 32) accumulate_parts16<N, 2>(layout, parts, b0, b1, c, p, out);
+      if (c < hd) accumulate_parts16<N, 1>(layout, parts, b0, b1, c, p, out);
+    }
+  });
+}
+
+// simd::exp_ps on 16 lanes: the same operations lane by lane, so the same bits.
+// The zero-masking forms with every lane set: the plain ones trip GCC 12's
+// -Wmaybe-uninitialized, as in load16.
+inline __m512 exp16(__m512 x) {
+  constexpr __mmask16 kAll = 0xFFFF;
+  const __m512 hi = _mm512_set1_ps(88.7f);
+  const __m512 lo = _mm512_set1_ps(-87.3f);
+  const __mmask16 too_low = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+  const __mmask16 too_high = _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ);
+  x = _mm512_maskz_min_ps(kAll, _mm512_maskz_max_ps(kAll, x, lo), hi);
+  const __m512 n = _mm512_maskz_roundscale_ps(kAll, _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.f)));
+  const __m512i ni = _mm512_maskz_cvtps_epi32(kAll, n);
+  const __m512i n1 = _mm512_maskz_srai_epi32(kAll, ni, 1);
+  const __m512i n2 = _mm512_sub_epi32(ni, n1);
+  const __m512 s1 = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kAll, _mm512_add_epi32(n1, _mm512_set1_epi32(127)), 23));
+  const __m512 s2 = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kAll, _mm512_add_epi32(n2, _mm512_set1_epi32(127)), 23));
+  const __m512 y = _mm512_maskz_mov_ps(static_cast<__mmask16>(~too_low), _mm512_mul_ps(_mm512_mul_ps(p, s1), s2));
+  return _mm512_mask_blend_ps(too_high, y, _mm512_set1_ps(__builtin_huge_valf()));
+}
+
+// ops.cpp's softmax of one row with e^x taken 16 lanes at a time. The maximum
+// is searched as there, and each exponential is added into the same 8-lane sum
+// in the same order (low half, then high half), so the bits are the same.
+void softmax_row(float* x, int64_t n) {
+  int64_t i = 0;
+  __m256 mv = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  for (; i + 8 <= n; i += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(x + i));
+  float max = simd::hmax(mv);
+  for (; i < n; ++i) max = std::max(max, x[i]);
+  i = 0;
+  const __m512 mv16 = _mm512_set1_ps(max);
+  __m256 acc = _mm256_setzero_ps();
+  for (; i + 16 <= n; i += 16) {
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv16));
+    _mm512_storeu_ps(x + i, e);
+    acc = _mm256_add_ps(acc, _mm512_maskz_extractf32x8_ps(0xFF, e, 0));
+    acc = _mm256_add_ps(acc, _mm512_maskz_extractf32x8_ps(0xFF, e, 1));
+  }
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = simd::exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), _mm256_set1_ps(max)));
+    _mm256_storeu_ps(x + i, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  double total = simd::hsum(acc);
+  for (; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    total += x[i];
+  }
+  scale_inplace(x, n, static_cast<float>(1.0 / total));
+}
+#endif  // KVLM_ATTN_AVX512
+
+// Whether attend_direct takes the 16-slot path.
+bool use_vec16(const KvLayout& layout) {
+  return KVLM_ATTN_AVX512 && layout.keys_transposed() && layout.block_size % 16 == 0 && layout.head_dim % 16 == 0;
+}
+
+// One query row, up to kMaxGroupPass heads of one GQA group, F32/F16 storage
+// read in place. stat_row: see add_weights.
 void attend_direct(const KvLayout& layout, const KvLayer& layer, const AttentionSeq& seq, int32_t kv_head,
                    int64_t lo, int64_t hi, const float* const* qs, int num_q, const AttentionParams& params,
-                   std::vector<float>& scores, float* const* outs, float* stat_row) {
+                   Scratch& sc, float* const* outs, float* stat_row) {
   const int64_t n = hi - lo;
-  const int32_t bs = layout.block_size;
-  scores.resize(static_cast<size_t>(num_q * n));
+  const int64_t row_stride = (n + 2 * kRowPad + 15) / 16 * 16;
+  sc.scores.resize(static_cast<size_t>(num_q * row_stride));
   float* rows[kMaxGroupPass];
-  for (int g = 0; g < num_q; ++g) rows[g] = scores.data() + g * n;
-  for (int64_t s = lo; s < hi;) {
-    const int64_t o0 = s % bs, o1 = std::min<int64_t>(bs, o0 + (hi - s));
-    const uint8_t* kb = block_head(layout, layer.k, block_of(layout, seq, s), kv_head);
+  for (int g = 0; g < num_q; ++g) rows[g] = sc.scores.data() + g * row_stride + kRowPad;
+  collect_parts(layout, layer, seq, kv_head, lo, hi, sc.parts);
+  const bool vec16 = use_vec16(layout);
+#if KVLM_ATTN_AVX512
+  if (vec16) score_parts16(layout, sc.parts, sc.key_vecs, sc.queries, qs, num_q, params.scale, rows);
+#endif
+  for (const BlockPart& part : sc.parts) {
+    if (vec16) break;
     float* dst[kMaxGroupPass];
-    for (int g = 0; g < num_q; ++g) dst[g] = rows[g] + (s - lo);
-    score_block(layout, kb, qs, num_q, o0, o1, params.scale, dst);
-    s += o1 - o0;
+    for (int g = 0; g < num_q; ++g) dst[g] = rows[g] + part.at + part.o0;
+    score_block(layout, part.k, qs, num_q, part.o0, part.o1, params.scale, dst);
   }
   for (int g = 0; g < num_q; ++g) {
     if (params.softcap > 0.f) soft_cap(rows[g], n, params.softcap);
+#if KVLM_ATTN_AVX512
+    softmax_row(rows[g], n);
+#else
     softmax(rows[g], 1, n);
+#endif
     if (stat_row) add_weights(stat_row, lo, rows[g], n);
     std::memset(outs[g], 0, sizeof(float) * layout.head_dim);
   }
-  for (int64_t s = lo; s < hi;) {
-    const int64_t o0 = s % bs, o1 = std::min<int64_t>(bs, o0 + (hi - s));
-    const uint8_t* vb = block_head(layout, layer.v, block_of(layout, seq, s), kv_head);
+#if KVLM_ATTN_AVX512
+  if (vec16) accumulate_all16(layout, sc.parts, rows, num_q, outs);
+#endif
+  for (const BlockPart& part : sc.parts) {
+    if (vec16) break;
     const float* p[kMaxGroupPass];
-    for (int g = 0; g < num_q; ++g) p[g] = rows[g] + (s - lo);
-    accumulate_block(layout, vb, o0, o1, p, num_q, outs);
-    s += o1 - o0;
+    for (int g = 0; g < num_q; ++g) p[g] = rows[g] + part.at + part.o0;
+    accumulate_block(layout, part.v, part.o0, part.o1, p, num_q, outs);
   }
 }
 
@@ -365,81 +568,117 @@ void kv_read_value(const KvLayout& layout, const KvLayer& layer, int64_t slot, i
   dequantize_row(layout.dtype, vb, out, layout.head_dim);
 }
 
+namespace {
+// A unit of paged_attention's work: query rows [row_begin, row_end) of one
+// sequence against one KV head, for the query heads [head_begin, head_end) of
+// that KV head's group (numbered within the group).
+struct Item {
+  int32_t seq;
+  int32_t kv_head;
+  int32_t row_begin, row_end;
+  int32_t head_begin, head_end;
+};
+
+// Parts to cut each KV head's group of query heads into, so that the threads
+// share a step with fewer items than threads (decode with one or two KV
+// heads, or four on three threads) more evenly. A cut costs another read of
+// the KV head's keys and values, so it is made only where it shortens the
+// busiest thread's share (in heads). Heads are independent, so a cut never
+// changes a bit.
+int32_t group_parts(int64_t num_items, int32_t group, int num_workers) {
+  auto busiest = [&](int32_t parts) {
+    return (num_items * parts + num_workers - 1) / num_workers * ((group + parts - 1) / parts);
+  };
+  int32_t best = 1;
+  for (int32_t parts = 2; parts <= group; ++parts)
+    if (busiest(parts) < busiest(best)) best = parts;
+  return best;
+}
+
+std::vector<Item> make_items(std::span<const AttentionSeq> seqs, int32_t num_kv, int32_t group, int32_t parts) {
+  constexpr int32_t kRowsPerItem = 16;
+  std::vector<Item> items;
+  for (int32_t s = 0; s < static_cast<int32_t>(seqs.size()); ++s)
+    for (int32_t r = 0; r < seqs[s].num_tokens; r += kRowsPerItem)
+      for (int32_t h = 0; h < num_kv; ++h)
+        for (int32_t p = 0; p < parts; ++p)
+          items.push_back({s, h, r, std::min(seqs[s].num_tokens, r + kRowsPerItem), group * p / parts,
+                           group * (p + 1) / parts});
+  return items;
+}
+
+void run_item(const KvLayout& layout, const KvLayer& layer, const float* q, const AttentionSeq& seq, const Item& item,
+              const AttentionParams& params, Scratch& sc, float* out) {
+  const int32_t hd = layout.head_dim;
+  const int32_t num_kv = layout.num_kv_heads;
+  const int32_t group = params.num_heads / num_kv;
+  int64_t base = 0, end = 0;
+  if (!layout.keys_transposed()) {
+    int64_t lo_first, hi_first, lo_last, hi_last;
+    visible_range(seq, item.row_begin, params.window, &lo_first, &hi_first);
+    visible_range(seq, item.row_end - 1, params.window, &lo_last, &hi_last);
+    base = lo_first;
+    end = hi_last;
+    sc.keys.resize(static_cast<size_t>((end - base) * hd));
+    sc.values.resize(static_cast<size_t>((end - base) * hd));
+    gather_rows(layout, layer.k, seq, item.kv_head, base, end, sc.keys.data());
+    gather_rows(layout, layer.v, seq, item.kv_head, base, end, sc.values.data());
+  }
+  for (int32_t i = item.row_begin; i < item.row_end; ++i) {
+    int64_t lo, hi;
+    visible_range(seq, i, params.window, &lo, &hi);
+    const int64_t token = seq.token_begin + i;
+    float* stat_row = seq.attn_stats ? seq.attn_stats + (static_cast<int64_t>(i) * num_kv + item.kv_head) * seq.num_context
+                                     : nullptr;
+    for (int32_t g0 = item.head_begin; g0 < item.head_end; g0 += kMaxGroupPass) {
+      const int num_q = std::min(kMaxGroupPass, item.head_end - g0);
+      const float* qs[kMaxGroupPass];
+      float* outs[kMaxGroupPass];
+      for (int g = 0; g < num_q; ++g) {
+        const int64_t head = token * params.num_heads + item.kv_head * group + g0 + g;
+        qs[g] = q + head * hd;
+        outs[g] = out + head * hd;
+      }
+      if (layout.keys_transposed()) {
+        attend_direct(layout, layer, seq, item.kv_head, lo, hi, qs, num_q, params, sc, outs, stat_row);
+      } else {
+        attend_gathered(layout, &sc.keys[(lo - base) * hd], &sc.values[(lo - base) * hd], lo, hi - lo, qs, num_q,
+                        params, sc.scores, outs, stat_row);
+      }
+    }
+  }
+}
+}  // namespace
+
 void paged_attention(const KvLayout& layout, const KvLayer& layer, const float* q,
                      std::span<const AttentionSeq> seqs, const AttentionParams& params, float* out) {
   check_layout(layout, &params);
-  const int32_t hd = layout.head_dim;
   const int32_t num_kv = layout.num_kv_heads;
   const int32_t group = params.num_heads / num_kv;  // query heads per KV head
-
-  // Work items: (sequence, KV head, chunk of query rows).
-  constexpr int32_t kRowsPerItem = 16;
-  struct Item {
-    int32_t seq;
-    int32_t kv_head;
-    int32_t row_begin, row_end;  // query rows within the sequence
-  };
-  std::vector<Item> items;
   int64_t work = 0;  // multiply-adds, to decide whether threads pay off
-  for (int32_t s = 0; s < static_cast<int32_t>(seqs.size()); ++s) {
-    const AttentionSeq& seq = seqs[s];
-    for (int32_t r = 0; r < seq.num_tokens; r += kRowsPerItem)
-      for (int32_t h = 0; h < num_kv; ++h) items.push_back({s, h, r, std::min(seq.num_tokens, r + kRowsPerItem)});
-    work += 2 * static_cast<int64_t>(seq.num_tokens) * seq.num_context * hd * params.num_heads;
+  bool any_stats = false;
+  for (const AttentionSeq& seq : seqs) {
+    work += 2 * static_cast<int64_t>(seq.num_tokens) * seq.num_context * layout.head_dim * params.num_heads;
+    any_stats = any_stats || seq.attn_stats;
   }
   // Waking threads costs microseconds; tiny steps run faster on one thread.
   constexpr int64_t kMinParallelWork = 1 << 16;
   const bool parallel = work >= kMinParallelWork && num_threads() > 1;
-
-  struct Scratch {
-    std::vector<float> keys, values;  // [visible, head_dim] dequantized rows (Q8_0)
-    std::vector<float> scores;
-  };
+  std::vector<Item> items = make_items(seqs, num_kv, group, 1);
+  // Statistics add a group's heads in head order into one row: keep groups whole.
+  if (parallel && !any_stats) {
+    const int32_t parts = group_parts(static_cast<int64_t>(items.size()), group, num_threads());
+    if (parts > 1) items = make_items(seqs, num_kv, group, parts);
+  }
   std::vector<Scratch> scratch(static_cast<size_t>(parallel ? num_threads() : 1));
-  auto run_item = [&](int64_t it, int worker) {
-    const Item item = items[it];
-    const AttentionSeq& seq = seqs[item.seq];
-    Scratch& sc = scratch[worker];
-    int64_t base = 0, end = 0;
-    if (!layout.keys_transposed()) {
-      int64_t lo_first, hi_first, lo_last, hi_last;
-      visible_range(seq, item.row_begin, params.window, &lo_first, &hi_first);
-      visible_range(seq, item.row_end - 1, params.window, &lo_last, &hi_last);
-      base = lo_first;
-      end = hi_last;
-      sc.keys.resize(static_cast<size_t>((end - base) * hd));
-      sc.values.resize(static_cast<size_t>((end - base) * hd));
-      gather_rows(layout, layer.k, seq, item.kv_head, base, end, sc.keys.data());
-      gather_rows(layout, layer.v, seq, item.kv_head, base, end, sc.values.data());
-    }
-    for (int32_t i = item.row_begin; i < item.row_end; ++i) {
-      int64_t lo, hi;
-      visible_range(seq, i, params.window, &lo, &hi);
-      const int64_t token = seq.token_begin + i;
-      float* stat_row = seq.attn_stats ? seq.attn_stats + (static_cast<int64_t>(i) * num_kv + item.kv_head) * seq.num_context
-                                       : nullptr;
-      for (int32_t g0 = 0; g0 < group; g0 += kMaxGroupPass) {
-        const int num_q = std::min(kMaxGroupPass, group - g0);
-        const float* qs[kMaxGroupPass];
-        float* outs[kMaxGroupPass];
-        for (int g = 0; g < num_q; ++g) {
-          const int64_t head = token * params.num_heads + item.kv_head * group + g0 + g;
-          qs[g] = q + head * hd;
-          outs[g] = out + head * hd;
-        }
-        if (layout.keys_transposed()) {
-          attend_direct(layout, layer, seq, item.kv_head, lo, hi, qs, num_q, params, sc.scores, outs, stat_row);
-        } else {
-          attend_gathered(layout, &sc.keys[(lo - base) * hd], &sc.values[(lo - base) * hd], lo, hi - lo, qs, num_q,
-                          params, sc.scores, outs, stat_row);
-        }
-      }
-    }
+  auto run = [&](int64_t it, int worker) {
+    const Item& item = items[static_cast<size_t>(it)];
+    run_item(layout, layer, q, seqs[item.seq], item, params, scratch[static_cast<size_t>(worker)], out);
   };
   if (parallel) {
-    parallel_for(static_cast<int64_t>(items.size()), run_item);
+    parallel_for(static_cast<int64_t>(items.size()), run);
   } else {
-    for (size_t it = 0; it < items.size(); ++it) run_item(static_cast<int64_t>(it), 0);
+    for (size_t it = 0; it < items.size(); ++it) run(static_cast<int64_t>(it), 0);
   }
 }
 
