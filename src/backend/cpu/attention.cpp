@@ -373,36 +373,6 @@ void accumulate_all16(const KvLayout& layout, std::span<const BlockPart> parts, 
   });
 }
 
-// simd::exp_ps on 16 lanes: the same operations lane by lane, so the same bits.
-// The zero-masking forms with every lane set: the plain ones trip GCC 12's
-// -Wmaybe-uninitialized, as in load16.
-inline __m512 exp16(__m512 x) {
-  constexpr __mmask16 kAll = 0xFFFF;
-  const __m512 hi = _mm512_set1_ps(88.7f);
-  const __m512 lo = _mm512_set1_ps(-87.3f);
-  const __mmask16 too_low = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
-  const __mmask16 too_high = _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ);
-  x = _mm512_maskz_min_ps(kAll, _mm512_maskz_max_ps(kAll, x, lo), hi);
-  const __m512 n = _mm512_maskz_roundscale_ps(kAll, _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.f)));
-  const __m512i ni = _mm512_maskz_cvtps_epi32(kAll, n);
-  const __m512i n1 = _mm512_maskz_srai_epi32(kAll, ni, 1);
-  const __m512i n2 = _mm512_sub_epi32(ni, n1);
-  const __m512 s1 = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kAll, _mm512_add_epi32(n1, _mm512_set1_epi32(127)), 23));
-  const __m512 s2 = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kAll, _mm512_add_epi32(n2, _mm512_set1_epi32(127)), 23));
-  const __m512 y = _mm512_maskz_mov_ps(static_cast<__mmask16>(~too_low), _mm512_mul_ps(_mm512_mul_ps(p, s1), s2));
-  return _mm512_mask_blend_ps(too_high, y, _mm512_set1_ps(__builtin_huge_valf()));
-}
-
 // ops.cpp's softmax of one row with e^x taken 16 lanes at a time. The maximum
 // is searched as there, and each exponential is added into the same 8-lane sum
 // in the same order (low half, then high half), so the bits are the same.
@@ -416,7 +386,7 @@ void softmax_row(float* x, int64_t n) {
   const __m512 mv16 = _mm512_set1_ps(max);
   __m256 acc = _mm256_setzero_ps();
   for (; i + 16 <= n; i += 16) {
-    const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv16));
+    const __m512 e = simd::exp_ps16(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv16));
     _mm512_storeu_ps(x + i, e);
     acc = _mm256_add_ps(acc, _mm512_maskz_extractf32x8_ps(0xFF, e, 0));
     acc = _mm256_add_ps(acc, _mm512_maskz_extractf32x8_ps(0xFF, e, 1));

@@ -177,18 +177,18 @@ inline void accumulate_tile(const uint8_t* const* w, const float* x, int64_t n, 
 
 #if KVLM_ZMM
 // accumulate_tile for 4 rows: rows 2h and 2h + 1 share zmm a[h][c]; the
-// ymm partial sums go in and come out unchanged in meaning.
-template <typename Load, int C>
-inline void accumulate_tile4(const uint8_t* const* w, const float* x, int64_t n, int64_t i0, int64_t i1,
-                             __m256 (*acc)[kMaxTile]) {
+// ymm partial sums go in and come out unchanged in meaning. weights(i)
+// gives the two row pairs' columns i .. i+7 (first: rows 0, 1; second: 2, 3).
+template <int C, typename Weights>
+inline void accumulate_tile4_from(Weights&& weights, const float* x, int64_t n, int64_t i0, int64_t i1,
+                                  __m256 (*acc)[kMaxTile]) {
   __m512 a[2][C];
 #pragma GCC unroll 2
   for (int h = 0; h < 2; ++h)
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) a[h][c] = _mm512_insertf32x8(_mm512_zextps256_ps512(acc[2 * h][c]), acc[2 * h + 1][c], 1);
   for (int64_t i = i0; i < i1; i += 8) {
-    const __m512 w0 = Load::vec2(w[0], w[1], i);
-    const __m512 w1 = Load::vec2(w[2], w[3], i);
+    const auto [w0, w1] = weights(i);
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) {
       __m512 xv = _mm512_broadcast_f32x8(_mm256_loadu_ps(x + c * n + i));
@@ -206,12 +206,23 @@ inline void accumulate_tile4(const uint8_t* const* w, const float* x, int64_t n,
     }
 }
 
+struct WeightPairs {
+  __m512 first, second;
+};
+
+// Weights read (and widened) where they lie.
+template <typename Load, int C>
+inline void accumulate_tile4(const uint8_t* const* w, const float* x, int64_t n, int64_t i0, int64_t i1,
+                             __m256 (*acc)[kMaxTile]) {
+  accumulate_tile4_from<C>([&](int64_t i) { return WeightPairs{Load::vec2(w[0], w[1], i), Load::vec2(w[2], w[3], i)}; },
+                           x, n, i0, i1, acc);
+}
+
 // The band's weights of one column pass widened to f32 once, in the order
-// accumulate_tile4 consumes them: [row pair][8-column group][16 floats: the
-// group's 8 columns of row 2p, then of row 2p + 1]. With several token tiles
-// per pass every tile would otherwise widen (and join) the same weights
-// again, a quarter of the issue slots of the FMAs. The values are exact, so
-// the sums are the same bits.
+// accumulate_tile4_wide consumes them: [row pair][8-column group][16 floats:
+// the group's 8 columns of row 2p, then of row 2p + 1]. With several token
+// tiles per pass every tile would otherwise widen (and join) the same
+// weights again. The values are exact, so the sums are the same bits.
 template <typename Load>
 void widen_band(const uint8_t* const* rows, int64_t i0, int64_t i1, float* out) {
   const int64_t groups = (i1 - i0) / 8;
@@ -226,29 +237,9 @@ void widen_band(const uint8_t* const* rows, int64_t i0, int64_t i1, float* out) 
 template <int C>
 inline void accumulate_tile4_wide(const float* pair0, const float* pair1, const float* x, int64_t n, int64_t i0,
                                   int64_t i1, __m256 (*acc)[kMaxTile]) {
-  __m512 a[2][C];
-#pragma GCC unroll 2
-  for (int h = 0; h < 2; ++h)
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) a[h][c] = _mm512_insertf32x8(_mm512_zextps256_ps512(acc[2 * h][c]), acc[2 * h + 1][c], 1);
-  for (int64_t i = i0; i < i1; i += 8) {
-    const __m512 w0 = _mm512_load_ps(pair0 + 2 * (i - i0));
-    const __m512 w1 = _mm512_load_ps(pair1 + 2 * (i - i0));
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) {
-      __m512 xv = _mm512_broadcast_f32x8(_mm256_loadu_ps(x + c * n + i));
-      asm("" : "+v"(xv));
-      a[0][c] = _mm512_fmadd_ps(w0, xv, a[0][c]);
-      a[1][c] = _mm512_fmadd_ps(w1, xv, a[1][c]);
-    }
-  }
-#pragma GCC unroll 2
-  for (int h = 0; h < 2; ++h)
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) {
-      acc[2 * h][c] = _mm512_castps512_ps256(a[h][c]);
-      acc[2 * h + 1][c] = _mm512_extractf32x8_ps(a[h][c], 1);
-    }
+  accumulate_tile4_from<C>(
+      [&](int64_t i) { return WeightPairs{_mm512_load_ps(pair0 + 2 * (i - i0)), _mm512_load_ps(pair1 + 2 * (i - i0))}; },
+      x, n, i0, i1, acc);
 }
 #endif
 
