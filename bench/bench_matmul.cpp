@@ -1,7 +1,9 @@
 // matmul throughput per weight dtype, against the machine's memory bandwidth:
 // 4096 x 4096 (a 7B model's attention matrices) at T = 1, 4, 16, 64, 256 and
 // the small shapes of the synth-tiny test models (768 x 256: FFN up/gate,
-// 256 x 768: FFN down) at the same T.
+// 256 x 768: FFN down) at the same T, and TinyLlama-1.1B's FFN (5632 x 2048
+// up/gate, 2048 x 5632 down) at T = 8 (a batch-8 decode step) and 512 (a
+// prefill chunk).
 //
 // BM_Matmul/<type>/4096x4096 weights are "cold": each iteration uses the next
 // of enough copies of the matrix to overflow the last-level cache, as the
@@ -176,6 +178,15 @@ void register_benchmarks() {
       timing(benchmark::RegisterBenchmark(name.c_str(), [t, shape](benchmark::State& st) {
         run_matmul(st, t, shape, !shape.cold, true);
       }))->Arg(1)->Arg(4)->Arg(16)->Arg(64)->Arg(256)->Unit(benchmark::kMicrosecond);
+    }
+  }
+  for (const Shape& shape : {Shape{5632, 2048, true}, Shape{2048, 5632, true}}) {
+    for (DType t : all) {
+      const std::string name = "BM_Matmul/" + std::string(dtype_name(t)) + "/" + std::to_string(shape.rows) + "x" +
+                               std::to_string(shape.cols);
+      timing(benchmark::RegisterBenchmark(name.c_str(), [t, shape](benchmark::State& st) {
+        run_matmul(st, t, shape, false, true);
+      }))->Arg(8)->Arg(512)->Unit(benchmark::kMicrosecond);
     }
   }
   // 4096 x 4096 with the weights cache-resident (L3), and quantized weights

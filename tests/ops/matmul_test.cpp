@@ -217,6 +217,28 @@ TEST_P(MatmulTest, EveryTokenEqualsItsSingleTokenResult) {
   }
 }
 
+// Wide rows: a call's tokens span several token blocks (matmul.cpp keeps
+// about 1 MiB of whole activation rows per block, here 16 to 48 tokens), and
+// the blocks' results must be those of one token at a time and of the scalar path.
+TEST_P(MatmulTest, TokenBlocksChangeNothing) {
+  const MatmulCase c = param();
+  const int64_t rows = 24;
+  const int64_t cols = 16384;
+  const int64_t num_tokens = 70;
+  const Problem p = make_problem(c.dtype, rows, cols, num_tokens, 91);
+  const WeightMatrix w = pack_for_matmul(p.matrix(c.dtype));
+  std::vector<float> y(static_cast<size_t>(num_tokens * rows), NAN);
+  matmul(w, p.x.data(), num_tokens, y.data());
+  std::vector<float> y_scalar(y.size(), NAN);
+  cpu::matmul_with(CpuPath::kScalar, p.matrix(c.dtype), p.x.data(), num_tokens, y_scalar.data());
+  ASSERT_EQ(y, y_scalar);
+  std::vector<float> one(static_cast<size_t>(rows));
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    matmul(w, p.x.data() + t * cols, 1, one.data());
+    for (int64_t r = 0; r < rows; ++r) ASSERT_EQ(y[t * rows + r], one[r]) << "t=" << t << " r=" << r;
+  }
+}
+
 TEST_P(MatmulTest, GetRowEqualsDequantizedRow) {
   const MatmulCase c = param();
   const int64_t cols = 2 * std::max<int64_t>(dtype_info(c.dtype).block_size, 32);
