@@ -22,11 +22,13 @@ namespace {
 // AVX-512: one zmm holds the 8 lanes of two rows (low half row r, high half
 // row r + 1) against one token's 8 activations broadcast to both halves, so
 // each lane keeps its own scalar chain (the recipe of matmul_impl.h) while
-// one instruction does 16 FMAs. 4 rows x 8 tokens: 16 zmm accumulators, 2
-// weight and 1 activation register of the 32.
+// one instruction does 16 FMAs. 8 rows x 6 tokens: 24 zmm accumulators, 4
+// weight and 1 activation register of the 32; 10 loads per 24 FMAs, and
+// the whole band is one row tile, so a token tile's activations come from L2
+// once per pass (with 4-row tiles, twice).
 #define KVLM_ZMM 1
-constexpr int kRows = 4;
-constexpr int kMaxTile = 8;
+constexpr int kRows = 8;
+constexpr int kMaxTile = 6;
 #else
 // 2 x 6 accumulators, 2 weight vectors and 1 activation vector: 15 of the 16
 // ymm registers, 8 loads per 12 FMAs; 2 rows divide the driver's 8-row chunks.
@@ -41,6 +43,7 @@ constexpr int kMaxTile = 6;
 constexpr int kBandRows = 8;
 constexpr int64_t kBandPassBytes = 8 * 1024;
 constexpr int kMaxTiles = 16;  // token tiles of partial sums held at a time
+static_assert(kBandRows % kRows == 0, "a band is whole row tiles");
 
 // Loaders: 8 weights as f32 lanes, or one weight as a scalar.
 struct LoadF32 {
@@ -176,29 +179,39 @@ inline void accumulate_tile(const uint8_t* const* w, const float* x, int64_t n, 
 }
 
 #if KVLM_ZMM
-// accumulate_tile for 4 rows: rows 2h and 2h + 1 share zmm a[h][c]; the
-// ymm partial sums go in and come out unchanged in meaning. weights(i)
-// gives the two row pairs' columns i .. i+7 (first: rows 0, 1; second: 2, 3).
+constexpr int kPairs = kRows / 2;
+static_assert(kPairs == 4, "accumulate_pairs_from names four row pairs");
+
+// accumulate_tile for kRows rows: rows 2h and 2h + 1 share zmm a[h][c]; the
+// ymm partial sums go in and come out unchanged in meaning. weights(i, h)
+// gives rows 2h and 2h + 1's columns i .. i+7 (low and high half).
 template <int C, typename Weights>
-inline void accumulate_tile4_from(Weights&& weights, const float* x, int64_t n, int64_t i0, int64_t i1,
+inline void accumulate_pairs_from(Weights&& weights, const float* x, int64_t n, int64_t i0, int64_t i1,
                                   __m256 (*acc)[kMaxTile]) {
-  __m512 a[2][C];
-#pragma GCC unroll 2
-  for (int h = 0; h < 2; ++h)
+  __m512 a[kPairs][C];
+#pragma GCC unroll 4
+  for (int h = 0; h < kPairs; ++h)
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) a[h][c] = _mm512_insertf32x8(_mm512_zextps256_ps512(acc[2 * h][c]), acc[2 * h + 1][c], 1);
   for (int64_t i = i0; i < i1; i += 8) {
-    const auto [w0, w1] = weights(i);
+    // Named registers, not an array (GCC kept a stack copy of one), and
+    // pinned there: where the weights are plain loads (the widened band)
+    // GCC would fold them into every FMA, C loads instead of one, and the
+    // load ports, not the FMAs, would bound the loop.
+    __m512 w0 = weights(i, 0), w1 = weights(i, 1), w2 = weights(i, 2), w3 = weights(i, 3);
+    asm("" : "+v"(w0), "+v"(w1), "+v"(w2), "+v"(w3));
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) {
       __m512 xv = _mm512_broadcast_f32x8(_mm256_loadu_ps(x + c * n + i));
       asm("" : "+v"(xv));  // one broadcast load per token, not one per FMA
       a[0][c] = _mm512_fmadd_ps(w0, xv, a[0][c]);
       a[1][c] = _mm512_fmadd_ps(w1, xv, a[1][c]);
+      a[2][c] = _mm512_fmadd_ps(w2, xv, a[2][c]);
+      a[3][c] = _mm512_fmadd_ps(w3, xv, a[3][c]);
     }
   }
-#pragma GCC unroll 2
-  for (int h = 0; h < 2; ++h)
+#pragma GCC unroll 4
+  for (int h = 0; h < kPairs; ++h)
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) {
       acc[2 * h][c] = _mm512_castps512_ps256(a[h][c]);
@@ -206,39 +219,34 @@ inline void accumulate_tile4_from(Weights&& weights, const float* x, int64_t n, 
     }
 }
 
-struct WeightPairs {
-  __m512 first, second;
-};
-
 // Weights read (and widened) where they lie.
 template <typename Load, int C>
-inline void accumulate_tile4(const uint8_t* const* w, const float* x, int64_t n, int64_t i0, int64_t i1,
+inline void accumulate_pairs(const uint8_t* const* rows, const float* x, int64_t n, int64_t i0, int64_t i1,
                              __m256 (*acc)[kMaxTile]) {
-  accumulate_tile4_from<C>([&](int64_t i) { return WeightPairs{Load::vec2(w[0], w[1], i), Load::vec2(w[2], w[3], i)}; },
-                           x, n, i0, i1, acc);
+  accumulate_pairs_from<C>(
+      [&](int64_t i, int h) { return Load::vec2(rows[2 * h], rows[2 * h + 1], i); },
+      x, n, i0, i1, acc);
 }
 
 // The band's weights of one column pass widened to f32 once, in the order
-// accumulate_tile4_wide consumes them: [row pair][8-column group][16 floats:
+// accumulate_pairs_wide consumes them: [8-column group][row pair][16 floats:
 // the group's 8 columns of row 2p, then of row 2p + 1]. With several token
 // tiles per pass every tile would otherwise widen (and join) the same
 // weights again. The values are exact, so the sums are the same bits.
 template <typename Load>
 void widen_band(const uint8_t* const* rows, int64_t i0, int64_t i1, float* out) {
   const int64_t groups = (i1 - i0) / 8;
-  for (int p = 0; p < kBandRows / 2; ++p) {
-    float* dst = out + p * groups * 16;
-    for (int64_t g = 0; g < groups; ++g) _mm512_store_ps(dst + 16 * g, Load::vec2(rows[2 * p], rows[2 * p + 1], i0 + 8 * g));
-  }
+  for (int64_t g = 0; g < groups; ++g)
+    for (int p = 0; p < kPairs; ++p)
+      _mm512_store_ps(out + (g * kPairs + p) * 16, Load::vec2(rows[2 * p], rows[2 * p + 1], i0 + 8 * g));
 }
 
-// accumulate_tile4 on widened weights: pair0/pair1 point at the tile's two
-// row pairs in the widen_band layout, at the pass's first column.
+// accumulate_pairs on the widened band, from the pass's first column i0.
 template <int C>
-inline void accumulate_tile4_wide(const float* pair0, const float* pair1, const float* x, int64_t n, int64_t i0,
-                                  int64_t i1, __m256 (*acc)[kMaxTile]) {
-  accumulate_tile4_from<C>(
-      [&](int64_t i) { return WeightPairs{_mm512_load_ps(pair0 + 2 * (i - i0)), _mm512_load_ps(pair1 + 2 * (i - i0))}; },
+inline void accumulate_pairs_wide(const float* band, const float* x, int64_t n, int64_t i0, int64_t i1,
+                                  __m256 (*acc)[kMaxTile]) {
+  accumulate_pairs_from<C>(
+      [&](int64_t i, int h) { return _mm512_load_ps(band + (i - i0) * (kPairs * 2) + 16 * h); },
       x, n, i0, i1, acc);
 }
 #endif
@@ -294,13 +302,11 @@ void run(const WeightMatrix& w, const MatmulActs& acts, int64_t row_begin, int64
             for (int rt = 0; rt < num_row_tiles; ++rt) {
 #if KVLM_ZMM
               if (wide) {
-                const int64_t pair_floats = (i1 - i0) * 2;  // one row pair of the pass
-                accumulate_tile4_wide<C>(wide_band + (2 * rt) * pair_floats, wide_band + (2 * rt + 1) * pair_floats, x,
-                                         n, i0, i1, acc[tt][rt]);
+                accumulate_pairs_wide<C>(wide_band, x, n, i0, i1, acc[tt][rt]);
                 continue;
               }
               // Rows past num_rows repeat the band's last row (rows[]) and are never stored.
-              accumulate_tile4<Load, C>(rows + kRows * rt, x, n, i0, i1, acc[tt][rt]);
+              accumulate_pairs<Load, C>(rows + kRows * rt, x, n, i0, i1, acc[tt][rt]);
               continue;
 #endif
               if (kRows * rt + 1 < num_rows) {
