@@ -159,9 +159,13 @@ inline void accumulate_tile(const uint8_t* const* w, const float* x, int64_t n, 
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) a[r][c] = acc[r][c];
   for (int64_t i = i0; i < i1; i += 8) {
-    __m256 wv[R];
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) wv[r] = Load::vec(w[r], i);
+    // Named and pinned in registers (as xv below): GCC would fold an F32
+    // row's load into all C FMAs, and kept an array of them on the stack.
+    static_assert(R == 1 || R == 2, "accumulate_tile names at most two rows");
+    __m256 w0 = Load::vec(w[0], i);
+    __m256 w1 = R == 2 ? Load::vec(w[1], i) : w0;
+    asm("" : "+x"(w0), "+x"(w1));
+    const __m256 wv[2] = {w0, w1};
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) {
       __m256 xv = _mm256_loadu_ps(x + c * n + i);
