@@ -255,6 +255,64 @@ inline void accumulate_pairs_wide(const float* band, const float* x, int64_t n, 
 }
 #endif
 
+// Partial sums of one band: [token tile][row tile], up to kMaxTiles * kMaxTile tokens.
+using BandSums = __m256[kMaxTiles][kBandRows / kRows][kRows][kMaxTile];
+
+// Adds the products of the band's rows (rows[k], k < num_rows; the rest repeat
+// the last) and tokens [t0, t1) to sums, pass by pass over the columns.
+template <typename Load>
+void band_passes(const uint8_t* const* rows, int num_rows, const float* x0, int64_t n, int64_t t0, int64_t t1,
+                 BandSums& acc, [[maybe_unused]] float* wide_band) {
+  const int64_t n8 = n / 8 * 8;
+  const int num_row_tiles = (num_rows + kRows - 1) / kRows;
+  const int num_tiles = static_cast<int>((t1 - t0 + kMaxTile - 1) / kMaxTile);
+  // Column passes: the band's weights and one token tile's activations
+  // stay in L1 while every row tile of the band meets the token tile. With
+  // a single token tile nothing is reused: one pass streams whole rows,
+  // the pattern the hardware prefetchers follow best.
+  const int64_t col_block = num_tiles == 1 ? n8 : kBandPassBytes / (kBandRows * static_cast<int64_t>(Load::kBytes));
+  for (int64_t i0 = 0; i0 < n8; i0 += col_block) {
+    const int64_t i1 = std::min(n8, i0 + col_block);
+    // The band's next weights, while this pass computes (see simd::prefetch):
+    // a share before each token tile, as one burst of them all stalls
+    // on the line fill buffers (6% of prefill in perf).
+    const size_t next_bytes = i1 < n8 ? static_cast<size_t>(std::min(col_block, n8 - i1)) * Load::kBytes : 0;
+    auto prefetch_share = [&](int tt) {
+      const size_t from = next_bytes * tt / num_tiles / 64 * 64;
+      const size_t to = tt + 1 == num_tiles ? next_bytes : next_bytes * (tt + 1) / num_tiles / 64 * 64;
+      for (int k = 0; k < num_rows; ++k) simd::prefetch(rows[k] + i1 * Load::kBytes + from, to - from);
+    };
+#if KVLM_ZMM
+    const bool wide = num_tiles > 1;
+    if (wide) widen_band<Load>(rows, i0, i1, wide_band);
+#endif
+    for (int tt = 0; tt < num_tiles; ++tt) {
+      const int64_t t = t0 + tt * kMaxTile;
+      const int num = static_cast<int>(std::min<int64_t>(kMaxTile, t1 - t));
+      const float* x = x0 + t * n;
+      if (next_bytes != 0) prefetch_share(tt);
+      dispatch_tile<kMaxTile>(num, [&]<int C>() {
+        for (int rt = 0; rt < num_row_tiles; ++rt) {
+#if KVLM_ZMM
+          if (wide) {
+            accumulate_pairs_wide<C>(wide_band, x, n, i0, i1, acc[tt][rt]);
+            continue;
+          }
+          // Rows past num_rows repeat the band's last row (rows[]) and are never stored.
+          accumulate_pairs<Load, C>(rows + kRows * rt, x, n, i0, i1, acc[tt][rt]);
+          continue;
+#endif
+          if (kRows * rt + 1 < num_rows) {
+            accumulate_tile<Load, 2, C>(rows + kRows * rt, x, n, i0, i1, acc[tt][rt]);
+          } else {
+            accumulate_tile<Load, 1, C>(rows + kRows * rt, x, n, i0, i1, acc[tt][rt]);
+          }
+        }
+      });
+    }
+  }
+}
+
 template <typename Load>
 void run(const WeightMatrix& w, const MatmulActs& acts, int64_t row_begin, int64_t row_end,
          int64_t tok_begin, int64_t tok_end, float* y) {
@@ -262,71 +320,22 @@ void run(const WeightMatrix& w, const MatmulActs& acts, int64_t row_begin, int64
   const int64_t n8 = n / 8 * 8;
   const size_t row_bytes = static_cast<size_t>(n) * Load::kBytes;
   const auto* base = static_cast<const uint8_t*>(w.data);
-  // Partial sums [token tile][row tile] of kBandRows rows and up to
-  // kMaxTiles * kMaxTile tokens, kept across the column passes.
-  __m256 acc[kMaxTiles][kBandRows / kRows][kRows][kMaxTile];
-#if KVLM_ZMM
+  BandSums acc;  // kept across the column passes
   // One pass of the band's weights as f32 (widen_band): at most 512 columns
   // (F16/BF16; 256 of F32) of 8 rows, 16 KiB.
-  alignas(64) float wide_band[kBandRows * (kBandPassBytes / (kBandRows * 2))];
-#endif
+  alignas(64) float wide_band[KVLM_ZMM ? kBandRows * (kBandPassBytes / (kBandRows * 2)) : 1];
   for (int64_t r0 = row_begin; r0 < row_end; r0 += kBandRows) {
     const int num_rows = static_cast<int>(std::min<int64_t>(kBandRows, row_end - r0));
-    const int num_row_tiles = (num_rows + kRows - 1) / kRows;
     const uint8_t* rows[kBandRows];
     for (int k = 0; k < kBandRows; ++k) rows[k] = base + static_cast<size_t>(r0 + std::min(k, num_rows - 1)) * row_bytes;
     for (int64_t t0 = tok_begin; t0 < tok_end; t0 += kMaxTiles * kMaxTile) {
       const int64_t t1 = std::min(tok_end, t0 + kMaxTiles * kMaxTile);
       const int num_tiles = static_cast<int>((t1 - t0 + kMaxTile - 1) / kMaxTile);
       for (int tt = 0; tt < num_tiles; ++tt)
-        for (int rt = 0; rt < num_row_tiles; ++rt)
-          for (int k = 0; k < kRows; ++k)
-            for (int c = 0; c < kMaxTile; ++c) acc[tt][rt][k][c] = _mm256_setzero_ps();
-      // Column passes: the band's weights and one token tile's activations
-      // stay in L1 while every row tile of the band meets the token tile. With
-      // a single token tile nothing is reused: one pass streams whole rows,
-      // the pattern the hardware prefetchers follow best.
-      const int64_t col_block = num_tiles == 1 ? n8 : kBandPassBytes / (kBandRows * static_cast<int64_t>(Load::kBytes));
-      for (int64_t i0 = 0; i0 < n8; i0 += col_block) {
-        const int64_t i1 = std::min(n8, i0 + col_block);
-        // The band's next weights, while this pass computes (see simd::prefetch):
-        // a share before each token tile, as one burst of them all stalls
-        // on the line fill buffers (6% of prefill in perf).
-        const size_t next_bytes = i1 < n8 ? static_cast<size_t>(std::min(col_block, n8 - i1)) * Load::kBytes : 0;
-        auto prefetch_share = [&](int tt) {
-          const size_t from = next_bytes * tt / num_tiles / 64 * 64;
-          const size_t to = tt + 1 == num_tiles ? next_bytes : next_bytes * (tt + 1) / num_tiles / 64 * 64;
-          for (int k = 0; k < num_rows; ++k) simd::prefetch(rows[k] + i1 * Load::kBytes + from, to - from);
-        };
-#if KVLM_ZMM
-        const bool wide = num_tiles > 1;
-        if (wide) widen_band<Load>(rows, i0, i1, wide_band);
-#endif
-        for (int tt = 0; tt < num_tiles; ++tt) {
-          const int64_t t = t0 + tt * kMaxTile;
-          const int num = static_cast<int>(std::min<int64_t>(kMaxTile, t1 - t));
-          const float* x = acts.f32 + t * n;
-          if (next_bytes != 0) prefetch_share(tt);
-          dispatch_tile<kMaxTile>(num, [&]<int C>() {
-            for (int rt = 0; rt < num_row_tiles; ++rt) {
-#if KVLM_ZMM
-              if (wide) {
-                accumulate_pairs_wide<C>(wide_band, x, n, i0, i1, acc[tt][rt]);
-                continue;
-              }
-              // Rows past num_rows repeat the band's last row (rows[]) and are never stored.
-              accumulate_pairs<Load, C>(rows + kRows * rt, x, n, i0, i1, acc[tt][rt]);
-              continue;
-#endif
-              if (kRows * rt + 1 < num_rows) {
-                accumulate_tile<Load, 2, C>(rows + kRows * rt, x, n, i0, i1, acc[tt][rt]);
-              } else {
-                accumulate_tile<Load, 1, C>(rows + kRows * rt, x, n, i0, i1, acc[tt][rt]);
-              }
-            }
-          });
-        }
-      }
+        for (auto& tile : acc[tt])
+          for (auto& row : tile)
+            for (auto& v : row) v = _mm256_setzero_ps();
+      band_passes<Load>(rows, num_rows, acts.f32, n, t0, t1, acc, wide_band);
       for (int tt = 0; tt < num_tiles; ++tt) {
         const int64_t t = t0 + tt * kMaxTile;
         const int num = static_cast<int>(std::min<int64_t>(kMaxTile, t1 - t));
