@@ -324,6 +324,14 @@ void tile_q4_0_vnni(const uint8_t* strip, const MatmulActs& a, int64_t t0, __m25
 // float steps per lane. A zmm vpdpbusd does twice a ymm one's work for the
 // same activation broadcast and issue slot (on the Xeons we measure, ymm
 // VNNI reaches ~97 G and zmm ~130 G multiply-adds per second and core).
+// The bit pattern of 1.5 * 2^23: an int32 n added to it (|n| < 2^22) gives
+// the float 1.5 * 2^23 + n exactly. The pair kernels start
+// their block sums there: float(isum) is then as_float(sum) - 1.5 * 2^23,
+// the same bits as vcvtdq2ps but on either FMA port; vcvtdq2ps runs only on
+// port 0, the one vpdpbusd needs (one conversion per 8 vpdpbusd).
+constexpr int32_t kFloatBias = 0x4B400000;
+constexpr float kFloatBiasValue = 12582912.0f;
+
 template <int C>
 void pair_q8_0_vnni(const uint8_t* sa, const uint8_t* sb, const MatmulActs& a, int64_t t0, __m512* out) {
   const int64_t num_blocks = a.cols / 32;
@@ -343,9 +351,9 @@ void pair_q8_0_vnni(const uint8_t* sa, const uint8_t* sb, const MatmulActs& a, i
       simd::prefetch(da + kStripRows * (b + 8), 64);
       simd::prefetch(db + kStripRows * (b + 8), 64);
     }
-    __m512i isum[C];
+    __m512i isum[C];  // from kFloatBias; |sum - wbias| < 2^20
 #pragma GCC unroll 16
-    for (int c = 0; c < C; ++c) isum[c] = _mm512_setzero_si512();
+    for (int c = 0; c < C; ++c) isum[c] = _mm512_set1_epi32(kFloatBias);
     __m512i wbias = _mm512_setzero_si512();
 #pragma GCC unroll 8
     for (int g = 0; g < 8; ++g) {
@@ -360,7 +368,8 @@ void pair_q8_0_vnni(const uint8_t* sa, const uint8_t* sb, const MatmulActs& a, i
 #pragma GCC unroll 16
     for (int c = 0; c < C; ++c) {
       const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(x.d[c][b]));
-      acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(isum[c], wbias)), scale, acc[c]);
+      const __m512 sum = _mm512_sub_ps(_mm512_castsi512_ps(_mm512_sub_epi32(isum[c], wbias)), _mm512_set1_ps(kFloatBiasValue));
+      acc[c] = _mm512_fmadd_ps(sum, scale, acc[c]);
     }
   }
 #pragma GCC unroll 16
@@ -386,9 +395,9 @@ void pair_q4_0_vnni(const uint8_t* sa, const uint8_t* sb, const MatmulActs& a, i
       simd::prefetch(da + kStripRows * (b + 16), 64);
       simd::prefetch(db + kStripRows * (b + 16), 64);
     }
-    __m512i isum[C];
+    __m512i isum[C];  // from kFloatBias; |sum| < 2^15
 #pragma GCC unroll 16
-    for (int c = 0; c < C; ++c) isum[c] = _mm512_set1_epi32(-8 * x.sum[c][b]);
+    for (int c = 0; c < C; ++c) isum[c] = _mm512_set1_epi32(kFloatBias - 8 * x.sum[c][b]);
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v) {
       const __m512i bytes = join_strips(qa + 32 * v, qb + 32 * v);
@@ -405,7 +414,8 @@ void pair_q4_0_vnni(const uint8_t* sa, const uint8_t* sb, const MatmulActs& a, i
 #pragma GCC unroll 16
     for (int c = 0; c < C; ++c) {
       const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(x.d[c][b]));
-      acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[c]), scale, acc[c]);
+      const __m512 sum = _mm512_sub_ps(_mm512_castsi512_ps(isum[c]), _mm512_set1_ps(kFloatBiasValue));
+      acc[c] = _mm512_fmadd_ps(sum, scale, acc[c]);
     }
   }
 #pragma GCC unroll 16
