@@ -94,9 +94,8 @@ class Gemma2Model final : public Model {
       const KvGroupBatch& group = batch.groups[kv.layer_group[l]];
       ap.window = is_sliding(l) ? c.sliding_window : 0;
       rms_norm(s.x.data(), L.attn_norm.data(), s.xn.data(), T, D, c.norm_eps);
-      matmul(L.wq, s.xn.data(), T, s.q.data());
-      matmul(L.wk, s.xn.data(), T, s.k.data());
-      matmul(L.wv, s.xn.data(), T, s.v.data());
+      const MatmulJob qkv[] = {{&L.wq, s.q.data()}, {&L.wk, s.k.data()}, {&L.wv, s.v.data()}};
+      matmul_many(qkv, s.xn.data(), T);
       rope(s.q.data(), batch.positions.data(), T, c.num_heads, c.head_dim, c.rope);
       rope(s.k.data(), batch.positions.data(), T, c.num_kv_heads, c.head_dim, c.rope);
       kv_write(kv.layout, kv.layers[l], s.k.data(), s.v.data(), group.slots.data(), T);
@@ -106,8 +105,8 @@ class Gemma2Model final : public Model {
       add_inplace(s.x.data(), s.h2.data(), T * D);
 
       rms_norm(s.x.data(), L.ffn_norm.data(), s.xn.data(), T, D, c.norm_eps);
-      matmul(L.w_gate, s.xn.data(), T, s.h1.data());
-      matmul(L.w_up, s.xn.data(), T, s.h2.data());
+      const MatmulJob gate_up[] = {{&L.w_gate, s.h1.data()}, {&L.w_up, s.h2.data()}};
+      matmul_many(gate_up, s.xn.data(), T);
       geglu(s.h1.data(), s.h2.data(), s.h1.data(), T * c.ffn_dim);
       matmul(L.w_down, s.h1.data(), T, s.h2.data());
       rms_norm(s.h2.data(), L.post_ffn_norm.data(), s.h2.data(), T, D, c.norm_eps);

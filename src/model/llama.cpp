@@ -75,9 +75,8 @@ class LlamaModel final : public Model {
       const KvGroupBatch& group = batch.groups[kv.layer_group[l]];
       // Attention block.
       rms_norm(s.x.data(), L.attn_norm.data(), s.xn.data(), T, c.dim, c.norm_eps);
-      matmul(L.wq, s.xn.data(), T, s.q.data());
-      matmul(L.wk, s.xn.data(), T, s.k.data());
-      matmul(L.wv, s.xn.data(), T, s.v.data());
+      const MatmulJob qkv[] = {{&L.wq, s.q.data()}, {&L.wk, s.k.data()}, {&L.wv, s.v.data()}};
+      matmul_many(qkv, s.xn.data(), T);
       if (!L.bq.empty()) add_bias(s.q.data(), L.bq.data(), T, c.q_dim());
       if (!L.bk.empty()) add_bias(s.k.data(), L.bk.data(), T, c.kv_dim());
       if (!L.bv.empty()) add_bias(s.v.data(), L.bv.data(), T, c.kv_dim());
@@ -89,8 +88,8 @@ class LlamaModel final : public Model {
       add_inplace(s.x.data(), s.h2.data(), T * c.dim);
       // Feed-forward block (SwiGLU).
       rms_norm(s.x.data(), L.ffn_norm.data(), s.xn.data(), T, c.dim, c.norm_eps);
-      matmul(L.w_gate, s.xn.data(), T, s.h1.data());
-      matmul(L.w_up, s.xn.data(), T, s.h2.data());
+      const MatmulJob gate_up[] = {{&L.w_gate, s.h1.data()}, {&L.w_up, s.h2.data()}};
+      matmul_many(gate_up, s.xn.data(), T);
       swiglu(s.h1.data(), s.h2.data(), s.h1.data(), T * c.ffn_dim);
       matmul(L.w_down, s.h1.data(), T, s.h2.data());
       add_inplace(s.x.data(), s.h2.data(), T * c.dim);

@@ -239,6 +239,39 @@ TEST_P(MatmulTest, TokenBlocksChangeNothing) {
   }
 }
 
+// matmul_many gives each matrix exactly what matmul gives it: matrices that
+// share the input's form in one call (rows of all of them in one fork), and
+// mixed forms or more than four matrices one at a time.
+TEST_P(MatmulTest, ManyMatricesEqualOneAtATime) {
+  const MatmulCase c = param();
+  const int64_t cols = 4 * std::max<int64_t>(dtype_info(c.dtype).block_size, 64);
+  const DType other_form = act_type_for(c.dtype) == DType::kF32 ? DType::kQ8_0 : DType::kF16;
+  const std::vector<std::pair<DType, int64_t>> shapes = {
+      {c.dtype, 37}, {c.dtype, 64}, {c.dtype, 24}, {other_form, 40}, {c.dtype, 8}};
+  std::vector<Problem> problems;
+  std::vector<WeightMatrix> ws;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    problems.push_back(make_problem(shapes[i].first, shapes[i].second, cols, 13, static_cast<uint32_t>(50 + i)));
+    ws.push_back(pack_for_matmul(problems.back().matrix(shapes[i].first)));
+  }
+  const std::vector<float>& x = problems[0].x;
+  for (const std::vector<size_t>& pick :
+       {std::vector<size_t>{0}, {0, 1, 2}, {1, 4}, {0, 3}, {0, 1, 2, 4}, {0, 1, 2, 4, 1}}) {
+    for (int64_t num_tokens : {1, 5, 13}) {
+      std::vector<std::vector<float>> ys;
+      std::vector<MatmulJob> jobs;
+      for (size_t i : pick) ys.emplace_back(static_cast<size_t>(num_tokens * ws[i].rows), NAN);
+      for (size_t k = 0; k < pick.size(); ++k) jobs.push_back({&ws[pick[k]], ys[k].data()});
+      matmul_many(jobs, x.data(), num_tokens);
+      for (size_t k = 0; k < pick.size(); ++k) {
+        std::vector<float> one(ys[k].size(), NAN);
+        matmul(ws[pick[k]], x.data(), num_tokens, one.data());
+        ASSERT_EQ(ys[k], one) << "matrix " << pick[k] << " of " << pick.size() << ", T=" << num_tokens;
+      }
+    }
+  }
+}
+
 TEST_P(MatmulTest, GetRowEqualsDequantizedRow) {
   const MatmulCase c = param();
   const int64_t cols = 2 * std::max<int64_t>(dtype_info(c.dtype).block_size, 32);

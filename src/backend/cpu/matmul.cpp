@@ -272,17 +272,19 @@ const CpuKernels& kernels_for(CpuPath path) {
   return kScalar;
 }
 
-void matmul_with(CpuPath path, const WeightMatrix& w, const float* x, int64_t num_tokens, float* y) {
-  if (num_tokens <= 0 || w.rows <= 0) return;  // e.g. a step where no row needs logits
-  KVLM_ASSERT(w.data != nullptr && x != nullptr && y != nullptr, "matmul: null buffer");
-  KVLM_ASSERT(w.cols % dtype_info(w.dtype).block_size == 0, "matmul: cols not a multiple of the block size");
-  const CpuKernels& kernels = kernels_for(path);
-  const RowRangeKernel kernel_fn = kernel_in(kernels, w.dtype);
-  const bool biased = w.dtype == DType::kQ8_0 && kernels.q8_0_biased_acts;
-  const ActKind act = act_kind_for(w.dtype);
-  const int64_t cols = w.cols;
+namespace {
 
+// The activations of one call, prepared once for every matrix of the call,
+// and the token chunks and blocks the kernels take them in.
+struct PreparedActs {
   MatmulActs acts;
+  int64_t chunk = 0;  // tokens per kernel call
+  int64_t block = 0;  // tokens per fork: whole chunks, ~kTokenBlockBytes of activation rows
+};
+
+PreparedActs prepare_acts(ActKind act, bool biased, const float* x, int64_t num_tokens, int64_t cols) {
+  PreparedActs p;
+  MatmulActs& acts = p.acts;
   acts.cols = cols;
   int64_t act_bytes_per_token = cols * 4;
   int64_t act_row_bytes = cols * 4;  // all of one token's activations
@@ -321,23 +323,8 @@ void matmul_with(CpuPath path, const WeightMatrix& w, const float* x, int64_t nu
   int64_t chunk = std::max<int64_t>(8, kActChunkBytes / std::max<int64_t>(1, act_bytes_per_token));
   chunk = chunk / 8 * 8;
   // Token blocks of whole chunks (a chunk no larger than a block).
-  chunk = std::min({num_tokens, chunk, std::max<int64_t>(8, kTokenBlockBytes / act_row_bytes / 8 * 8)});
-  const int64_t block = std::max<int64_t>(1, kTokenBlockBytes / (act_row_bytes * chunk)) * chunk;
-
-  const int64_t work = w.rows * cols * num_tokens;
-  const int num_threads_used =
-      work < kMinParallelWork ? 1 : static_cast<int>(std::min<int64_t>(num_threads(), w.rows));
-  // Row chunks of about kRowChunkBytes of weights (they stay in L2 while the
-  // token chunks pass over them), and at least 8 chunks per thread; whole
-  // strips of kStripRows rows, as the quantized kernels work in strips.
-  const int64_t weight_row_bytes = static_cast<int64_t>(row_bytes(w.dtype, cols));
-  int64_t rows_per_chunk = std::max<int64_t>(1, kRowChunkBytes / weight_row_bytes);
-  rows_per_chunk = std::min(rows_per_chunk, (w.rows + 8 * num_threads_used - 1) / (8 * num_threads_used));
-  // Pairs of strips where a chunk holds 16 rows or more: the AVX-512 kernels
-  // take 16 rows at a time (for_each_strip_pair).
-  const int64_t chunk_rows_unit = rows_per_chunk >= 2 * kStripRows ? 2 * kStripRows : kStripRows;
-  rows_per_chunk = std::max<int64_t>(kStripRows, rows_per_chunk / chunk_rows_unit * chunk_rows_unit);
-  const int64_t num_row_chunks = (w.rows + rows_per_chunk - 1) / rows_per_chunk;
+  p.chunk = std::min({num_tokens, chunk, std::max<int64_t>(8, kTokenBlockBytes / act_row_bytes / 8 * 8)});
+  p.block = std::max<int64_t>(1, kTokenBlockBytes / (act_row_bytes * p.chunk)) * p.chunk;
 
   auto quantize_token = [&](int64_t t) {
     if (act == ActKind::kQ8_0) {
@@ -353,31 +340,100 @@ void matmul_with(CpuPath path, const WeightMatrix& w, const float* x, int64_t nu
     }
   };
   // A few tokens are quantized before forking: one barrier fewer per call.
-  const bool quantize_in_parallel = act != ActKind::kF32 && num_tokens * cols > kSerialActElements;
-  if (act != ActKind::kF32 && !quantize_in_parallel) {
-    for (int64_t t = 0; t < num_tokens; ++t) quantize_token(t);
+  if (act != ActKind::kF32) {
+    if (num_tokens * cols > kSerialActElements) {
+      parallel_for(num_tokens, [&](int64_t t, int) { quantize_token(t); });
+    } else {
+      for (int64_t t = 0; t < num_tokens; ++t) quantize_token(t);
+    }
   }
+  return p;
+}
 
-  if (quantize_in_parallel) {
-    parallel_for(num_tokens, [&](int64_t t, int) { quantize_token(t); });
+// One matrix of a call, cut into row chunks.
+struct RowChunks {
+  const WeightMatrix* w;
+  float* y;
+  RowRangeKernel kernel;
+  int64_t rows_per_chunk;
+  int64_t num_chunks;
+};
+
+RowChunks row_chunks(const CpuKernels& kernels, const WeightMatrix& w, float* y, int num_threads_used) {
+  // Row chunks of about kRowChunkBytes of weights (they stay in L2 while the
+  // token chunks pass over them), and at least 8 chunks per thread; whole
+  // strips of kStripRows rows, as the quantized kernels work in strips.
+  const int64_t weight_row_bytes = static_cast<int64_t>(row_bytes(w.dtype, w.cols));
+  int64_t rows_per_chunk = std::max<int64_t>(1, kRowChunkBytes / weight_row_bytes);
+  rows_per_chunk = std::min(rows_per_chunk, (w.rows + 8 * num_threads_used - 1) / (8 * num_threads_used));
+  // Pairs of strips where a chunk holds 16 rows or more: the AVX-512 kernels
+  // take 16 rows at a time (for_each_strip_pair).
+  const int64_t chunk_rows_unit = rows_per_chunk >= 2 * kStripRows ? 2 * kStripRows : kStripRows;
+  rows_per_chunk = std::max<int64_t>(kStripRows, rows_per_chunk / chunk_rows_unit * chunk_rows_unit);
+  return {&w, y, kernel_in(kernels, w.dtype), rows_per_chunk, (w.rows + rows_per_chunk - 1) / rows_per_chunk};
+}
+
+}  // namespace
+
+void matmul_many_with(CpuPath path, std::span<const MatmulJob> jobs, const float* x, int64_t num_tokens) {
+  if (jobs.empty() || num_tokens <= 0) return;  // e.g. a step where no row needs logits
+  const int64_t cols = jobs[0].w->cols;
+  const ActKind act = act_kind_for(jobs[0].w->dtype);
+  const CpuKernels& kernels = kernels_for(path);
+  bool biased = false;
+  int64_t work = 0;
+  for (const MatmulJob& job : jobs) {
+    const WeightMatrix& w = *job.w;
+    KVLM_ASSERT(w.data != nullptr && x != nullptr && job.y != nullptr, "matmul: null buffer");
+    KVLM_ASSERT(w.cols % dtype_info(w.dtype).block_size == 0, "matmul: cols not a multiple of the block size");
+    KVLM_ASSERT(w.cols == cols && act_kind_for(w.dtype) == act, "matmul_many: matrices with different inputs");
+    biased = biased || (w.dtype == DType::kQ8_0 && kernels.q8_0_biased_acts);
+    work += w.rows * cols * num_tokens;
+  }
+  const PreparedActs prepared = prepare_acts(act, biased, x, num_tokens, cols);
+  const MatmulActs& acts = prepared.acts;
+
+  int64_t total_rows = 0;
+  for (const MatmulJob& job : jobs) total_rows += job.w->rows;
+  if (total_rows == 0) return;
+  const int num_threads_used =
+      work < kMinParallelWork ? 1 : static_cast<int>(std::min<int64_t>(num_threads(), total_rows));
+  constexpr int kMaxJobs = 4;
+  KVLM_ASSERT(jobs.size() <= kMaxJobs, "matmul_many: at most 4 matrices a call");
+  RowChunks parts[kMaxJobs];
+  int64_t num_chunks = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    parts[j] = row_chunks(kernels, *jobs[j].w, jobs[j].y, num_threads_used);
+    num_chunks += parts[j].num_chunks;
   }
   // Every activation row is ready here. Rows go out in small chunks on
   // demand, so a thread that the OS preempts (other work shares these cores)
-  // delays the step by one chunk, not by its whole share.
-  // One fork per token block; a block's activations outlive every row chunk.
-  for (int64_t b0 = 0; b0 < num_tokens; b0 += block) {
-    const int64_t b1 = std::min(num_tokens, b0 + block);
+  // delays the step by one chunk, not by its whole share. One fork per token
+  // block; a block's activations outlive every row chunk of every matrix.
+  for (int64_t b0 = 0; b0 < num_tokens; b0 += prepared.block) {
+    const int64_t b1 = std::min(num_tokens, b0 + prepared.block);
     auto run_chunk = [&](int64_t rc, int) {
-      const int64_t row_begin = rc * rows_per_chunk;
-      const int64_t row_end = std::min(w.rows, row_begin + rows_per_chunk);
-      for (int64_t t0 = b0; t0 < b1; t0 += chunk) kernel_fn(w, acts, row_begin, row_end, t0, std::min(b1, t0 + chunk), y);
+      size_t j = 0;
+      while (rc >= parts[j].num_chunks) rc -= parts[j++].num_chunks;
+      const RowChunks& part = parts[j];
+      const int64_t row_begin = rc * part.rows_per_chunk;
+      const int64_t row_end = std::min(part.w->rows, row_begin + part.rows_per_chunk);
+      for (int64_t t0 = b0; t0 < b1; t0 += prepared.chunk) {
+        part.kernel(*part.w, acts, row_begin, row_end, t0, std::min(b1, t0 + prepared.chunk), part.y);
+      }
     };
     if (num_threads_used > 1) {
-      parallel_for(num_row_chunks, run_chunk);
+      parallel_for(num_chunks, run_chunk);
     } else {
-      for (int64_t rc = 0; rc < num_row_chunks; ++rc) run_chunk(rc, 0);
+      for (int64_t rc = 0; rc < num_chunks; ++rc) run_chunk(rc, 0);
     }
   }
+}
+
+void matmul_with(CpuPath path, const WeightMatrix& w, const float* x, int64_t num_tokens, float* y) {
+  if (w.rows <= 0) return;
+  const MatmulJob job{&w, y};
+  matmul_many_with(path, {&job, 1}, x, num_tokens);
 }
 
 }  // namespace cpu
@@ -386,6 +442,21 @@ void PackedWeights::Free::operator()(uint8_t* p) const { std::free(p); }
 
 void matmul(const WeightMatrix& w, const float* x, int64_t num_tokens, float* y) {
   cpu::matmul_with(active_cpu_path(), w, x, num_tokens, y);
+}
+
+void matmul_many(std::span<const MatmulJob> jobs, const float* x, int64_t num_tokens) {
+  // Matrices that take the input in different forms (Q4_K beside Q6_K is
+  // one form; Q4_0 beside Q6_K is two) go one at a time.
+  bool together = jobs.size() <= 4;
+  for (const MatmulJob& job : jobs) {
+    together = together && job.w->cols == jobs[0].w->cols &&
+               cpu::act_kind_for(job.w->dtype) == cpu::act_kind_for(jobs[0].w->dtype);
+  }
+  if (!together) {
+    for (const MatmulJob& one : jobs) matmul(*one.w, x, num_tokens, one.y);
+    return;
+  }
+  cpu::matmul_many_with(active_cpu_path(), jobs, x, num_tokens);
 }
 
 namespace {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "backend/dtype.h"
 
@@ -50,6 +51,19 @@ WeightMatrix pack_for_matmul(WeightMatrix w);
 // sequence decoded alone or inside any batch gets identical logits.
 // Scratch for quantized activations is kept per calling thread and reused.
 void matmul(const WeightMatrix& w, const float* x, int64_t num_tokens, float* y);
+
+// One matrix of matmul_many and its output, [num_tokens, w->rows].
+struct MatmulJob {
+  const WeightMatrix* w;
+  float* y;
+};
+
+// matmul() of one input by several matrices (a layer's q, k and v, or its
+// gate and up): the input is quantized once and all the matrices' rows share
+// one fork of the compute threads, so a small batch pays one barrier, not
+// three. Each y is bit for bit what matmul() gives. Matrices whose kernels
+// take the input in different forms (or more than 4) go one at a time.
+void matmul_many(std::span<const MatmulJob> jobs, const float* x, int64_t num_tokens);
 
 // Plain scalar reference of the same computation, the oracle for matmul():
 // same activation quantization, no SIMD, single thread.

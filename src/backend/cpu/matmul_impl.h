@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "backend/cpu/cpu_path.h"
 #include "backend/cpu/matmul.h"
@@ -116,6 +117,9 @@ const CpuKernels& kernels_for(CpuPath path);
 // matmul() on the kernels of `path`, which must be supported (cpu_path.h).
 // The scalar path reads the GGUF layout directly and never the packed copy.
 void matmul_with(CpuPath path, const WeightMatrix& w, const float* x, int64_t num_tokens, float* y);
+// matmul_many() on the kernels of `path`; the matrices must share cols and
+// the activation form (at most 4 of them).
+void matmul_many_with(CpuPath path, std::span<const MatmulJob> jobs, const float* x, int64_t num_tokens);
 
 // The fixed float step of the quantized kernels (see the top of this file).
 inline float accumulate_block(float acc, int32_t isum, float scale) {
