@@ -16,7 +16,7 @@
 //   GFLOP/s      2 * rows * cols * T per second
 // Run: ./build/bench/bench_matmul [--benchmark_filter=...]
 //      OMP_NUM_THREADS=1 KVLM_BENCH_CPU_TIME=1 ./build/bench/bench_matmul  (per core)
-//      KVLM_CPU_PATH=avx2 ./build/bench/bench_matmul  (one kernel path: scalar, avx2, avx512)
+//      KVLM_CPU_PATH=avx2 ./build/bench/bench_matmul  (one kernel path: scalar, avx2, avxvnni, avx512)
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>

@@ -182,7 +182,7 @@ TEST(Cli, UnknownOrUnsupportedCpuPathIsRefused) {
   const char* old = std::getenv("KVLM_CPU_PATH");
   const std::string saved = old != nullptr ? old : "";
   std::vector<std::string> bad = {"avx1024"};
-  for (CpuPath p : {CpuPath::kAvx2, CpuPath::kAvx512}) {
+  for (CpuPath p : {CpuPath::kAvx2, CpuPath::kAvxVnni, CpuPath::kAvx512}) {
     if (!cpu_path_supported(p)) bad.push_back(cpu_path_name(p));
   }
   for (const std::string& name : bad) {

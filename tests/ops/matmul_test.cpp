@@ -1,6 +1,6 @@
 // matmul() against matmul_reference() and against an independent double
 // dot product of the dequantized operands, for every weight dtype on every
-// CPU path this machine supports (scalar, avx2, avx512: each test runs once
+// CPU path this machine supports (scalar, avx2, avxvnni, avx512: each test runs once
 // per path), odd row counts, and T = 1 .. 17; and bit-for-bit agreement of
 // every path that computes the same output: SIMD kernels and their scalar
 // twins, packed and unpacked weights, any tile a token lands in, any thread
@@ -342,7 +342,7 @@ TEST(CpuPathTest, UnsupportedPathsAreRefused) {
   const CpuPath saved = active_cpu_path();
   EXPECT_TRUE(cpu_path_supported(CpuPath::kScalar));
   EXPECT_EQ(supported_cpu_paths().front(), CpuPath::kScalar);
-  for (CpuPath p : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512}) {
+  for (CpuPath p : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvxVnni, CpuPath::kAvx512}) {
     EXPECT_EQ(set_cpu_path(p), cpu_path_supported(p)) << cpu_path_name(p);
     EXPECT_EQ(parse_cpu_path(cpu_path_name(p)), p);
   }
@@ -356,7 +356,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          MatmulCase{DType::kBF16, 1e-6}, MatmulCase{DType::kQ8_0, 1e-6},
                                          MatmulCase{DType::kQ4_0, 1e-6}, MatmulCase{DType::kQ4_K, 1e-6},
                                          MatmulCase{DType::kQ6_K, 1e-6}),
-                       ::testing::Values(CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512)),
+                       ::testing::Values(CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvxVnni, CpuPath::kAvx512)),
     [](const auto& info) {
       return std::string(dtype_name(std::get<0>(info.param).dtype)) + "_" + cpu_path_name(std::get<1>(info.param));
     });

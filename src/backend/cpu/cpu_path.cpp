@@ -30,6 +30,14 @@ bool cpu_has_f16c_and_bmi2() {
   const bool bmi2 = (b & (1u << 8)) != 0;  // CPUID.(7,0):EBX.BMI2[bit 8]
   return f16c && bmi2;
 }
+
+// AVX-VNNI (VEX vpdpbusd), also from cpuid: CPUID.(7,1):EAX[bit 4]. Its
+// registers are AVX's, whose OS support the avx2 check covers.
+bool cpu_has_avx_vnni() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
+  return (a & (1u << 4)) != 0;
+}
 #endif
 
 bool cpu_has_path(CpuPath path) {
@@ -42,6 +50,7 @@ bool cpu_has_path(CpuPath path) {
   switch (path) {
     case CpuPath::kScalar: return true;
     case CpuPath::kAvx2: return avx2;
+    case CpuPath::kAvxVnni: return avx2 && cpu_has_avx_vnni();
     case CpuPath::kAvx512:
       // The flags the avx512 translation units are compiled with (backend/CMakeLists.txt).
       return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -58,7 +67,7 @@ CpuPath pick_path() {
   const char* env = std::getenv("KVLM_CPU_PATH");
   if (env != nullptr && *env != '\0') {
     const std::optional<CpuPath> p = parse_cpu_path(env);
-    if (!p) throw_error(ErrorCode::kInvalidArgument, "KVLM_CPU_PATH={}: expected scalar, avx2 or avx512", env);
+    if (!p) throw_error(ErrorCode::kInvalidArgument, "KVLM_CPU_PATH={}: expected scalar, avx2, avxvnni or avx512", env);
     if (!cpu_path_supported(*p)) {
       throw_error(ErrorCode::kInvalidArgument, "KVLM_CPU_PATH={}: this CPU (or build) cannot run that path", env);
     }
@@ -73,6 +82,7 @@ const char* cpu_path_name(CpuPath path) {
   switch (path) {
     case CpuPath::kScalar: return "scalar";
     case CpuPath::kAvx2: return "avx2";
+    case CpuPath::kAvxVnni: return "avxvnni";
     case CpuPath::kAvx512: return "avx512";
   }
   return "?";
@@ -82,13 +92,14 @@ const char* cpu_path_description(CpuPath path) {
   switch (path) {
     case CpuPath::kScalar: return "scalar";
     case CpuPath::kAvx2: return "avx2-fma";
+    case CpuPath::kAvxVnni: return "avx2-vnni";
     case CpuPath::kAvx512: return "avx512-vnni";
   }
   return "?";
 }
 
 std::optional<CpuPath> parse_cpu_path(std::string_view name) {
-  for (CpuPath p : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512}) {
+  for (CpuPath p : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvxVnni, CpuPath::kAvx512}) {
     if (name == cpu_path_name(p)) return p;
   }
   return std::nullopt;
@@ -96,10 +107,12 @@ std::optional<CpuPath> parse_cpu_path(std::string_view name) {
 
 bool cpu_path_supported(CpuPath path) {
   static const bool avx2 = cpu_has_path(CpuPath::kAvx2);
+  static const bool avx_vnni = cpu_has_path(CpuPath::kAvxVnni);
   static const bool avx512 = cpu_has_path(CpuPath::kAvx512);
   switch (path) {
     case CpuPath::kScalar: return true;
     case CpuPath::kAvx2: return avx2;
+    case CpuPath::kAvxVnni: return avx_vnni;
     case CpuPath::kAvx512: return avx512;
   }
   return false;
@@ -107,7 +120,7 @@ bool cpu_path_supported(CpuPath path) {
 
 std::vector<CpuPath> supported_cpu_paths() {
   std::vector<CpuPath> out;
-  for (CpuPath p : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512}) {
+  for (CpuPath p : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvxVnni, CpuPath::kAvx512}) {
     if (cpu_path_supported(p)) out.push_back(p);
   }
   return out;

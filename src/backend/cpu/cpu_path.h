@@ -1,8 +1,10 @@
 // Which instruction-set path the CPU kernels take. One build holds the
-// scalar kernels and, on x86-64, AVX2 (+FMA, F16C) and AVX-512 (+VNNI)
-// kernels compiled as separate translation units (backend/CMakeLists.txt);
+// scalar kernels and, on x86-64, AVX2 (+FMA, F16C), AVX2 with AVX-VNNI (the
+// VEX int8 dot products of Intel's client cores since Alder Lake, which lack
+// AVX-512) and AVX-512 (+VNNI) kernels compiled as separate translation units
+// (backend/CMakeLists.txt);
 // the best path this CPU supports is picked at the first use, or the one
-// named by the environment variable KVLM_CPU_PATH=scalar|avx2|avx512.
+// named by the environment variable KVLM_CPU_PATH=scalar|avx2|avxvnni|avx512.
 // Nothing ever runs an instruction the CPU lacks: a path it does not support
 // is refused.
 #pragma once
@@ -13,11 +15,11 @@
 
 namespace kvlm {
 
-enum class CpuPath { kScalar, kAvx2, kAvx512 };
+enum class CpuPath { kScalar, kAvx2, kAvxVnni, kAvx512 };
 
-// "scalar", "avx2", "avx512": the names KVLM_CPU_PATH takes.
+// "scalar", "avx2", "avxvnni", "avx512": the names KVLM_CPU_PATH takes.
 const char* cpu_path_name(CpuPath path);
-// What the path runs, for logs: "avx512-vnni", "avx2-fma", "scalar".
+// What the path runs, for logs: "avx512-vnni", "avx2-vnni", "avx2-fma", "scalar".
 const char* cpu_path_description(CpuPath path);
 std::optional<CpuPath> parse_cpu_path(std::string_view name);
 

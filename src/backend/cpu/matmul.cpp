@@ -249,6 +249,9 @@ uint8_t* strip_scratch(size_t bytes) {
 namespace avx2 {
 KVLM_DECLARE_SIMD_KERNELS
 }
+namespace avxvnni {
+KVLM_DECLARE_SIMD_KERNELS
+}
 namespace avx512 {
 KVLM_DECLARE_SIMD_KERNELS
 }
@@ -266,7 +269,11 @@ const CpuKernels& kernels_for(CpuPath path) {
   static const CpuKernels kAvx512 = {avx512::kernel_f32,  avx512::kernel_f16,  avx512::kernel_bf16,
                                      avx512::kernel_q8_0, avx512::kernel_q4_0, avx512::kernel_q4_k,
                                      avx512::kernel_q6_k, avx512::packed_strip_bytes, avx512::strip_packer, true};
+  static const CpuKernels kAvxVnni = {avxvnni::kernel_f32,  avxvnni::kernel_f16,  avxvnni::kernel_bf16,
+                                      avxvnni::kernel_q8_0, avxvnni::kernel_q4_0, avxvnni::kernel_q4_k,
+                                      avxvnni::kernel_q6_k, avxvnni::packed_strip_bytes, avxvnni::strip_packer, true};
   if (path == CpuPath::kAvx2) return kAvx2;
+  if (path == CpuPath::kAvxVnni) return kAvxVnni;
   if (path == CpuPath::kAvx512) return kAvx512;
 #endif
   return kScalar;

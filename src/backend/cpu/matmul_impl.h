@@ -147,7 +147,7 @@ uint8_t* strip_scratch(size_t bytes);
 
 // The SIMD kernels: compiled once per ISA path with that path's flags
 // (backend/CMakeLists.txt), each copy in its own namespace (KVLM_KERNEL_ISA:
-// avx2, avx512) so that the linker never picks an AVX-512 copy of an inline
+// avx2, avxvnni, avx512) so that the linker never picks an AVX-512 copy of an inline
 // function for another path.
 #define KVLM_DECLARE_SIMD_KERNELS                                                                          \
   void kernel_f32(const WeightMatrix&, const MatmulActs&, int64_t, int64_t, int64_t, int64_t, float*);  \

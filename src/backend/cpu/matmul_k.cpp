@@ -27,6 +27,9 @@ namespace {
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
 #define KVLM_VNNI 1
 constexpr int kMaxTileQ4K = 8;
+#elif KVLM_VNNI256  // AVX-VNNI: 16 registers, so 4 tokens
+#define KVLM_VNNI 1
+constexpr int kMaxTileQ4K = 4;
 #else
 #define KVLM_VNNI 0
 constexpr int kMaxTileQ4K = 4;
@@ -181,7 +184,7 @@ void tile_q4_k(const uint8_t* strip, const MatmulActs& a, int64_t t0, __m256* ou
         const __m256i q = _mm256_and_si256(_mm256_srl_epi16(load(qs[v]), shift), low4);
 #pragma GCC unroll 8
         for (int c = 0; c < C; ++c) {
-          d32[c] = _mm256_dpbusd_epi32(d32[c], q, simd::broadcast4(x[c][b].qs + 32 * j + 4 * v));
+          d32[c] = simd::dpbusd(d32[c], q, simd::broadcast4(x[c][b].qs + 32 * j + 4 * v));
         }
       }
       const __m256i sc32 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.scales[j])));

@@ -95,6 +95,22 @@ inline __m256i broadcast4(const void* p) {
   return _mm256_set1_epi32(v);
 }
 
+#if (defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(__AVXVNNI__)
+#define KVLM_VNNI256 1
+// acc + per 32-bit lane the sum of the 4 products of u's unsigned and s's
+// signed bytes (vpdpbusd): AVX-512 VNNI's EVEX form, or AVX-VNNI's VEX one
+// on CPUs without AVX-512. The same integers either way.
+inline __m256i dpbusd(__m256i acc, __m256i u, __m256i s) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  return _mm256_dpbusd_epi32(acc, u, s);
+#else
+  return _mm256_dpbusd_avx_epi32(acc, u, s);
+#endif
+}
+#else
+#define KVLM_VNNI256 0
+#endif
+
 // e^x for f32 lanes: range reduction x = n ln2 + r, |r| <= ln2/2, and a
 // degree-6 polynomial for e^r (max relative error ~2 ulp over [-87, 88]).
 // Inputs below -87.3 give 0, above 88.7 give +inf.
