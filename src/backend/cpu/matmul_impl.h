@@ -240,6 +240,11 @@ inline __m512i broadcast4_512(const void* p) {
 // Packed matrices only; the rows left over (fewer than 16, or an unpacked
 // matrix) go to the 8-row tile. Lane for lane the arithmetic is the 8-row
 // tile's, so the bits do not depend on which of the two computed a row.
+// pair.template operator()<C>(first, second, t, out, next): next is the next
+// pair's second strip on the pair's last token tile (else nullptr), for the
+// kernel to prefetch while it ends this pair; the running prefetches reach
+// into the next pair's first strip only. Earlier tiles leave it alone: the
+// pair must stay in L1 for them.
 template <int kMaxTile, typename PairFn, typename TileFn>
 void for_each_strip_pair(const WeightMatrix& w, int64_t row_begin, int64_t row_end, int64_t tok_begin,
                          int64_t tok_end, float* y, PairFn&& pair, TileFn&& tile) {
@@ -249,10 +254,12 @@ void for_each_strip_pair(const WeightMatrix& w, int64_t row_begin, int64_t row_e
     for (; r0 + 2 * kStripRows <= row_end; r0 += 2 * kStripRows) {
       const uint8_t* first = w.packed->strip(r0 / kStripRows);
       const uint8_t* second = w.packed->strip(r0 / kStripRows + 1);
+      const uint8_t* next_second = r0 + 4 * kStripRows <= row_end ? w.packed->strip(r0 / kStripRows + 3) : nullptr;
       for (int64_t t = tok_begin; t < tok_end; t += kMaxTile) {
         const int n = static_cast<int>(std::min<int64_t>(kMaxTile, tok_end - t));
+        const uint8_t* next = t + kMaxTile >= tok_end ? next_second : nullptr;
         __m512 out[kMaxTile];
-        dispatch_tile<kMaxTile>(n, [&]<int C>() { pair.template operator()<C>(first, second, t, out); });
+        dispatch_tile<kMaxTile>(n, [&]<int C>() { pair.template operator()<C>(first, second, t, out, next); });
         for (int c = 0; c < n; ++c) _mm512_storeu_ps(y + (t + c) * w.rows + r0, out[c]);
       }
     }

@@ -528,7 +528,9 @@ void kernel_q4_k(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t
 #if KVLM_VNNI && defined(__AVX512F__)
   for_each_strip_pair<kMaxTileQ4K>(
       w, r0, r1, t0, t1, y,
-      [&]<int C>(const uint8_t* sa, const uint8_t* sb, int64_t t, __m512* out) { pair_q4_k_vnni<C>(sa, sb, a, t, out); },
+      [&]<int C>(const uint8_t* sa, const uint8_t* sb, int64_t t, __m512* out, const uint8_t*) {
+        pair_q4_k_vnni<C>(sa, sb, a, t, out);
+      },
       tile);
 #else
   for_each_strip<kMaxTileQ4K>(w, r0, r1, t0, t1, y, tile);
@@ -541,7 +543,9 @@ void kernel_q6_k(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t
 #if defined(__AVX512F__) && defined(__AVX512BW__)
   for_each_strip_pair<kMaxTileQ6K>(
       w, r0, r1, t0, t1, y,
-      [&]<int C>(const uint8_t* sa, const uint8_t* sb, int64_t t, __m512* out) { pair_q6_k<C>(sa, sb, a, t, out); },
+      [&]<int C>(const uint8_t* sa, const uint8_t* sb, int64_t t, __m512* out, const uint8_t*) {
+        pair_q6_k<C>(sa, sb, a, t, out);
+      },
       tile);
 #else
   for_each_strip<kMaxTileQ6K>(w, r0, r1, t0, t1, y, tile);

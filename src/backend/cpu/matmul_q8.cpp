@@ -337,7 +337,8 @@ constexpr int32_t kFloatBias = 0x4B400000;
 constexpr float kFloatBiasValue = 12582912.0f;
 
 template <int C>
-void pair_q8_0_vnni(const uint8_t* sa, const uint8_t* sb, const MatmulActs& a, int64_t t0, __m512* out) {
+void pair_q8_0_vnni(const uint8_t* sa, const uint8_t* sb, const MatmulActs& a, int64_t t0, __m512* out,
+                    const uint8_t* next) {
   const int64_t num_blocks = a.cols / 32;
   const auto* da = reinterpret_cast<const uint16_t*>(sa + num_blocks * kQ8StripQuantBytes);
   const auto* db = reinterpret_cast<const uint16_t*>(sb + num_blocks * kQ8StripQuantBytes);
@@ -354,6 +355,9 @@ void pair_q8_0_vnni(const uint8_t* sa, const uint8_t* sb, const MatmulActs& a, i
     if (b % 4 == 0) {
       simd::prefetch(da + kStripRows * (b + 8), 64);
       simd::prefetch(db + kStripRows * (b + 8), 64);
+    }
+    if (next != nullptr && b >= num_blocks - 8) {  // see for_each_strip_pair
+      simd::prefetch(next + (b - (num_blocks - 8)) * kQ8StripQuantBytes, kQ8StripQuantBytes);
     }
     __m512i isum[C];  // from kFloatBias; |sum - wbias| < 2^20
 #pragma GCC unroll 16
@@ -381,7 +385,8 @@ void pair_q8_0_vnni(const uint8_t* sa, const uint8_t* sb, const MatmulActs& a, i
 }
 
 template <int C>
-void pair_q4_0_vnni(const uint8_t* sa, const uint8_t* sb, const MatmulActs& a, int64_t t0, __m512* out) {
+void pair_q4_0_vnni(const uint8_t* sa, const uint8_t* sb, const MatmulActs& a, int64_t t0, __m512* out,
+                    const uint8_t* next) {
   const int64_t num_blocks = a.cols / 32;
   const auto* da = reinterpret_cast<const uint16_t*>(sa + num_blocks * kQ4StripQuantBytes);
   const auto* db = reinterpret_cast<const uint16_t*>(sb + num_blocks * kQ4StripQuantBytes);
@@ -398,6 +403,9 @@ void pair_q4_0_vnni(const uint8_t* sa, const uint8_t* sb, const MatmulActs& a, i
     if (b % 4 == 0) {
       simd::prefetch(da + kStripRows * (b + 16), 64);
       simd::prefetch(db + kStripRows * (b + 16), 64);
+    }
+    if (next != nullptr && b >= num_blocks - 16) {  // see for_each_strip_pair
+      simd::prefetch(next + (b - (num_blocks - 16)) * kQ4StripQuantBytes, kQ4StripQuantBytes);
     }
     __m512i isum[C];  // from kFloatBias; |sum| < 2^15
 #pragma GCC unroll 16
@@ -445,7 +453,9 @@ void kernel_q8_0(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t
 #if KVLM_VNNI && defined(__AVX512F__)
   for_each_strip_pair<kMaxTile>(
       w, r0, r1, t0, t1, y,
-      [&]<int C>(const uint8_t* sa, const uint8_t* sb, int64_t t, __m512* out) { pair_q8_0_vnni<C>(sa, sb, a, t, out); },
+      [&]<int C>(const uint8_t* sa, const uint8_t* sb, int64_t t, __m512* out, const uint8_t* next) {
+        pair_q8_0_vnni<C>(sa, sb, a, t, out, next);
+      },
       tile);
 #else
   for_each_strip<kMaxTile>(w, r0, r1, t0, t1, y, tile);
@@ -464,7 +474,9 @@ void kernel_q4_0(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t
 #if KVLM_VNNI && defined(__AVX512F__)
   for_each_strip_pair<kMaxTile>(
       w, r0, r1, t0, t1, y,
-      [&]<int C>(const uint8_t* sa, const uint8_t* sb, int64_t t, __m512* out) { pair_q4_0_vnni<C>(sa, sb, a, t, out); },
+      [&]<int C>(const uint8_t* sa, const uint8_t* sb, int64_t t, __m512* out, const uint8_t* next) {
+        pair_q4_0_vnni<C>(sa, sb, a, t, out, next);
+      },
       tile);
 #else
   for_each_strip<kMaxTile>(w, r0, r1, t0, t1, y, tile);
