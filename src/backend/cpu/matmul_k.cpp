@@ -265,7 +265,8 @@ inline void q4_k_pair_sub_block(const StripQ4K& ba, const StripQ4K& bb, int j, c
 }
 
 template <int C>
-void pair_q4_k_vnni(const uint8_t* strip_a, const uint8_t* strip_b, const MatmulActs& a, int64_t t0, __m512* out) {
+void pair_q4_k_vnni(const uint8_t* strip_a, const uint8_t* strip_b, const MatmulActs& a, int64_t t0, __m512* out,
+                    const uint8_t* next) {
   const int64_t num_blocks = a.cols / 256;
   const auto* sa = reinterpret_cast<const StripQ4K*>(strip_a);
   const auto* sb = reinterpret_cast<const StripQ4K*>(strip_b);
@@ -279,6 +280,9 @@ void pair_q4_k_vnni(const uint8_t* strip_a, const uint8_t* strip_b, const Matmul
     const StripQ4K& bb = sb[b];
     simd::prefetch(sa + b + 2, sizeof(StripQ4K));
     simd::prefetch(sb + b + 2, sizeof(StripQ4K));
+    if (next != nullptr && b >= num_blocks - 2) {  // see for_each_strip_pair
+      simd::prefetch(reinterpret_cast<const StripQ4K*>(next) + (b - (num_blocks - 2)), sizeof(StripQ4K));
+    }
     const ActBlockQ8K* xb[C];
     for (int c = 0; c < C; ++c) xb[c] = x[c] + b;
     __m512i isum[C];
@@ -428,7 +432,8 @@ inline void q6_k_pair_sub_block(const StripQ6K& ba, const StripQ6K& bb, int h, c
 }
 
 template <int C>
-void pair_q6_k(const uint8_t* strip_a, const uint8_t* strip_b, const MatmulActs& a, int64_t t0, __m512* out) {
+void pair_q6_k(const uint8_t* strip_a, const uint8_t* strip_b, const MatmulActs& a, int64_t t0, __m512* out,
+               const uint8_t* next) {
   const int64_t num_blocks = a.cols / 256;
   const auto* sa = reinterpret_cast<const StripQ6K*>(strip_a);
   const auto* sb = reinterpret_cast<const StripQ6K*>(strip_b);
@@ -440,6 +445,9 @@ void pair_q6_k(const uint8_t* strip_a, const uint8_t* strip_b, const MatmulActs&
     const StripQ6K& bb = sb[b];
     simd::prefetch(sa + b + 2, sizeof(StripQ6K));
     simd::prefetch(sb + b + 2, sizeof(StripQ6K));
+    if (next != nullptr && b >= num_blocks - 2) {  // see for_each_strip_pair
+      simd::prefetch(reinterpret_cast<const StripQ6K*>(next) + (b - (num_blocks - 2)), sizeof(StripQ6K));
+    }
     const ActBlockQ8K* x[C];
     for (int c = 0; c < C; ++c) x[c] = a.q8k + (t0 + c) * num_blocks + b;
     __m512i isum[C];
@@ -528,8 +536,8 @@ void kernel_q4_k(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t
 #if KVLM_VNNI && defined(__AVX512F__)
   for_each_strip_pair<kMaxTileQ4K>(
       w, r0, r1, t0, t1, y,
-      [&]<int C>(const uint8_t* sa, const uint8_t* sb, int64_t t, __m512* out, const uint8_t*) {
-        pair_q4_k_vnni<C>(sa, sb, a, t, out);
+      [&]<int C>(const uint8_t* sa, const uint8_t* sb, int64_t t, __m512* out, const uint8_t* next) {
+        pair_q4_k_vnni<C>(sa, sb, a, t, out, next);
       },
       tile);
 #else
@@ -543,8 +551,8 @@ void kernel_q6_k(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t
 #if defined(__AVX512F__) && defined(__AVX512BW__)
   for_each_strip_pair<kMaxTileQ6K>(
       w, r0, r1, t0, t1, y,
-      [&]<int C>(const uint8_t* sa, const uint8_t* sb, int64_t t, __m512* out, const uint8_t*) {
-        pair_q6_k<C>(sa, sb, a, t, out);
+      [&]<int C>(const uint8_t* sa, const uint8_t* sb, int64_t t, __m512* out, const uint8_t* next) {
+        pair_q6_k<C>(sa, sb, a, t, out, next);
       },
       tile);
 #else
