@@ -186,17 +186,17 @@ inline void accumulate_tile(const uint8_t* const* w, const float* x, int64_t n, 
 constexpr int kPairs = kRows / 2;
 static_assert(kPairs == 4, "accumulate_pairs_from names four row pairs");
 
-// accumulate_tile for kRows rows: rows 2h and 2h + 1 share zmm a[h][c]; the
-// ymm partial sums go in and come out unchanged in meaning. weights(i, h)
-// gives rows 2h and 2h + 1's columns i .. i+7 (low and high half).
+// accumulate_tile for kRows rows: rows 2h and 2h + 1 share zmm a[h][c] (and
+// acc[h][c] between calls: row 2h's 8 lanes low, row 2h + 1's high).
+// weights(i, h) gives rows 2h and 2h + 1's columns i .. i+7 (low and high half).
 template <int C, typename Weights>
 inline void accumulate_pairs_from(Weights&& weights, const float* x, int64_t n, int64_t i0, int64_t i1,
-                                  __m256 (*acc)[kMaxTile]) {
+                                  __m512 (*acc)[kMaxTile]) {
   __m512 a[kPairs][C];
 #pragma GCC unroll 4
   for (int h = 0; h < kPairs; ++h)
 #pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) a[h][c] = _mm512_insertf32x8(_mm512_zextps256_ps512(acc[2 * h][c]), acc[2 * h + 1][c], 1);
+    for (int c = 0; c < C; ++c) a[h][c] = acc[h][c];
   for (int64_t i = i0; i < i1; i += 8) {
     // Named registers, not an array (GCC kept a stack copy of one), and
     // pinned there: where the weights are plain loads (the widened band)
@@ -217,16 +217,13 @@ inline void accumulate_pairs_from(Weights&& weights, const float* x, int64_t n, 
 #pragma GCC unroll 4
   for (int h = 0; h < kPairs; ++h)
 #pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) {
-      acc[2 * h][c] = _mm512_castps512_ps256(a[h][c]);
-      acc[2 * h + 1][c] = _mm512_extractf32x8_ps(a[h][c], 1);
-    }
+    for (int c = 0; c < C; ++c) acc[h][c] = a[h][c];
 }
 
 // Weights read (and widened) where they lie.
 template <typename Load, int C>
 inline void accumulate_pairs(const uint8_t* const* rows, const float* x, int64_t n, int64_t i0, int64_t i1,
-                             __m256 (*acc)[kMaxTile]) {
+                             __m512 (*acc)[kMaxTile]) {
   accumulate_pairs_from<C>(
       [&](int64_t i, int h) { return Load::vec2(rows[2 * h], rows[2 * h + 1], i); },
       x, n, i0, i1, acc);
@@ -248,7 +245,7 @@ void widen_band(const uint8_t* const* rows, int64_t i0, int64_t i1, float* out) 
 // accumulate_pairs on the widened band, from the pass's first column i0.
 template <int C>
 inline void accumulate_pairs_wide(const float* band, const float* x, int64_t n, int64_t i0, int64_t i1,
-                                  __m256 (*acc)[kMaxTile]) {
+                                  __m512 (*acc)[kMaxTile]) {
   accumulate_pairs_from<C>(
       [&](int64_t i, int h) { return _mm512_load_ps(band + (i - i0) * (kPairs * 2) + 16 * h); },
       x, n, i0, i1, acc);
@@ -256,7 +253,19 @@ inline void accumulate_pairs_wide(const float* band, const float* x, int64_t n, 
 #endif
 
 // Partial sums of one band: [token tile][row tile], up to kMaxTiles * kMaxTile tokens.
+#if KVLM_ZMM
+using BandSums = __m512[kMaxTiles][kBandRows / kRows][kPairs][kMaxTile];
+// Row k's 8 lanes of partial sums for token c of one token tile.
+inline __m256 row_sums(const BandSums& acc, int tt, int k, int c) {
+  const __m512 v = acc[tt][k / kRows][(k % kRows) / 2][c];
+  return k % 2 == 0 ? _mm512_castps512_ps256(v) : _mm512_extractf32x8_ps(v, 1);
+}
+inline __m512 zero_sums() { return _mm512_setzero_ps(); }
+#else
 using BandSums = __m256[kMaxTiles][kBandRows / kRows][kRows][kMaxTile];
+inline __m256 row_sums(const BandSums& acc, int tt, int k, int c) { return acc[tt][k / kRows][k % kRows][c]; }
+inline __m256 zero_sums() { return _mm256_setzero_ps(); }
+#endif
 
 // Adds the products of the band's rows (rows[k], k < num_rows; the rest repeat
 // the last) and tokens [t0, t1) to sums, pass by pass over the columns.
@@ -296,17 +305,17 @@ void band_passes(const uint8_t* const* rows, int num_rows, const float* x0, int6
 #if KVLM_ZMM
           if (wide) {
             accumulate_pairs_wide<C>(wide_band, x, n, i0, i1, acc[tt][rt]);
-            continue;
+          } else {
+            // Rows past num_rows repeat the band's last row (rows[]) and are never stored.
+            accumulate_pairs<Load, C>(rows + kRows * rt, x, n, i0, i1, acc[tt][rt]);
           }
-          // Rows past num_rows repeat the band's last row (rows[]) and are never stored.
-          accumulate_pairs<Load, C>(rows + kRows * rt, x, n, i0, i1, acc[tt][rt]);
-          continue;
-#endif
+#else
           if (kRows * rt + 1 < num_rows) {
             accumulate_tile<Load, 2, C>(rows + kRows * rt, x, n, i0, i1, acc[tt][rt]);
           } else {
             accumulate_tile<Load, 1, C>(rows + kRows * rt, x, n, i0, i1, acc[tt][rt]);
           }
+#endif
         }
       });
     }
@@ -334,14 +343,14 @@ void run(const WeightMatrix& w, const MatmulActs& acts, int64_t row_begin, int64
       for (int tt = 0; tt < num_tiles; ++tt)
         for (auto& tile : acc[tt])
           for (auto& row : tile)
-            for (auto& v : row) v = _mm256_setzero_ps();
+            for (auto& v : row) v = zero_sums();
       band_passes<Load>(rows, num_rows, acts.f32, n, t0, t1, acc, wide_band);
       for (int tt = 0; tt < num_tiles; ++tt) {
         const int64_t t = t0 + tt * kMaxTile;
         const int num = static_cast<int>(std::min<int64_t>(kMaxTile, t1 - t));
         for (int k = 0; k < num_rows; ++k) {
           for (int c = 0; c < num; ++c) {
-            float sum = hsum8(acc[tt][k / kRows][k % kRows][c]);
+            float sum = hsum8(row_sums(acc, tt, k, c));
             const float* x = acts.f32 + (t + c) * n;
             for (int64_t i = n8; i < n; ++i) sum = std::fma(Load::scalar(rows[k], i), x[i], sum);
             y[(t + c) * w.rows + r0 + k] = sum;
