@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <span>
 #include <vector>
 
@@ -12,7 +11,6 @@
 #endif
 
 #include "backend/cpu/ops.h"
-#include "backend/cpu/simd.h"
 #include "backend/fp16.h"
 #include "backend/quant.h"
 #include "backend/thread_pool.h"
@@ -372,37 +370,6 @@ void accumulate_all16(const KvLayout& layout, std::span<const BlockPart> parts, 
     }
   });
 }
-
-// ops.cpp's softmax of one row with e^x taken 16 lanes at a time. The maximum
-// is searched as there, and each exponential is added into the same 8-lane sum
-// in the same order (low half, then high half), so the bits are the same.
-void softmax_row(float* x, int64_t n) {
-  int64_t i = 0;
-  __m256 mv = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
-  for (; i + 8 <= n; i += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(x + i));
-  float max = simd::hmax(mv);
-  for (; i < n; ++i) max = std::max(max, x[i]);
-  i = 0;
-  const __m512 mv16 = _mm512_set1_ps(max);
-  __m256 acc = _mm256_setzero_ps();
-  for (; i + 16 <= n; i += 16) {
-    const __m512 e = simd::exp_ps16(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv16));
-    _mm512_storeu_ps(x + i, e);
-    acc = _mm256_add_ps(acc, _mm512_maskz_extractf32x8_ps(0xFF, e, 0));
-    acc = _mm256_add_ps(acc, _mm512_maskz_extractf32x8_ps(0xFF, e, 1));
-  }
-  for (; i + 8 <= n; i += 8) {
-    const __m256 e = simd::exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), _mm256_set1_ps(max)));
-    _mm256_storeu_ps(x + i, e);
-    acc = _mm256_add_ps(acc, e);
-  }
-  double total = simd::hsum(acc);
-  for (; i < n; ++i) {
-    x[i] = std::exp(x[i] - max);
-    total += x[i];
-  }
-  scale_inplace(x, n, static_cast<float>(1.0 / total));
-}
 #endif  // KVLM_ATTN_AVX512
 
 // Whether attend_direct takes the 16-slot path.
@@ -433,11 +400,7 @@ void attend_direct(const KvLayout& layout, const KvLayer& layer, const Attention
   }
   for (int g = 0; g < num_q; ++g) {
     if (params.softcap > 0.f) soft_cap(rows[g], n, params.softcap);
-#if KVLM_ATTN_AVX512
-    softmax_row(rows[g], n);
-#else
     softmax(rows[g], 1, n);
-#endif
     if (stat_row) add_weights(stat_row, lo, rows[g], n);
     std::memset(outs[g], 0, sizeof(float) * layout.head_dim);
   }

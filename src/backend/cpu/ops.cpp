@@ -215,6 +215,18 @@ void softmax(float* x, int64_t num_rows, int64_t n) {
 #if KVLM_AVX2
     mv = _mm256_set1_ps(max);
     __m256 acc = _mm256_setzero_ps();
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+    // 16 lanes per e^x (attention's score rows are thousands long); each
+    // half goes into the 8-lane sum in the order the loop below would add
+    // it, low then high, so the bits are those of the 8-lane loop.
+    const __m512 mv16 = _mm512_set1_ps(max);
+    for (; i + 16 <= n; i += 16) {
+      const __m512 e = simd::exp_ps16(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv16));
+      _mm512_storeu_ps(x + i, e);
+      acc = _mm256_add_ps(acc, _mm512_maskz_extractf32x8_ps(0xFF, e, 0));
+      acc = _mm256_add_ps(acc, _mm512_maskz_extractf32x8_ps(0xFF, e, 1));
+    }
+#endif
     for (; i + 8 <= n; i += 8) {
       const __m256 e = simd::exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
       _mm256_storeu_ps(x + i, e);
