@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #if defined(__AVX2__)
@@ -128,11 +129,26 @@ void accumulate8(const KvLayout& layout, const uint8_t* vb, int64_t o0, int64_t 
 }
 
 #if KVLM_ATTN_AVX512
-inline __m512 load16(const KvLayout& layout, const uint8_t* p, int64_t idx) {
-  if (layout.dtype == DType::kF32) return _mm512_loadu_ps(reinterpret_cast<const float*>(p) + idx);
-  // maskz with every lane set: the plain form trips GCC 12's -Wmaybe-uninitialized.
-  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(p) + idx));
-  return _mm512_maskz_cvtph_ps(0xFFFF, h);
+// 16 stored elements from p as f32; T: float (F32 storage) or uint16_t (F16).
+template <typename T>
+inline __m512 load16(const T* p) {
+  if constexpr (std::is_same_v<T, float>) {
+    return _mm512_loadu_ps(p);
+  } else {
+    // maskz with every lane set: the plain form trips GCC 12's -Wmaybe-uninitialized.
+    return _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+}
+
+// fn.template operator()<T>() with T the element type of F32/F16 storage:
+// the inner loops are compiled once per type, with no test of the type in them.
+template <typename Fn>
+void with_kv_type(const KvLayout& layout, Fn&& fn) {
+  if (layout.dtype == DType::kF32) {
+    fn.template operator()<float>();
+  } else {
+    fn.template operator()<uint16_t>();
+  }
 }
 #endif
 
@@ -276,19 +292,22 @@ constexpr size_t kPrefetchAhead = 4;
 // vector at a time. pf: a vector each to prefetch, one line per dimension.
 // qi: the queries interleaved, [head_dim][NumQ], so that one pointer reaches
 // every broadcast (eight query pointers left the loop short of registers).
-template <int NumQ, int NumV>
+template <typename T, int NumQ, int NumV>
 void score_vecs16(const KvLayout& layout, const KeyVec* vecs, const uint8_t* const* pf, const float* qi, float scale,
                   float* const* rows) {
   const int64_t stride = layout.block_size;
-  const int64_t dim_bytes = stride * static_cast<int64_t>(kv_elem_bytes(layout));
+  const int64_t dim_bytes = stride * static_cast<int64_t>(sizeof(T));
+  const T* keys[NumV];
   __m512 acc[NumV][NumQ];
-  for (int j = 0; j < NumV; ++j)
+  for (int j = 0; j < NumV; ++j) {
+    keys[j] = reinterpret_cast<const T*>(vecs[j].k);
     for (int g = 0; g < NumQ; ++g) acc[j][g] = _mm512_setzero_ps();
+  }
   for (int64_t c = 0; c < layout.head_dim; ++c) {
     __m512 k[NumV];
     for (int j = 0; j < NumV; ++j) {
       _mm_prefetch(reinterpret_cast<const char*>(pf[j] + c * dim_bytes), _MM_HINT_T0);
-      k[j] = load16(layout, vecs[j].k, c * stride);
+      k[j] = load16(keys[j] + c * stride);
     }
     for (int g = 0; g < NumQ; ++g) {
       const __m512 qb = _mm512_set1_ps(qi[c * NumQ + g]);
@@ -311,42 +330,44 @@ void score_parts16(const KvLayout& layout, std::span<const BlockPart> parts, std
     for (int32_t a = part.o0 / 16 * 16; a < part.o1; a += 16) vecs.push_back({part.k + a * esize, part.at + a});
   const size_t nv = vecs.size();
   auto ahead = [&](size_t i) { return vecs[std::min(i + kPrefetchAhead, nv - 1)].k; };
-  with_num_q(num_q, [&]<int N>() {
-    size_t i = 0;
-    for (; i + 2 <= nv; i += 2) {
-      const uint8_t* pf[2] = {ahead(i), ahead(i + 1)};
-      score_vecs16<N, 2>(layout, &vecs[i], pf, qi.data(), scale, rows);
-    }
-    if (i < nv) {
-      const uint8_t* pf[1] = {ahead(i)};
-      score_vecs16<N, 1>(layout, &vecs[i], pf, qi.data(), scale, rows);
-    }
+  with_kv_type(layout, [&]<typename T>() {
+    with_num_q(num_q, [&]<int N>() {
+      size_t i = 0;
+      for (; i + 2 <= nv; i += 2) {
+        const uint8_t* pf[2] = {ahead(i), ahead(i + 1)};
+        score_vecs16<T, N, 2>(layout, &vecs[i], pf, qi.data(), scale, rows);
+      }
+      if (i < nv) {
+        const uint8_t* pf[1] = {ahead(i)};
+        score_vecs16<T, N, 1>(layout, &vecs[i], pf, qi.data(), scale, rows);
+      }
+    });
   });
 }
 
 // out[g][c .. c + 16 NumC) += the weighted value rows of parts [b0, b1), in
 // slot order: NumC dimension chunks per pass, so each broadcast weight feeds
-// NumC value vectors.
-template <int NumQ, int NumC>
+// NumC value vectors. w[g]: head g's weights, indexed as the score rows.
+template <typename T, int NumQ, int NumC>
 void accumulate_parts16(const KvLayout& layout, std::span<const BlockPart> parts, size_t b0, size_t b1, int64_t c,
-                        const float* const* p, float* const* out) {
+                        const float* const* w, float* const* out) {
   const int64_t hd = layout.head_dim;
-  const int64_t esize = kv_elem_bytes(layout);
+  constexpr int64_t esize = sizeof(T);
   __m512 acc[NumC][NumQ];
   for (int j = 0; j < NumC; ++j)
     for (int g = 0; g < NumQ; ++g) acc[j][g] = _mm512_loadu_ps(out[g] + c + 16 * j);
   for (size_t b = b0; b < b1; ++b) {
     const BlockPart& part = parts[b];
+    const T* values = reinterpret_cast<const T*>(part.v) + c;
     // The same rows and chunk of the block kPrefetchAhead on.
     const uint8_t* pf = parts[std::min(b + kPrefetchAhead, parts.size() - 1)].v + c * esize;
     for (int64_t o = part.o0; o < part.o1; ++o) {
       for (int64_t l = 0; l < 16 * NumC * esize; l += 64)
         _mm_prefetch(reinterpret_cast<const char*>(pf + o * hd * esize + l), _MM_HINT_T0);
       __m512 v[NumC];
-      for (int j = 0; j < NumC; ++j) v[j] = load16(layout, part.v, o * hd + c + 16 * j);
-      const int64_t at = part.at + o;
+      for (int j = 0; j < NumC; ++j) v[j] = load16(values + o * hd + 16 * j);
       for (int g = 0; g < NumQ; ++g) {
-        const __m512 pb = _mm512_set1_ps(p[g][at]);
+        const __m512 pb = _mm512_set1_ps(w[g][part.at + o]);
         for (int j = 0; j < NumC; ++j) acc[j][g] = _mm512_fmadd_ps(pb, v[j], acc[j][g]);
       }
     }
@@ -355,19 +376,21 @@ void accumulate_parts16(const KvLayout& layout, std::span<const BlockPart> parts
     for (int g = 0; g < NumQ; ++g) _mm512_storeu_ps(out[g] + c + 16 * j, acc[j][g]);
 }
 
-void accumulate_all16(const KvLayout& layout, std::span<const BlockPart> parts, const float* const* p, int num_q,
+void accumulate_all16(const KvLayout& layout, std::span<const BlockPart> parts, const float* const* w, int num_q,
                       float* const* out) {
   // Blocks per span: their values (16 KiB at TinyLlama's shape) stay in L1
   // while the passes over the dimension chunks go through them.
   constexpr size_t kSpan = 8;
   const int64_t hd = layout.head_dim;
-  with_num_q(num_q, [&]<int N>() {
-    for (size_t b0 = 0; b0 < parts.size(); b0 += kSpan) {
-      const size_t b1 = std::min(parts.size(), b0 + kSpan);
-      int64_t c = 0;
-      for (; c + 32 <= hd; c += 32) accumulate_parts16<N, 2>(layout, parts, b0, b1, c, p, out);
-      if (c < hd) accumulate_parts16<N, 1>(layout, parts, b0, b1, c, p, out);
-    }
+  with_kv_type(layout, [&]<typename T>() {
+    with_num_q(num_q, [&]<int N>() {
+      for (size_t b0 = 0; b0 < parts.size(); b0 += kSpan) {
+        const size_t b1 = std::min(parts.size(), b0 + kSpan);
+        int64_t c = 0;
+        for (; c + 32 <= hd; c += 32) accumulate_parts16<T, N, 2>(layout, parts, b0, b1, c, w, out);
+        if (c < hd) accumulate_parts16<T, N, 1>(layout, parts, b0, b1, c, w, out);
+      }
+    });
   });
 }
 #endif  // KVLM_ATTN_AVX512
@@ -405,7 +428,9 @@ void attend_direct(const KvLayout& layout, const KvLayer& layer, const Attention
     std::memset(outs[g], 0, sizeof(float) * layout.head_dim);
   }
 #if KVLM_ATTN_AVX512
-  if (vec16) accumulate_all16(layout, sc.parts, rows, num_q, outs);
+  if (vec16) {
+    accumulate_all16(layout, sc.parts, rows, num_q, outs);
+  }
 #endif
   for (const BlockPart& part : sc.parts) {
     if (vec16) break;
