@@ -263,14 +263,19 @@ constexpr int64_t kRowPad = 16;
 void collect_parts(const KvLayout& layout, const KvLayer& layer, const AttentionSeq& seq, int32_t kv_head,
                    int64_t lo, int64_t hi, std::vector<BlockPart>& parts) {
   const int32_t bs = layout.block_size;
-  parts.clear();
-  for (int64_t s = lo; s < hi;) {
-    const int32_t o0 = static_cast<int32_t>(s % bs);
-    const int32_t o1 = static_cast<int32_t>(std::min<int64_t>(bs, o0 + (hi - s)));
-    const int64_t block = block_of(layout, seq, s);
-    parts.push_back({block_head(layout, layer.k, block, kv_head), block_head(layout, layer.v, block, kv_head), o0, o1,
-                     s - o0 - lo});
-    s += o1 - o0;
+  // Byte offsets worked out once per call, not per block (a division and a
+  // dtype lookup each: most of attend_direct's own 6% of a 4,096-slot decode
+  // in a perf profile).
+  const size_t block_bytes = layout.block_bytes();
+  const size_t head_offset = static_cast<size_t>(kv_head) * layout.head_stride();
+  const int64_t first = lo / bs, last = (hi + bs - 1) / bs;  // blocks [first, last)
+  parts.resize(static_cast<size_t>(last - first));
+  for (int64_t b = first; b < last; ++b) {
+    const int64_t start = b * bs;  // logical slot of offset 0
+    const size_t at = static_cast<size_t>(seq.block_table[static_cast<size_t>(b)]) * block_bytes + head_offset;
+    parts[static_cast<size_t>(b - first)] = {layer.k + at, layer.v + at,
+                                             static_cast<int32_t>(std::max<int64_t>(0, lo - start)),
+                                             static_cast<int32_t>(std::min<int64_t>(bs, hi - start)), start - lo};
   }
 }
 
