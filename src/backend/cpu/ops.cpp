@@ -78,7 +78,8 @@ void unary_ps(const float* x, float* y, int64_t n, F f) {
 // The maximum of x[0 .. i), i = n rounded down to 8, as one chain of
 // mv = max(mv, x[i .. i + 8)) and hmax give it. Without a NaN that is the
 // maximum of the set, whatever the order (a tie of +0 and -0 may come out as
-// either zero, and x - max and e^(x - max) are then the same for every x), so
+// either zero; x - max then differs at most in the sign of a zero, and
+// e^(x - max) is the same for every x), so
 // four chains run side by side instead of waiting on one (softmax over long
 // attention rows). With a NaN the one chain's answer depends on where the NaN
 // sits: the row is taken again that way.
