@@ -75,6 +75,36 @@ void unary_ps(const float* x, float* y, int64_t n, F f) {
   std::copy(buf, buf + (n - i), y + i);
 }
 
+// The maximum of x[0 .. i), i = n rounded down to 8, as one chain of
+// mv = max(mv, x[i .. i + 8)) and hmax give it. Without a NaN that is the
+// maximum of the set, whatever the order (a tie of +0 and -0 may come out as
+// either zero; x - max then differs at most in the sign of a zero, and
+// e^(x - max) is the same for every x), so
+// four chains run side by side instead of waiting on one (softmax over long
+// attention rows). With a NaN the one chain's answer depends on where the NaN
+// sits: the row is taken again that way.
+float max_groups8(const float* x, int64_t n, int64_t& i) {
+  const __m256 lowest = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  __m256 m[4] = {lowest, lowest, lowest, lowest};
+  __m256 nan = _mm256_setzero_ps();
+  for (i = 0; i + 32 <= n; i += 32) {
+    for (int j = 0; j < 4; ++j) {
+      const __m256 v = _mm256_loadu_ps(x + i + 8 * j);
+      m[j] = _mm256_max_ps(m[j], v);
+      nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    }
+  }
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    m[0] = _mm256_max_ps(m[0], v);
+    nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  }
+  if (_mm256_movemask_ps(nan) == 0) return simd::hmax(_mm256_max_ps(_mm256_max_ps(m[0], m[1]), _mm256_max_ps(m[2], m[3])));
+  __m256 mv = lowest;
+  for (i = 0; i + 8 <= n; i += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(x + i));
+  return simd::hmax(mv);
+}
+
 template <typename F>
 void binary_ps(const float* a, const float* b, float* y, int64_t n, F f) {
   int64_t i = 0;
@@ -205,16 +235,26 @@ void softmax(float* x, int64_t num_rows, int64_t n) {
     int64_t i = 0;
     float max = -std::numeric_limits<float>::infinity();
 #if KVLM_AVX2
-    __m256 mv = _mm256_set1_ps(max);
-    for (; i + 8 <= n; i += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(x + i));
-    max = simd::hmax(mv);
+    max = max_groups8(x, n, i);
 #endif
     for (; i < n; ++i) max = std::max(max, x[i]);
     double total = 0.0;  // the scalar path adds one term at a time: keep the sum exact enough
     i = 0;
 #if KVLM_AVX2
-    mv = _mm256_set1_ps(max);
+    const __m256 mv = _mm256_set1_ps(max);
     __m256 acc = _mm256_setzero_ps();
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+    // 16 lanes per e^x (attention's score rows are thousands long); each
+    // half goes into the 8-lane sum in the order the loop below would add
+    // it, low then high, so the bits are those of the 8-lane loop.
+    const __m512 mv16 = _mm512_set1_ps(max);
+    for (; i + 16 <= n; i += 16) {
+      const __m512 e = simd::exp_ps16(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv16));
+      _mm512_storeu_ps(x + i, e);
+      acc = _mm256_add_ps(acc, _mm512_maskz_extractf32x8_ps(0xFF, e, 0));
+      acc = _mm256_add_ps(acc, _mm512_maskz_extractf32x8_ps(0xFF, e, 1));
+    }
+#endif
     for (; i + 8 <= n; i += 8) {
       const __m256 e = simd::exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
       _mm256_storeu_ps(x + i, e);
