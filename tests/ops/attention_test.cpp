@@ -3,12 +3,15 @@
 // output does not depend on how its sequence was chunked or batched.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <random>
 #include <vector>
 
 #include "backend/cpu/attention.h"
+#include "backend/cpu/cpu_path.h"
+#include "backend/cpu/ops_impl.h"
 #include "backend/threads.h"
 
 namespace kvlm {
@@ -134,6 +137,32 @@ TEST_P(PagedAttention, ThreadCountDoesNotChangeBits) {
   paged_attention(f.layout, f.layer, q.data(), {&seq, 1}, p, three.data());
   set_num_threads(1);
   EXPECT_EQ(one, three);
+}
+
+// The AVX2 and AVX-512 copies (ops_impl.h) run the same per-lane chains, so
+// the SIMD paths agree bit for bit; only the scalar path may differ (it adds
+// the softmax sum in another order, with std::exp).
+TEST_P(PagedAttention, SimdPathsGiveTheSameBits) {
+  if (!cpu_path_supported(CpuPath::kAvx2) || !cpu_path_supported(CpuPath::kAvx512))
+    GTEST_SKIP() << "needs the avx2 and avx512 paths";
+  const Case c = GetParam();
+  Fixture f(c, 40);
+  const int32_t ctx = std::min(37 * 4, 40 * c.block_size);
+  std::vector<int32_t> table;
+  for (int32_t b = 0; b * c.block_size < ctx; ++b) table.push_back(39 - b);  // scattered, descending
+  auto kk = f.random(static_cast<size_t>(ctx * c.num_kv_heads * c.head_dim), 1.f);
+  auto vv = f.random(kk.size(), 1.f);
+  std::vector<int64_t> slots(ctx);
+  for (int32_t s = 0; s < ctx; ++s) slots[s] = int64_t{table[s / c.block_size]} * c.block_size + s % c.block_size;
+  kv_write(f.layout, f.layer, kk.data(), vv.data(), slots.data(), ctx);
+  // A prefill chunk of 5 rows at the end of the context, and a decode row.
+  const AttentionSeq seqs[] = {{0, 5, ctx, table}, {5, 1, ctx - 7, table}};
+  auto q = f.random(static_cast<size_t>(6 * c.num_heads * c.head_dim), 1.f);
+  AttentionParams p{c.num_heads, 0.125f, c.softcap, c.window};
+  std::vector<float> avx2(q.size()), avx512(q.size());
+  cpu::ops_kernels_for(CpuPath::kAvx2).paged_attention(f.layout, f.layer, q.data(), std::span<const AttentionSeq>(seqs), p, avx2.data());
+  cpu::ops_kernels_for(CpuPath::kAvx512).paged_attention(f.layout, f.layer, q.data(), std::span<const AttentionSeq>(seqs), p, avx512.data());
+  EXPECT_EQ(avx2, avx512);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -308,7 +308,7 @@ TEST(MatmulActivations, QuantizersMatchQuantizeRow) {
   std::vector<int8_t> qs(cols);
   std::vector<float> d(cols / 32);
   std::vector<int32_t> sums(cols / 32);
-  cpu::quantize_act_q8_0(x.data(), cols, qs.data(), d.data(), sums.data());
+  cpu::kernels_for(active_cpu_path()).act_q8_0(x.data(), cols, qs.data(), d.data(), sums.data());
   for (int64_t b = 0; b < cols / 32; ++b) {
     ASSERT_EQ(d[b], fp16_to_f32(ref0[b].d)) << b;
     int32_t sum = 0;
@@ -325,7 +325,7 @@ TEST(MatmulActivations, QuantizersMatchQuantizeRow) {
   std::vector<BlockQ8_K> refk(cols / 256);
   quantize_row(DType::kQ8_K, x.data(), refk.data(), cols);
   std::vector<cpu::ActBlockQ8K> actk(cols / 256);
-  cpu::quantize_act_q8_k(x.data(), cols, actk.data());
+  cpu::kernels_for(active_cpu_path()).act_q8_k(x.data(), cols, actk.data());
   for (int64_t b = 0; b < cols / 256; ++b) {
     ASSERT_EQ(actk[b].d, refk[b].d) << b;
     for (int j = 0; j < 256; ++j) ASSERT_EQ(actk[b].qs[j], refk[b].qs[j]) << b << " " << j;

@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "backend/cpu/cpu_path.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/matmul_impl.h"
 #include "backend/quant.h"
@@ -37,11 +38,11 @@ TEST(NonFinite, ActivationQuantizersStayInTheirBlock) {
       std::copy(r.begin(), r.end(), x.get());
       x[static_cast<size_t>(at)] = poison;
       auto k = std::make_unique<cpu::ActBlockQ8K[]>(1);
-      cpu::quantize_act_q8_k(x.get(), 256, k.get());
+      cpu::kernels_for(active_cpu_path()).act_q8_k(x.get(), 256, k.get());
       EXPECT_TRUE(std::isnan(k[0].d)) << poison << " at " << at;
       // A block that is all NaN: the SIMD max is NaN, which no |x| equals.
       std::fill(x.get(), x.get() + 256, poison);
-      cpu::quantize_act_q8_k(x.get(), 256, k.get());
+      cpu::kernels_for(active_cpu_path()).act_q8_k(x.get(), 256, k.get());
       EXPECT_TRUE(std::isnan(k[0].d));
 
       auto qs = std::make_unique<int8_t[]>(256);
@@ -49,7 +50,7 @@ TEST(NonFinite, ActivationQuantizersStayInTheirBlock) {
       auto sums = std::make_unique<int32_t[]>(8);
       std::copy(r.begin(), r.end(), x.get());
       x[static_cast<size_t>(at)] = poison;
-      cpu::quantize_act_q8_0(x.get(), 256, qs.get(), d.get(), sums.get());
+      cpu::kernels_for(active_cpu_path()).act_q8_0(x.get(), 256, qs.get(), d.get(), sums.get());
       EXPECT_TRUE(std::isnan(d[at / 32])) << poison << " at " << at;
       EXPECT_FALSE(std::isnan(d[(at / 32 + 1) % 8]));  // other blocks keep their scale
     }

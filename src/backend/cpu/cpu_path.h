@@ -2,7 +2,8 @@
 // scalar kernels and, on x86-64, AVX2 (+FMA, F16C), AVX2 with AVX-VNNI (the
 // VEX int8 dot products of Intel's client cores since Alder Lake, which lack
 // AVX-512) and AVX-512 (+VNNI) kernels compiled as separate translation units
-// (backend/CMakeLists.txt);
+// (backend/CMakeLists.txt): the matmul kernels (matmul_impl.h) and the
+// element-wise ops and attention (ops_impl.h; AVX-VNNI runs their AVX2 copy);
 // the best path this CPU supports is picked at the first use, or the one
 // named by the environment variable KVLM_CPU_PATH=scalar|avx2|avxvnni|avx512.
 // Nothing ever runs an instruction the CPU lacks: a path it does not support
@@ -28,7 +29,7 @@ bool cpu_path_supported(CpuPath path);
 // Every supported path, scalar first, best last.
 std::vector<CpuPath> supported_cpu_paths();
 
-// The path matmul() uses. The first call picks it (KVLM_CPU_PATH, else the
+// The path the kernels use. The first call picks it (KVLM_CPU_PATH, else the
 // best supported) and logs "cpu kernels: ..." at info level (kvlm -v); it
 // throws Error(kInvalidArgument) if KVLM_CPU_PATH names an unknown path or
 // one this CPU cannot run.

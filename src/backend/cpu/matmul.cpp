@@ -27,145 +27,6 @@ namespace kvlm {
 namespace cpu {
 namespace {
 
-#if KVLM_AVX2
-// Round half away from zero (C's roundf), the rounding of quantize_row_q8_0_ref.
-inline __m256 round_half_away(__m256 v) {
-  const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-  const __m256 frac = simd::abs_ps(_mm256_sub_ps(v, t));  // exact
-  const __m256 up = _mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ);
-  const __m256 one = _mm256_or_ps(_mm256_and_ps(v, _mm256_set1_ps(-0.f)), _mm256_set1_ps(1.f));
-  return _mm256_add_ps(t, _mm256_and_ps(up, one));
-}
-
-// 32 int32 lanes (in four vectors, in order) -> 32 int8, saturating.
-inline __m256i pack_to_i8(__m256i a, __m256i b, __m256i c, __m256i d) {
-  const __m256i ab = _mm256_packs_epi32(a, b);
-  const __m256i cd = _mm256_packs_epi32(c, d);
-  // packs works per 128-bit lane; the permute puts the four groups back in order.
-  return _mm256_permutevar8x32_epi32(_mm256_packs_epi16(ab, cd), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-}
-
-// _mm256_max_ps keeps or drops a NaN depending on operand order, so the max
-// alone cannot tell whether a block is finite. v - v is 0 for finite lanes and
-// NaN for NaN and +-Inf, and NaN survives addition: z stays all zeros exactly
-// while every value seen is finite.
-inline __m256 accumulate_nonfinite(__m256 z, __m256 v) { return _mm256_add_ps(z, _mm256_sub_ps(v, v)); }
-inline bool any_nan(__m256 z) { return _mm256_movemask_ps(_mm256_cmp_ps(z, z, _CMP_UNORD_Q)) != 0; }
-#endif
-
-}  // namespace
-
-void quantize_act_q8_0(const float* x, int64_t cols, int8_t* qs, float* d, int32_t* sums) {
-  const int64_t num_blocks = cols / 32;
-  for (int64_t b = 0; b < num_blocks; ++b) {
-    const float* xb = x + 32 * b;
-#if KVLM_AVX2
-    __m256 v[4];
-    for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(xb + 8 * k);
-    const __m256 m = _mm256_max_ps(_mm256_max_ps(simd::abs_ps(v[0]), simd::abs_ps(v[1])),
-                                   _mm256_max_ps(simd::abs_ps(v[2]), simd::abs_ps(v[3])));
-    __m256 z = _mm256_setzero_ps();
-    for (int k = 0; k < 4; ++k) z = accumulate_nonfinite(z, v[k]);
-    const float amax = any_nan(z) ? std::numeric_limits<float>::quiet_NaN() : simd::hmax(m);
-#else
-    float amax = 0.f;
-    for (int j = 0; j < 32; ++j) amax = std::isfinite(xb[j]) && std::isfinite(amax) ? std::max(amax, std::fabs(xb[j]))
-                                                                                  : std::numeric_limits<float>::quiet_NaN();
-#endif
-    if (!std::isfinite(amax)) {
-      // NaN/Inf input (the SIMD max may also have dropped a NaN, which then
-      // converts to INT_MIN and saturates: no UB either way): quants 0 and d
-      // NaN, so the dot product is NaN rather than a float-to-int overflow.
-      std::fill(qs + 32 * b, qs + 32 * b + 32, int8_t{0});
-      sums[b] = 0;
-      d[b] = std::numeric_limits<float>::quiet_NaN();
-      continue;
-    }
-    const float scale = amax / 127.f;
-    const float id = scale != 0.f ? 1.f / scale : 0.f;
-    d[b] = fp16_to_f32(f32_to_fp16(scale));  // the block stores d as fp16
-#if KVLM_AVX2
-    const __m256 idv = _mm256_set1_ps(id);
-    __m256i q[4];
-    for (int k = 0; k < 4; ++k) q[k] = _mm256_cvtps_epi32(round_half_away(_mm256_mul_ps(v[k], idv)));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs + 32 * b), pack_to_i8(q[0], q[1], q[2], q[3]));
-    // |q| <= 127, so the int32 sum of the four vectors is exact.
-    const __m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
-    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
-    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
-    sums[b] = _mm_cvtsi128_si32(s4);
-#else
-    int32_t sum = 0;
-    for (int j = 0; j < 32; ++j) {
-      qs[32 * b + j] = static_cast<int8_t>(std::round(xb[j] * id));
-      sum += qs[32 * b + j];
-    }
-    sums[b] = sum;
-#endif
-  }
-}
-
-void quantize_act_q8_k(const float* x, int64_t cols, ActBlockQ8K* out) {
-  const int64_t num_blocks = cols / 256;
-  for (int64_t b = 0; b < num_blocks; ++b, x += 256) {
-    ActBlockQ8K& o = out[b];
-#if KVLM_AVX2
-    __m256 m = _mm256_setzero_ps();
-    __m256 z = _mm256_setzero_ps();
-    for (int j = 0; j < 256; j += 8) {
-      const __m256 v = _mm256_loadu_ps(x + j);
-      m = _mm256_max_ps(m, simd::abs_ps(v));
-      z = accumulate_nonfinite(z, v);
-    }
-    const float amax = any_nan(z) ? std::numeric_limits<float>::quiet_NaN() : simd::hmax(m);
-#else
-    float amax = 0.f;
-    for (int j = 0; j < 256; ++j) amax = std::isfinite(x[j]) && std::isfinite(amax) ? std::max(amax, std::fabs(x[j]))
-                                                                                  : std::numeric_limits<float>::quiet_NaN();
-#endif
-    // The reference keeps the first value of largest magnitude (its sign sets
-    // iscale's). The search is bounded: with NaN or Inf among the activations
-    // the SIMD max need not equal any |x[j]| (max_ps drops or keeps NaN by
-    // operand order), and an unbounded walk would leave the block.
-    int j_max = 0;
-    while (j_max < 256 && std::fabs(x[j_max]) != amax) ++j_max;
-    if (amax == 0.f || !std::isfinite(amax) || j_max == 256) {
-      // All zeros, or non-finite input: quants 0 and d 0 (zeros) or NaN, so a
-      // non-finite activation gives a NaN dot product instead of garbage.
-      std::fill(std::begin(o.qs), std::end(o.qs), int8_t{0});
-      std::fill(std::begin(o.bsums), std::end(o.bsums), int16_t{0});
-      std::fill(std::begin(o.bsum_pairs), std::end(o.bsum_pairs), int16_t{0});
-      o.d = amax == 0.f ? 0.f : std::numeric_limits<float>::quiet_NaN();
-      continue;
-    }
-    const float iscale = -127.f / x[j_max];
-#if KVLM_AVX2
-    const __m256 isv = _mm256_set1_ps(iscale);
-    const __m256i cap = _mm256_set1_epi32(127);
-    for (int j = 0; j < 256; j += 32) {
-      __m256i q[4];
-      for (int k = 0; k < 4; ++k) {
-        const __m256 v = _mm256_mul_ps(isv, _mm256_loadu_ps(x + j + 8 * k));
-        q[k] = _mm256_min_epi32(cap, _mm256_cvtps_epi32(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
-      }
-      _mm256_store_si256(reinterpret_cast<__m256i*>(o.qs + j), pack_to_i8(q[0], q[1], q[2], q[3]));
-    }
-#else
-    for (int j = 0; j < 256; ++j) o.qs[j] = static_cast<int8_t>(std::min(127, detail::nearest_int(iscale * x[j])));
-#endif
-    for (int g = 0; g < 16; ++g) {
-      int sum = 0;
-      for (int j = 0; j < 16; ++j) sum += o.qs[16 * g + j];
-      o.bsums[g] = static_cast<int16_t>(sum);
-    }
-    for (int j = 0; j < 8; ++j) o.bsum_pairs[j] = static_cast<int16_t>(o.bsums[2 * j] + o.bsums[2 * j + 1]);
-    o.d = 1.f / iscale;
-  }
-}
-
-namespace {
-
 enum class ActKind { kF32, kQ8_0, kQ8_K };
 
 ActKind act_kind_for(DType t) {
@@ -260,18 +121,21 @@ KVLM_DECLARE_SIMD_KERNELS
 const CpuKernels& kernels_for(CpuPath path) {
   static const CpuKernels kScalar = {kernel_f32_scalar,  kernel_f16_scalar,  kernel_bf16_scalar, kernel_q8_0_scalar,
                                      kernel_q4_0_scalar, kernel_q4_k_scalar, kernel_q6_k_scalar, no_strip_bytes,
-                                     no_strip_packer,    false};
+                                     no_strip_packer,    false,              quantize_act_q8_0,  quantize_act_q8_k};
   KVLM_ASSERT(cpu_path_supported(path), "matmul: kernels of a CPU path this CPU cannot run");
 #if defined(__x86_64__)
   static const CpuKernels kAvx2 = {avx2::kernel_f32,  avx2::kernel_f16,  avx2::kernel_bf16,
                                    avx2::kernel_q8_0, avx2::kernel_q4_0, avx2::kernel_q4_k,
-                                   avx2::kernel_q6_k, avx2::packed_strip_bytes, avx2::strip_packer, false};
+                                   avx2::kernel_q6_k, avx2::packed_strip_bytes, avx2::strip_packer, false,
+      avx2::quantize_act_q8_0, avx2::quantize_act_q8_k};
   static const CpuKernels kAvx512 = {avx512::kernel_f32,  avx512::kernel_f16,  avx512::kernel_bf16,
                                      avx512::kernel_q8_0, avx512::kernel_q4_0, avx512::kernel_q4_k,
-                                     avx512::kernel_q6_k, avx512::packed_strip_bytes, avx512::strip_packer, true};
+                                     avx512::kernel_q6_k, avx512::packed_strip_bytes, avx512::strip_packer, true,
+      avx512::quantize_act_q8_0, avx512::quantize_act_q8_k};
   static const CpuKernels kAvxVnni = {avxvnni::kernel_f32,  avxvnni::kernel_f16,  avxvnni::kernel_bf16,
                                       avxvnni::kernel_q8_0, avxvnni::kernel_q4_0, avxvnni::kernel_q4_k,
-                                      avxvnni::kernel_q6_k, avxvnni::packed_strip_bytes, avxvnni::strip_packer, true};
+                                      avxvnni::kernel_q6_k, avxvnni::packed_strip_bytes, avxvnni::strip_packer, true,
+      avxvnni::quantize_act_q8_0, avxvnni::quantize_act_q8_k};
   if (path == CpuPath::kAvx2) return kAvx2;
   if (path == CpuPath::kAvxVnni) return kAvxVnni;
   if (path == CpuPath::kAvx512) return kAvx512;
@@ -289,7 +153,8 @@ struct PreparedActs {
   int64_t block = 0;  // tokens per fork: whole chunks, ~kTokenBlockBytes of activation rows
 };
 
-PreparedActs prepare_acts(ActKind act, bool biased, const float* x, int64_t num_tokens, int64_t cols) {
+PreparedActs prepare_acts(const CpuKernels& kernels, ActKind act, bool biased, const float* x, int64_t num_tokens,
+                          int64_t cols) {
   PreparedActs p;
   MatmulActs& acts = p.acts;
   acts.cols = cols;
@@ -336,14 +201,14 @@ PreparedActs prepare_acts(ActKind act, bool biased, const float* x, int64_t num_
   auto quantize_token = [&](int64_t t) {
     if (act == ActKind::kQ8_0) {
       int8_t* qs = scratch.q8_qs.data() + t * cols;
-      quantize_act_q8_0(x + t * cols, cols, qs, scratch.q8_d.data() + t * (cols / 32),
-                        scratch.q8_sum.data() + t * (cols / 32));
+      kernels.act_q8_0(x + t * cols, cols, qs, scratch.q8_d.data() + t * (cols / 32),
+                       scratch.q8_sum.data() + t * (cols / 32));
       if (biased) {
         uint8_t* qu = scratch.q8_qs_u.data() + t * cols;
         for (int64_t i = 0; i < cols; ++i) qu[i] = static_cast<uint8_t>(qs[i] ^ 0x80);  // q + 128
       }
     } else if (act == ActKind::kQ8_K) {
-      quantize_act_q8_k(x + t * cols, cols, scratch.q8k.data() + t * (cols / 256));
+      kernels.act_q8_k(x + t * cols, cols, scratch.q8k.data() + t * (cols / 256));
     }
   };
   // A few tokens are quantized before forking: one barrier fewer per call.
@@ -397,7 +262,7 @@ void matmul_many_with(CpuPath path, std::span<const MatmulJob> jobs, const float
     biased = biased || (w.dtype == DType::kQ8_0 && kernels.q8_0_biased_acts);
     work += w.rows * cols * num_tokens;
   }
-  const PreparedActs prepared = prepare_acts(act, biased, x, num_tokens, cols);
+  const PreparedActs prepared = prepare_acts(kernels, act, biased, x, num_tokens, cols);
   const MatmulActs& acts = prepared.acts;
 
   int64_t total_rows = 0;

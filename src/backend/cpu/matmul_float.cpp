@@ -18,7 +18,7 @@
 namespace kvlm::cpu {
 namespace {
 
-#if defined(__AVX512F__) && defined(__AVX512DQ__)
+#if KVLM_AVX2 && defined(__AVX512F__) && defined(__AVX512DQ__)
 // AVX-512: one zmm holds the 8 lanes of two rows (low half row r, high half
 // row r + 1) against one token's 8 activations broadcast to both halves, so
 // each lane keeps its own scalar chain (the recipe of matmul_impl.h) while

@@ -79,8 +79,12 @@ struct MatmulActs {
 
 // Quantizes one activation row exactly as quantize_row(kQ8_0 / kQ8_K) would
 // (same rounding, bit for bit), into the layouts above. sums: [cols / 32].
+// These are the scalar twins (matmul_acts.cpp); every path has its copy in
+// CpuKernels.
 void quantize_act_q8_0(const float* x, int64_t cols, int8_t* qs, float* d, int32_t* sums);
 void quantize_act_q8_k(const float* x, int64_t cols, ActBlockQ8K* out);
+using ActQ8_0Quantizer = void (*)(const float* x, int64_t cols, int8_t* qs, float* d, int32_t* sums);
+using ActQ8KQuantizer = void (*)(const float* x, int64_t cols, ActBlockQ8K* out);
 
 // Computes y[t][r] for rows [row_begin, row_end) and tokens [tok_begin, tok_end).
 // row_begin is a multiple of kStripRows; row_end is one too or w.rows.
@@ -111,6 +115,8 @@ struct CpuKernels {
   size_t (*strip_bytes)(DType t, int64_t cols);
   StripPacker (*strip_packer)(DType t);  // nullptr where strip_bytes is 0
   bool q8_0_biased_acts;                 // the q8_0 kernel reads MatmulActs::q8_qs_u
+  ActQ8_0Quantizer act_q8_0;             // quantize_act_q8_0 and _q8_k on this path
+  ActQ8KQuantizer act_q8_k;
 };
 const CpuKernels& kernels_for(CpuPath path);
 
@@ -158,7 +164,9 @@ uint8_t* strip_scratch(size_t bytes);
   void kernel_q4_k(const WeightMatrix&, const MatmulActs&, int64_t, int64_t, int64_t, int64_t, float*); \
   void kernel_q6_k(const WeightMatrix&, const MatmulActs&, int64_t, int64_t, int64_t, int64_t, float*); \
   size_t packed_strip_bytes(DType t, int64_t cols);                                                    \
-  StripPacker strip_packer(DType t);
+  StripPacker strip_packer(DType t);                                                                    \
+  void quantize_act_q8_0(const float* x, int64_t cols, int8_t* qs, float* d, int32_t* sums);            \
+  void quantize_act_q8_k(const float* x, int64_t cols, ActBlockQ8K* out);
 
 #if defined(KVLM_KERNEL_ISA) && KVLM_AVX2
 namespace KVLM_KERNEL_ISA {

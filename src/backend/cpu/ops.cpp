@@ -1,17 +1,19 @@
-// SIMD paths of the element-wise and row-wise kernels. Each function handles
-// 8 lanes at a time with AVX2/FMA and finishes the tail (or everything, when
-// built without AVX2) with the scalar code of reference_ops.cpp.
+// The element-wise and row-wise kernels of one CPU path (ops_impl.h): this
+// file is compiled once per path. Each function handles 8 lanes at a time
+// with AVX2/FMA and finishes the tail (or everything, on the scalar path)
+// with the scalar code of reference_ops.cpp.
 #include "backend/cpu/ops.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <vector>
 
+#include "backend/cpu/local_vector.h"
+#include "backend/cpu/ops_impl.h"
 #include "backend/cpu/reference_ops.h"
 #include "backend/cpu/simd.h"
 
-namespace kvlm {
+namespace kvlm::cpu::KVLM_SIMD_NS {
 namespace {
 
 #if KVLM_AVX2
@@ -175,11 +177,11 @@ void rope(float* x, const int32_t* positions, int64_t num_tokens, int64_t num_he
           int64_t head_dim, const RopeParams& p) {
   const int64_t rot_dim = rope_rot_dim(p, head_dim);
   const int64_t half = rot_dim / 2;
-  std::vector<float> cs(static_cast<size_t>(half));
-  std::vector<float> sn(static_cast<size_t>(half));
+  LocalVector<float> cs(static_cast<size_t>(half));
+  LocalVector<float> sn(static_cast<size_t>(half));
   // kNormal: cos and +-sin repeated per pair, so a pair swap and two FMAs rotate 4 pairs.
-  std::vector<float> cos_pairs(static_cast<size_t>(rot_dim));
-  std::vector<float> sin_pairs(static_cast<size_t>(rot_dim));
+  LocalVector<float> cos_pairs(static_cast<size_t>(rot_dim));
+  LocalVector<float> sin_pairs(static_cast<size_t>(rot_dim));
   for (int64_t t = 0; t < num_tokens; ++t) {
     rope_angles(positions[t], p, rot_dim, cs.data(), sn.data());
     if (p.style == RopeStyle::kNormal) {
@@ -352,4 +354,4 @@ void axpy_f32(float a, const float* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] += a * x[i];
 }
 
-}  // namespace kvlm
+}  // namespace kvlm::cpu::KVLM_SIMD_NS

@@ -1,17 +1,22 @@
 // Small AVX2/FMA helpers shared by the CPU kernels. Everything here is
 // inline and guarded by KVLM_AVX2; code that includes this header provides
-// its own scalar path for builds without AVX2.
+// its own scalar path, which is what the plain compile (the scalar CpuPath,
+// cpu_path.h) runs: KVLM_AVX2 is set only in the per-ISA translation units
+// (KVLM_KERNEL_ISA), even when the whole build has -march=native.
 #pragma once
 
 #include <cstdint>
 
 #include "backend/fp16.h"
 
-#if defined(__AVX2__) && defined(__FMA__)
+#if defined(KVLM_KERNEL_ISA) && defined(__AVX2__) && defined(__FMA__)
 #define KVLM_AVX2 1
 #include <immintrin.h>
 #else
 #define KVLM_AVX2 0
+#endif
+#if defined(__F16C__)
+#include <immintrin.h>  // _cvtsh_ss, which the scalar twins use too
 #endif
 
 // Each ISA translation unit (KVLM_KERNEL_ISA, matmul_impl.h) gets its own

@@ -1,0 +1,60 @@
+// Helpers shared by attention.cpp and the per-path attention kernels
+// (attention_kernels.cpp). Inline, in the path's own namespace (KVLM_SIMD_NS,
+// simd.h), so no copy compiled with one path's flags serves another.
+// (attention.cpp is the plain compile: its namespace is kvlm::cpu::base.)
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "backend/cpu/attention.h"
+#include "backend/cpu/simd.h"
+#include "backend/dtype.h"
+#include "backend/fp16.h"
+#include "common/assert.h"
+
+namespace kvlm::cpu::KVLM_SIMD_NS {
+
+inline float madd(float a, float b, float c) {
+#if defined(__FMA__)
+  return std::fma(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
+// Start of one block's data for one KV head.
+inline uint8_t* block_head(const KvLayout& layout, uint8_t* base, int64_t block, int32_t kv_head) {
+  return base + static_cast<size_t>(block) * layout.block_bytes() + static_cast<size_t>(kv_head) * layout.head_stride();
+}
+
+inline int64_t block_of(const KvLayout& layout, const AttentionSeq& seq, int64_t s) {
+  return seq.block_table[static_cast<size_t>(s / layout.block_size)];
+}
+
+inline void check_layout(const KvLayout& layout, const AttentionParams* params) {
+  KVLM_ASSERT(layout.dtype == DType::kF32 || layout.dtype == DType::kF16 || layout.dtype == DType::kQ8_0,
+              "KV dtype must be F32, F16 or Q8_0");
+  KVLM_ASSERT(layout.head_dim % dtype_info(layout.dtype).block_size == 0,
+              "head_dim must be a multiple of the KV dtype block size");
+  if (params) KVLM_ASSERT(params->num_heads % layout.num_kv_heads == 0, "GQA head ratio");
+}
+
+// Visible logical slots [lo, hi) of query row i of a sequence.
+inline void visible_range(const AttentionSeq& seq, int32_t i, int32_t window, int64_t* lo, int64_t* hi) {
+  *hi = seq.num_context - seq.num_tokens + i + 1;
+  *lo = window > 0 ? std::max<int64_t>(0, *hi - window) : 0;
+}
+
+// Bytes of one element of F32/F16 storage.
+inline int64_t kv_elem_bytes(const KvLayout& layout) { return layout.dtype == DType::kF32 ? 4 : 2; }
+
+// Element (dim c, slot offset o) of a transposed K block of one head.
+inline float key_at(const KvLayout& layout, const uint8_t* kb, int64_t c, int64_t o) {
+  const int64_t idx = c * layout.block_size + o;
+  return layout.dtype == DType::kF32 ? reinterpret_cast<const float*>(kb)[idx]
+                                     : fp16_to_f32(reinterpret_cast<const uint16_t*>(kb)[idx]);
+}
+
+}  // namespace kvlm::cpu::KVLM_SIMD_NS
