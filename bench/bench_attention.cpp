@@ -11,6 +11,9 @@
 //                        iteration in turn, each layer's blocks shuffled in its
 //                        pool as the block manager leaves them after other
 //                        sequences came and went.
+//   BM_DecodeAttentionColdInOrder  the same with each layer's blocks in pool
+//                        order (a fresh pool), where the hardware prefetchers
+//                        can follow the addresses across blocks.
 // Counters:
 //   kv_GB/s  K and V bytes read per second
 // Run: ./build/bench/bench_attention [--benchmark_filter=...]
@@ -81,11 +84,13 @@ void run(benchmark::State& state, DType dtype, int num_layers, bool shuffle) {
 
 void BM_DecodeAttention(benchmark::State& state, DType dtype) { run(state, dtype, 1, false); }
 void BM_DecodeAttentionCold(benchmark::State& state, DType dtype) { run(state, dtype, 80, true); }
+void BM_DecodeAttentionColdInOrder(benchmark::State& state, DType dtype) { run(state, dtype, 80, false); }
 
 BENCHMARK_CAPTURE(BM_DecodeAttention, f16, DType::kF16)->Arg(256)->Arg(1024)->Arg(4096)->UseRealTime();
 BENCHMARK_CAPTURE(BM_DecodeAttention, f32, DType::kF32)->Arg(4096)->UseRealTime();
 BENCHMARK_CAPTURE(BM_DecodeAttention, q8_0, DType::kQ8_0)->Arg(4096)->UseRealTime();
 BENCHMARK_CAPTURE(BM_DecodeAttentionCold, f16, DType::kF16)->Arg(4096)->UseRealTime();
+BENCHMARK_CAPTURE(BM_DecodeAttentionColdInOrder, f16, DType::kF16)->Arg(4096)->UseRealTime();
 
 }  // namespace
 }  // namespace kvlm

@@ -10,6 +10,8 @@
 #include <limits>
 #include <vector>
 
+#include "backend/cpu/cpu_path.h"
+#include "backend/cpu/ops_impl.h"
 #include "backend/cpu/reference_ops.h"
 #include "backend/cpu/simd.h"
 #include "ops/ops_test_util.h"
@@ -157,6 +159,22 @@ TEST(Ops, Softmax) {
     }
     if (n > 1) {
       EXPECT_EQ(y[0], 0.f);
+    }
+  }
+}
+
+// The AVX2 and AVX-512 softmax add e^x in the same chains (ops.cpp,
+// exp_sum_groups8), so rows of every length come out the same bits.
+TEST(Ops, SoftmaxSimdPathsGiveTheSameBits) {
+  if (!cpu_path_supported(CpuPath::kAvx2) || !cpu_path_supported(CpuPath::kAvx512))
+    GTEST_SKIP() << "needs the avx2 and avx512 paths";
+  for (int64_t n = 1; n <= 80; ++n) {
+    for (int64_t len : {n, n + 4000}) {
+      auto x = test::random_floats(len, static_cast<uint32_t>(len), 6.f);
+      auto y2 = x, y512 = x;
+      cpu::ops_kernels_for(CpuPath::kAvx2).softmax(y2.data(), 1, len);
+      cpu::ops_kernels_for(CpuPath::kAvx512).softmax(y512.data(), 1, len);
+      ASSERT_EQ(y2, y512) << "n=" << len;
     }
   }
 }
