@@ -20,10 +20,8 @@ constexpr OpsKernels kAvx2Ops = KVLM_OPS_TABLE(avx2);
 constexpr OpsKernels kAvx512Ops = KVLM_OPS_TABLE(avx512);
 #endif
 
-}  // namespace
-
-const OpsKernels& ops_kernels_for(CpuPath path) {
-  KVLM_ASSERT(cpu_path_supported(path), "ops: kernels of a CPU path this CPU cannot run");
+// The table of a path (AVX-VNNI runs the avx2 copies: ops_impl.h).
+const OpsKernels& table_for(CpuPath path) {
   switch (path) {
 #if defined(__x86_64__)
     case CpuPath::kAvx2:
@@ -34,16 +32,15 @@ const OpsKernels& ops_kernels_for(CpuPath path) {
   }
 }
 
-const OpsKernels& ops_kernels() {
-  switch (active_cpu_path()) {
-#if defined(__x86_64__)
-    case CpuPath::kAvx2:
-    case CpuPath::kAvxVnni: return kAvx2Ops;
-    case CpuPath::kAvx512: return kAvx512Ops;
-#endif
-    default: return kScalarOps;
-  }
+}  // namespace
+
+const OpsKernels& ops_kernels_for(CpuPath path) {
+  KVLM_ASSERT(cpu_path_supported(path), "ops: kernels of a CPU path this CPU cannot run");
+  return table_for(path);
 }
+
+// active_cpu_path() is only ever a supported path: no check per call.
+const OpsKernels& ops_kernels() { return table_for(active_cpu_path()); }
 
 }  // namespace cpu
 
