@@ -14,6 +14,7 @@
 #include "backend/cpu/ops_impl.h"
 #include "backend/cpu/reference_ops.h"
 #include "backend/cpu/simd.h"
+#include "backend/threads.h"
 #include "ops/ops_test_util.h"
 
 namespace kvlm {
@@ -177,6 +178,53 @@ TEST(Ops, SoftmaxSimdPathsGiveTheSameBits) {
       ASSERT_EQ(y2, y512) << "n=" << len;
     }
   }
+}
+
+// Large element-wise calls are cut into pieces across the threads
+// (ops_dispatch.cpp); every op gives the same bits on 1 thread and on 3.
+TEST(Ops, ThreadCountDoesNotChangeBits) {
+  const int64_t rows = 37, n = 2051;  // 75,887 values: split, with odd pieces and tails
+  const auto x = test::random_floats(rows * n, 21, 2.f);
+  const auto w = test::random_floats(n, 22, 1.f, 1.f);
+  const auto b = test::random_floats(n, 23);
+  std::vector<int32_t> pos(rows);
+  for (int64_t t = 0; t < rows; ++t) pos[t] = static_cast<int32_t>(3 * t + 1);
+  auto run_all = [&]() {
+    std::vector<std::vector<float>> out;
+    auto y = x;
+    rms_norm(x.data(), w.data(), y.data(), rows, n, 1e-5f);
+    out.push_back(y);
+    layer_norm(x.data(), w.data(), b.data(), y.data(), rows, n, 1e-5f);
+    out.push_back(y);
+    y = x;
+    rope(y.data(), pos.data(), rows, 1, n - 1, RopeParams{RopeStyle::kNeox, 0, 10000.f, 1.f});  // rows of n - 1 as heads
+    out.push_back(y);
+    y = x;
+    softmax(y.data(), rows, n);
+    out.push_back(y);
+    swiglu(x.data(), y.data(), y.data(), rows * n);
+    out.push_back(y);
+    geglu(x.data(), y.data(), y.data(), rows * n);
+    out.push_back(y);
+    gelu(y.data(), rows * n);
+    out.push_back(y);
+    soft_cap(y.data(), rows * n, 30.f);
+    out.push_back(y);
+    add_inplace(y.data(), x.data(), rows * n);
+    out.push_back(y);
+    add_bias(y.data(), b.data(), rows, n);
+    out.push_back(y);
+    scale_inplace(y.data(), rows * n, 0.37f);
+    out.push_back(y);
+    return out;
+  };
+  set_num_threads(1);
+  const auto one = run_all();
+  set_num_threads(3);
+  const auto three = run_all();
+  set_num_threads(1);
+  ASSERT_EQ(one.size(), three.size());
+  for (size_t i = 0; i < one.size(); ++i) EXPECT_EQ(one[i], three[i]) << "op " << i;
 }
 
 TEST(Ops, Activations) {

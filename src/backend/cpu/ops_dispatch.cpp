@@ -1,7 +1,12 @@
 // The public element-wise ops (ops.h): each runs the active CPU path's copy
-// (ops_impl.h), picked once per call from a table.
+// (ops_impl.h), picked once per call from a table, and large ones are split
+// across the compute threads.
+#include <algorithm>
+
 #include "backend/cpu/ops.h"
 #include "backend/cpu/ops_impl.h"
+#include "backend/thread_pool.h"
+#include "backend/threads.h"
 #include "common/assert.h"
 
 namespace kvlm {
@@ -42,28 +47,82 @@ const OpsKernels& ops_kernels_for(CpuPath path) {
 // active_cpu_path() is only ever a supported path: no check per call.
 const OpsKernels& ops_kernels() { return table_for(active_cpu_path()); }
 
+// Element-wise work of at least this many values is cut into one piece per
+// compute thread (prefill rows, a decode batch's FFN): the pieces are whole
+// rows, or runs of a multiple of 64 values, and an element's bits do not
+// depend on where its piece starts (ops.cpp: tails run the vector code on a
+// padded copy), so the result is the same as in one call. Called from inside
+// a parallel task, parallel_for runs the pieces in turn.
+constexpr int64_t kSplitElements = 32 * 1024;
+
+// fn(begin, end) over [0, count) units of unit_elements values each.
+template <typename Fn>
+void split_work(int64_t count, int64_t unit_elements, Fn&& fn) {
+  const int threads = num_threads();
+  if (threads < 2 || count < 2 || count * unit_elements < kSplitElements) {
+    fn(int64_t{0}, count);
+    return;
+  }
+  const int64_t pieces = std::min<int64_t>(threads, count);
+  const int64_t per_piece = (count + pieces - 1) / pieces;
+  parallel_for(pieces, [&](int64_t p, int) {
+    const int64_t begin = p * per_piece;
+    if (begin < count) fn(begin, std::min(count, begin + per_piece));
+  });
+}
+
+// The same over n values in runs of 64.
+template <typename Fn>
+void split_values(int64_t n, Fn&& fn) {
+  constexpr int64_t kRun = 64;
+  split_work((n + kRun - 1) / kRun, kRun, [&](int64_t b, int64_t e) { fn(b * kRun, std::min(n, e * kRun)); });
+}
+
 }  // namespace cpu
 
 void rms_norm(const float* x, const float* w, float* y, int64_t num_rows, int64_t n, float eps) {
-  cpu::ops_kernels().rms_norm(x, w, y, num_rows, n, eps);
+  cpu::split_work(num_rows, n, [&](int64_t r0, int64_t r1) {
+    cpu::ops_kernels().rms_norm(x + r0 * n, w, y + r0 * n, r1 - r0, n, eps);
+  });
 }
 void layer_norm(const float* x, const float* w, const float* b, float* y, int64_t num_rows, int64_t n, float eps) {
-  cpu::ops_kernels().layer_norm(x, w, b, y, num_rows, n, eps);
+  cpu::split_work(num_rows, n, [&](int64_t r0, int64_t r1) {
+    cpu::ops_kernels().layer_norm(x + r0 * n, w, b, y + r0 * n, r1 - r0, n, eps);
+  });
 }
 void rope(float* x, const int32_t* positions, int64_t num_tokens, int64_t num_heads, int64_t head_dim,
           const RopeParams& p) {
-  cpu::ops_kernels().rope(x, positions, num_tokens, num_heads, head_dim, p);
+  const int64_t row = num_heads * head_dim;
+  cpu::split_work(num_tokens, row, [&](int64_t t0, int64_t t1) {
+    cpu::ops_kernels().rope(x + t0 * row, positions + t0, t1 - t0, num_heads, head_dim, p);
+  });
 }
-void softmax(float* x, int64_t num_rows, int64_t n) { cpu::ops_kernels().softmax(x, num_rows, n); }
-void swiglu(const float* gate, const float* up, float* out, int64_t n) { cpu::ops_kernels().swiglu(gate, up, out, n); }
-void geglu(const float* gate, const float* up, float* out, int64_t n) { cpu::ops_kernels().geglu(gate, up, out, n); }
-void gelu(float* x, int64_t n) { cpu::ops_kernels().gelu(x, n); }
-void soft_cap(float* x, int64_t n, float cap) { cpu::ops_kernels().soft_cap(x, n, cap); }
-void add_inplace(float* y, const float* x, int64_t n) { cpu::ops_kernels().add_inplace(y, x, n); }
+void softmax(float* x, int64_t num_rows, int64_t n) {
+  cpu::split_work(num_rows, n, [&](int64_t r0, int64_t r1) { cpu::ops_kernels().softmax(x + r0 * n, r1 - r0, n); });
+}
+void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  cpu::split_values(n, [&](int64_t b, int64_t e) { cpu::ops_kernels().swiglu(gate + b, up + b, out + b, e - b); });
+}
+void geglu(const float* gate, const float* up, float* out, int64_t n) {
+  cpu::split_values(n, [&](int64_t b, int64_t e) { cpu::ops_kernels().geglu(gate + b, up + b, out + b, e - b); });
+}
+void gelu(float* x, int64_t n) {
+  cpu::split_values(n, [&](int64_t b, int64_t e) { cpu::ops_kernels().gelu(x + b, e - b); });
+}
+void soft_cap(float* x, int64_t n, float cap) {
+  cpu::split_values(n, [&](int64_t b, int64_t e) { cpu::ops_kernels().soft_cap(x + b, e - b, cap); });
+}
+void add_inplace(float* y, const float* x, int64_t n) {
+  cpu::split_values(n, [&](int64_t b, int64_t e) { cpu::ops_kernels().add_inplace(y + b, x + b, e - b); });
+}
 void add_bias(float* y, const float* b, int64_t num_rows, int64_t n) {
-  cpu::ops_kernels().add_bias(y, b, num_rows, n);
+  cpu::split_work(num_rows, n, [&](int64_t r0, int64_t r1) {
+    cpu::ops_kernels().add_bias(y + r0 * n, b, r1 - r0, n);
+  });
 }
-void scale_inplace(float* x, int64_t n, float s) { cpu::ops_kernels().scale_inplace(x, n, s); }
+void scale_inplace(float* x, int64_t n, float s) {
+  cpu::split_values(n, [&](int64_t b, int64_t e) { cpu::ops_kernels().scale_inplace(x + b, e - b, s); });
+}
 float dot_f32(const float* a, const float* b, int64_t n) { return cpu::ops_kernels().dot_f32(a, b, n); }
 void axpy_f32(float a, const float* x, float* y, int64_t n) { cpu::ops_kernels().axpy_f32(a, x, y, n); }
 
