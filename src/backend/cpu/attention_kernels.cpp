@@ -214,6 +214,11 @@ struct Scratch {
   LocalVector<float> queries;       // the pass's queries interleaved (score_parts16)
 };
 
+// The calling thread's buffers, kept across calls (and layers), so a decode
+// step allocates (and the kernel zeroes fresh pages) only while they grow:
+// Q8_0 staging is 2 MiB per thread at 4,096 tokens of TinyLlama's shape.
+thread_local Scratch t_scratch;
+
 // Floats of padding before and after each score row: the 16-slot path stores
 // whole vectors, and the first and last vectors of a range may start up to 15
 // slots before it or end up to 15 past it; those lanes land here, unread.
@@ -658,10 +663,9 @@ void paged_attention(const KvLayout& layout, const KvLayer& layer, const float* 
     const int32_t parts = group_parts(static_cast<int64_t>(items.size()), group, num_threads());
     if (parts > 1) items = make_items(seqs, num_kv, group, parts);
   }
-  LocalVector<Scratch> scratch(static_cast<size_t>(parallel ? num_threads() : 1));
-  auto run = [&](int64_t it, int worker) {
+  auto run = [&](int64_t it, int) {
     const Item& item = items[static_cast<size_t>(it)];
-    run_item(layout, layer, q, seqs[item.seq], item, params, scratch[static_cast<size_t>(worker)], out);
+    run_item(layout, layer, q, seqs[item.seq], item, params, t_scratch, out);
   };
   if (parallel) {
     parallel_for(static_cast<int64_t>(items.size()), run);
