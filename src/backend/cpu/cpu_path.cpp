@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <mutex>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if KVLM_HAVE_ISA_PATHS && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
 #endif
 
@@ -19,7 +19,7 @@ namespace {
 std::atomic<int> g_path{-1};
 std::mutex g_pick_mutex;
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if KVLM_HAVE_ISA_PATHS && (defined(__GNUC__) || defined(__clang__))
 // F16C and BMI2 from cpuid itself: clang's __builtin_cpu_supports knows
 // neither name (GCC's does), and one source must build with both.
 bool cpu_has_f16c_and_bmi2() {
@@ -41,7 +41,7 @@ bool cpu_has_avx_vnni() {
 #endif
 
 bool cpu_has_path(CpuPath path) {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if KVLM_HAVE_ISA_PATHS && (defined(__GNUC__) || defined(__clang__))
   // __builtin_cpu_supports also checks that the OS saves the wider registers
   // (XCR0), so a hypervisor that hides AVX-512 state is seen as lacking it.
   __builtin_cpu_init();

@@ -14,6 +14,14 @@
 #include <string_view>
 #include <vector>
 
+// Whether this build holds the per-ISA copies (x86-64, unless configured
+// with KVLM_ISA_COPIES=OFF: then only the scalar path exists).
+#if defined(__x86_64__) && !defined(KVLM_NO_ISA_COPIES)
+#define KVLM_HAVE_ISA_PATHS 1
+#else
+#define KVLM_HAVE_ISA_PATHS 0
+#endif
+
 namespace kvlm {
 
 enum class CpuPath { kScalar, kAvx2, kAvxVnni, kAvx512 };

@@ -106,7 +106,7 @@ uint8_t* strip_scratch(size_t bytes) {
   return reinterpret_cast<uint8_t*>(t_strip_scratch.data());
 }
 
-#if defined(__x86_64__)
+#if KVLM_HAVE_ISA_PATHS
 namespace avx2 {
 KVLM_DECLARE_SIMD_KERNELS
 }
@@ -123,7 +123,7 @@ const CpuKernels& kernels_for(CpuPath path) {
                                      kernel_q4_0_scalar, kernel_q4_k_scalar, kernel_q6_k_scalar, no_strip_bytes,
                                      no_strip_packer,    false,              quantize_act_q8_0,  quantize_act_q8_k};
   KVLM_ASSERT(cpu_path_supported(path), "matmul: kernels of a CPU path this CPU cannot run");
-#if defined(__x86_64__)
+#if KVLM_HAVE_ISA_PATHS
   static const CpuKernels kAvx2 = {avx2::kernel_f32,  avx2::kernel_f16,  avx2::kernel_bf16,
                                    avx2::kernel_q8_0, avx2::kernel_q4_0, avx2::kernel_q4_k,
                                    avx2::kernel_q6_k, avx2::packed_strip_bytes, avx2::strip_packer, false,

@@ -20,7 +20,7 @@ namespace {
   }
 
 constexpr OpsKernels kScalarOps = KVLM_OPS_TABLE(base);
-#if defined(__x86_64__)
+#if KVLM_HAVE_ISA_PATHS
 constexpr OpsKernels kAvx2Ops = KVLM_OPS_TABLE(avx2);
 constexpr OpsKernels kAvx512Ops = KVLM_OPS_TABLE(avx512);
 #endif
@@ -28,7 +28,7 @@ constexpr OpsKernels kAvx512Ops = KVLM_OPS_TABLE(avx512);
 // The table of a path (AVX-VNNI runs the avx2 copies: ops_impl.h).
 const OpsKernels& table_for(CpuPath path) {
   switch (path) {
-#if defined(__x86_64__)
+#if KVLM_HAVE_ISA_PATHS
     case CpuPath::kAvx2:
     case CpuPath::kAvxVnni: return kAvx2Ops;
     case CpuPath::kAvx512: return kAvx512Ops;

@@ -42,7 +42,7 @@ namespace kvlm::cpu {
 namespace base {
 KVLM_DECLARE_OPS_KERNELS
 }
-#if defined(__x86_64__)
+#if KVLM_HAVE_ISA_PATHS
 namespace avx2 {
 KVLM_DECLARE_OPS_KERNELS
 }
