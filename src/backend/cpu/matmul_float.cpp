@@ -275,7 +275,7 @@ constexpr int64_t kStreamSliceCols = 64;
 // One token tile (decode, or a batch of up to kMaxTile tokens): the band's
 // rows stream once, in column slices, while the next band (next_band,
 // next_len bytes, contiguous) is prefetched at the pace this one is read.
-// Each row is its own 4-8 KiB stream; the hardware prefetchers stop at 4 KiB
+// Each row is its own stream (4 KiB for 2,048 F16 columns); the prefetchers stop at 4 KiB
 // page ends and restart at every band, which held F16 decode at ~84% of the
 // read bandwidth. The lanes add their columns in the same order either way.
 template <typename Load>
