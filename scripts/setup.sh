@@ -40,5 +40,6 @@ if [[ "${1:-}" != "--no-install" ]]; then
 fi
 
 BUILD_DIR="${BUILD_DIR:-build}"
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >/dev/null
+# Unity batches: a fresh build in about half the time (CMakeLists.txt, KVLM_UNITY_BUILD).
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DKVLM_UNITY_BUILD=ON >/dev/null
 cmake --build "$BUILD_DIR" -j"$(nproc)"

@@ -25,13 +25,13 @@ const Json& cases_file() {
   return doc;
 }
 
-struct Case {
+struct SharedCase {
   size_t index;
   std::string name;  // for the test's name: template_conversation_gen
 };
 
-std::vector<Case> all_cases() {
-  std::vector<Case> out;
+std::vector<SharedCase> all_cases() {
+  std::vector<SharedCase> out;
   const Json& cases = cases_file()["cases"];
   for (size_t i = 0; i < cases.size(); ++i) {
     std::string name = cases[i]["template"].get<std::string>() + "_" + cases[i]["conversation"].get<std::string>() +
@@ -39,12 +39,12 @@ std::vector<Case> all_cases() {
     for (char& c : name) {
       if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
     }
-    out.push_back(Case{i, name});
+    out.push_back(SharedCase{i, name});
   }
   return out;
 }
 
-class SharedCases : public ::testing::TestWithParam<Case> {};
+class SharedCases : public ::testing::TestWithParam<SharedCase> {};
 
 TEST_P(SharedCases, RendersLikeJinja2) {
   const Json& c = cases_file()["cases"][GetParam().index];
@@ -74,7 +74,7 @@ TEST_P(SharedCases, RendersLikeJinja2) {
 }
 
 INSTANTIATE_TEST_SUITE_P(CasesJson, SharedCases, ::testing::ValuesIn(all_cases()),
-                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+                         [](const ::testing::TestParamInfo<SharedCase>& info) { return info.param.name; });
 
 TEST(SharedCasesFile, HasAllThirtySixCases) {
   // Guards against a truncated cases.json silently shrinking the suite above.

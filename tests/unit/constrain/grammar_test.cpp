@@ -5,14 +5,12 @@
 
 #include "constrain/constraint.h"
 #include "constrain/matcher.h"
+#include "unit/constrain/constrain_test_helpers.h"
 
 namespace kvlm::constrain {
 namespace {
 
-bool matches(const std::shared_ptr<const Program>& p, std::string_view s) {
-  Matcher m(p);
-  return m.advance(s) && m.accepting();
-}
+using test_helpers::matches;
 
 TEST(Grammar, LiteralAcceptsItselfOnly) {
   Grammar g;

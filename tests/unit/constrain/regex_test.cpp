@@ -10,14 +10,12 @@
 #include "constrain/matcher.h"
 #include "constrain/regex.h"
 #include "support/test_support.h"
+#include "unit/constrain/constrain_test_helpers.h"
 
 namespace kvlm::constrain {
 namespace {
 
-bool matches(const std::shared_ptr<const Program>& p, std::string_view s) {
-  Matcher m(p);
-  return m.advance(s) && m.accepting();
-}
+using test_helpers::matches;
 
 TEST(Regex, AgreesWithPcre2) {
   const std::vector<std::string> patterns = {

@@ -5,15 +5,12 @@
 #include <vector>
 
 #include "kv/block_hash.h"
+#include "unit/kv/kv_test_helpers.h"
 
 namespace kvlm {
 namespace {
 
-std::vector<int32_t> iota_tokens(int32_t n, int32_t start = 0) {
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  std::iota(t.begin(), t.end(), start);
-  return t;
-}
+using test::iota_tokens;
 
 TEST(BlockHash, ChainsThroughEveryBlock) {
   std::vector<int32_t> tokens = iota_tokens(64);

@@ -4,15 +4,12 @@
 #include <vector>
 
 #include "kv/block_pool.h"
+#include "unit/kv/kv_test_helpers.h"
 
 namespace kvlm {
 namespace {
 
-std::vector<BlockId> ids(std::initializer_list<int32_t> v) {
-  std::vector<BlockId> out;
-  for (int32_t i : v) out.emplace_back(i);
-  return out;
-}
+using test::ids;
 
 BlockHash hash_of(int32_t token) {
   int32_t tokens[1] = {token};

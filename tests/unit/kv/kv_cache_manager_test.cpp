@@ -6,21 +6,13 @@
 
 #include "common/error.h"
 #include "kv/kv_cache_manager.h"
+#include "unit/kv/kv_test_helpers.h"
 
 namespace kvlm {
 namespace {
 
-std::vector<int32_t> iota_tokens(int32_t n, int32_t start = 0) {
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  std::iota(t.begin(), t.end(), start);
-  return t;
-}
-
-std::vector<BlockId> ids(std::initializer_list<int32_t> v) {
-  std::vector<BlockId> out;
-  for (int32_t i : v) out.emplace_back(i);
-  return out;
-}
+using test::iota_tokens;
+using test::ids;
 
 KvCacheConfig config(int32_t num_blocks, int32_t block_size, bool caching = true,
                      std::vector<int32_t> windows = {0}) {

@@ -6,9 +6,12 @@
 #include <vector>
 
 #include "kv/kv_cache_manager.h"
+#include "unit/kv/kv_test_helpers.h"
 
 namespace kvlm {
 namespace {
+
+using test::ids;
 
 constexpr int32_t kBs = 4;
 
@@ -33,12 +36,6 @@ std::vector<int32_t> tokens(int32_t n, int32_t start = 100) {
   std::vector<int32_t> t(static_cast<size_t>(n));
   std::iota(t.begin(), t.end(), start);
   return t;
-}
-
-std::vector<BlockId> ids(std::initializer_list<int32_t> v) {
-  std::vector<BlockId> out;
-  for (int32_t i : v) out.emplace_back(i);
-  return out;
 }
 
 TEST(KvEviction, StopsTheStepAtTheBudgetPlusOneBlock) {

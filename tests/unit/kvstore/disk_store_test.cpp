@@ -17,9 +17,9 @@ namespace kvlm {
 namespace {
 
 namespace fs = std::filesystem;
-const Hash128 kNs{0xabc, 0xdef};
+const Hash128 kDiskNs{0xabc, 0xdef};
 
-std::unique_ptr<DiskStore> open_store(const std::string& dir, uint64_t max_bytes = 0, Hash128 ns = kNs) {
+std::unique_ptr<DiskStore> open_disk_store(const std::string& dir, uint64_t max_bytes = 0, Hash128 ns = kDiskNs) {
   return DiskStore::open(DiskStoreConfig{dir, max_bytes, ns});
 }
 
@@ -28,13 +28,13 @@ TEST(DiskStore, RecordsSurviveReopen) {
   auto chain = test::make_chain(5, 1);
   auto hashes = test::hashes_of(chain);
   {
-    auto s = open_store(dir);
+    auto s = open_disk_store(dir);
     EXPECT_EQ(s->probe(hashes), 0u);
     EXPECT_EQ(s->store(chain), 5u);
     EXPECT_EQ(s->store(chain), 0u);  // already held
     EXPECT_EQ(s->probe(hashes), 5u);
   }
-  auto s = open_store(dir);
+  auto s = open_disk_store(dir);
   EXPECT_EQ(s->probe(hashes), 5u);
   auto got = s->load(hashes);
   ASSERT_EQ(got.size(), 5u);
@@ -48,13 +48,13 @@ TEST(DiskStore, RecordsSurviveReopen) {
   EXPECT_EQ(st.num_hit_blocks, 5);
   EXPECT_EQ(st.num_corrupt, 0);
   // Another namespace in the same directory sees nothing and removes nothing.
-  auto other = open_store(dir, 0, Hash128{1, 2});
+  auto other = open_disk_store(dir, 0, Hash128{1, 2});
   EXPECT_EQ(other->probe(hashes), 0u);
-  EXPECT_EQ(open_store(dir)->probe(hashes), 5u);
+  EXPECT_EQ(open_disk_store(dir)->probe(hashes), 5u);
 }
 
 TEST(DiskStore, ProbeAndLoadStopAtTheFirstMiss) {
-  auto s = open_store(test::fresh_dir("disk"));
+  auto s = open_disk_store(test::fresh_dir("disk"));
   auto chain = test::make_chain(4, 2);
   s->store(std::span(chain).subspan(0, 2));
   s->store(std::span(chain).subspan(3, 1));
@@ -67,7 +67,7 @@ TEST(DiskStore, SizeCapEvictsLeastRecentlyUsedInOrder) {
   auto chain = test::make_chain(6, 3);
   const uint64_t rec = encoded_record_bytes(16, 512);
   const std::string dir = test::fresh_dir("disk");
-  auto s = open_store(dir, 4 * rec);
+  auto s = open_disk_store(dir, 4 * rec);
   s->store(std::span(chain).subspan(0, 4));
   // Use block 0, so block 1 is now the least recently used.
   ASSERT_EQ(s->load(std::vector<BlockHash>{chain[0].hash}).size(), 1u);
@@ -80,12 +80,12 @@ TEST(DiskStore, SizeCapEvictsLeastRecentlyUsedInOrder) {
   EXPECT_EQ(st.num_bytes_held, static_cast<int64_t>(4 * rec));
   // A smaller cap at the next open evicts down to it.
   s.reset();
-  auto small = open_store(dir, 2 * rec);
+  auto small = open_disk_store(dir, 2 * rec);
   EXPECT_EQ(small->stats().num_records, 2);
 }
 
 TEST(DiskStore, CapSmallerThanOneRecordStoresNothing) {
-  auto s = open_store(test::fresh_dir("disk"), 100);
+  auto s = open_disk_store(test::fresh_dir("disk"), 100);
   auto chain = test::make_chain(2, 4);
   EXPECT_EQ(s->store(chain), 0u);
   EXPECT_EQ(s->probe(test::hashes_of(chain)), 0u);
@@ -108,7 +108,7 @@ TEST(DiskStore, CorruptAndForeignFilesAreRemovedNotLoaded) {
   auto hashes = test::hashes_of(chain);
   std::vector<std::string> paths;
   {
-    auto s = open_store(dir);
+    auto s = open_disk_store(dir);
     s->store(chain);
     for (const auto& h : hashes) paths.push_back(s->record_path(h));
   }
@@ -124,7 +124,7 @@ TEST(DiskStore, CorruptAndForeignFilesAreRemovedNotLoaded) {
   std::ofstream(paths[0] + ".tmp.1.1") << "left over from a crash";
   std::ofstream(fs::path(paths[0]).parent_path() / "stray.txt") << "x";
 
-  auto s = open_store(dir);
+  auto s = open_disk_store(dir);
   // The scan removed what its header check sees: truncation, the flipped
   // namespace, garbage, the foreign record, the stray file.
   EXPECT_EQ(s->stats().num_corrupt, 5);
@@ -147,7 +147,7 @@ TEST(DiskStore, UnusableDirectoryIsAClearError) {
   const std::string file = test::fresh_dir("disk") + "/a-file";
   std::ofstream(file) << "x";
   try {
-    open_store(file);
+    open_disk_store(file);
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--kv-disk"), std::string::npos) << e.what();
@@ -168,7 +168,7 @@ TEST(DiskStore, FullFilesystemIsAMissNotAnError) {
     }
   } unmount{dir, mounted};
   auto chain = test::make_chain(40, 6, 4096);  // ~160 KiB: past the tmpfs
-  auto s = open_store(dir);
+  auto s = open_disk_store(dir);
   if (!mounted) {
     for (const auto& r : chain) {
       std::string shard = fs::path(s->record_path(r.hash)).parent_path();

@@ -14,7 +14,7 @@
 namespace kvlm {
 namespace {
 
-const Hash128 kNs{0x1111, 0x2222};
+const Hash128 kRecordNs{0x1111, 0x2222};
 
 KvRecord make_record(int seed, size_t num_payload = 256) {
   KvRecord r;
@@ -31,16 +31,16 @@ TEST(Record, RoundTripKeepsEveryField) {
   for (bool with_parent : {true, false}) {
     KvRecord r = make_record(1);
     if (!with_parent) r.parent.reset();
-    std::string bytes = encode_record(kNs, r);
+    std::string bytes = encode_record(kRecordNs, r);
     EXPECT_EQ(bytes.size(), encoded_record_bytes(16, 256));
     KvRecord out;
     RecordHeader h;
-    ASSERT_EQ(decode_record(bytes, kNs, r.hash, &out, &h), RecordStatus::kOk);
+    ASSERT_EQ(decode_record(bytes, kRecordNs, r.hash, &out, &h), RecordStatus::kOk);
     EXPECT_EQ(out.hash, r.hash);
     EXPECT_EQ(out.parent, r.parent);
     EXPECT_EQ(out.tokens, r.tokens);
     EXPECT_EQ(out.payload, r.payload);
-    EXPECT_EQ(h.ns, kNs);
+    EXPECT_EQ(h.ns, kRecordNs);
     EXPECT_EQ(h.num_tokens, 16u);
     EXPECT_EQ(h.payload_bytes, 256u);
   }
@@ -48,13 +48,13 @@ TEST(Record, RoundTripKeepsEveryField) {
 
 TEST(Record, EveryBitFlipIsRejected) {
   KvRecord r = make_record(2, 64);
-  const std::string bytes = encode_record(kNs, r);
+  const std::string bytes = encode_record(kRecordNs, r);
   for (size_t i = 0; i < bytes.size(); ++i) {
     for (int bit = 0; bit < 8; ++bit) {
       std::string bad = bytes;
       bad[i] = static_cast<char>(bad[i] ^ (1 << bit));
       KvRecord out;
-      EXPECT_NE(decode_record(bad, kNs, r.hash, &out), RecordStatus::kOk) << "byte " << i << " bit " << bit;
+      EXPECT_NE(decode_record(bad, kRecordNs, r.hash, &out), RecordStatus::kOk) << "byte " << i << " bit " << bit;
       // Even without expectations, the checksum catches it.
       EXPECT_NE(decode_record(bad, std::nullopt, std::nullopt, &out), RecordStatus::kOk);
     }
@@ -63,42 +63,42 @@ TEST(Record, EveryBitFlipIsRejected) {
 
 TEST(Record, EveryTruncationAndExtensionIsRejected) {
   KvRecord r = make_record(3, 64);
-  const std::string bytes = encode_record(kNs, r);
+  const std::string bytes = encode_record(kRecordNs, r);
   for (size_t n = 0; n < bytes.size(); ++n) {
-    EXPECT_EQ(decode_record(std::string_view(bytes).substr(0, n), kNs, r.hash, nullptr), RecordStatus::kTruncated)
+    EXPECT_EQ(decode_record(std::string_view(bytes).substr(0, n), kRecordNs, r.hash, nullptr), RecordStatus::kTruncated)
         << n;
   }
-  EXPECT_EQ(decode_record(bytes + "x", kNs, r.hash, nullptr), RecordStatus::kBadLength);
+  EXPECT_EQ(decode_record(bytes + "x", kRecordNs, r.hash, nullptr), RecordStatus::kBadLength);
 }
 
 TEST(Record, WrongNamespaceOrBlockIsRejected) {
   KvRecord r = make_record(4);
-  const std::string bytes = encode_record(kNs, r);
+  const std::string bytes = encode_record(kRecordNs, r);
   EXPECT_EQ(decode_record(bytes, Hash128{0x1111, 0x2223}, r.hash, nullptr), RecordStatus::kWrongNamespace);
   BlockHash other = hash_block(std::nullopt, r.tokens);
-  EXPECT_EQ(decode_record(bytes, kNs, other, nullptr), RecordStatus::kWrongHash);
+  EXPECT_EQ(decode_record(bytes, kRecordNs, other, nullptr), RecordStatus::kWrongHash);
   // A record re-encoded with other tokens under the same hash keeps its
   // checksum valid; the tier stack compares tokens (tier_stack_test).
 }
 
 TEST(Record, HostileLengthsAreRefusedWithoutAllocating) {
   KvRecord r = make_record(5, 8);
-  std::string bytes = encode_record(kNs, r);
+  std::string bytes = encode_record(kRecordNs, r);
   std::string huge = bytes;
   uint64_t len = ~0ull;
   std::memcpy(huge.data() + 64, &len, 8);
-  EXPECT_EQ(decode_record(huge, kNs, r.hash, nullptr), RecordStatus::kTooLarge);
+  EXPECT_EQ(decode_record(huge, kRecordNs, r.hash, nullptr), RecordStatus::kTooLarge);
   uint32_t nt = kRecordMaxTokens;
   std::string many = bytes;
   std::memcpy(many.data() + 56, &nt, 4);
-  EXPECT_EQ(decode_record(many, kNs, r.hash, nullptr), RecordStatus::kTruncated);
+  EXPECT_EQ(decode_record(many, kRecordNs, r.hash, nullptr), RecordStatus::kTruncated);
 }
 
 TEST(Record, RandomBytesNeverDecode) {
   // A small deterministic fuzz: random buffers, and valid records with random
   // spans overwritten. The decoder must return, and never kOk for damage.
   std::mt19937 rng(42);
-  const std::string good = encode_record(kNs, make_record(6, 100));
+  const std::string good = encode_record(kRecordNs, make_record(6, 100));
   for (int i = 0; i < 20000; ++i) {
     std::string b;
     if (i % 2 == 0) {

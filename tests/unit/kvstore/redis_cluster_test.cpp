@@ -15,12 +15,12 @@
 namespace kvlm {
 namespace {
 
-const Hash128 kNs{0x9090, 0x1212};
+const Hash128 kClusterNs{0x9090, 0x1212};
 
-std::unique_ptr<RedisStore> open_store(const std::string& url) {
+std::unique_ptr<RedisStore> open_cluster_store(const std::string& url) {
   RedisStoreConfig c;
   c.url = url;
-  c.ns = kNs;
+  c.ns = kClusterNs;
   c.link.backoff_min_s = 0.05;
   c.link.backoff_max_s = 0.2;
   return RedisStore::open(c);
@@ -44,7 +44,7 @@ TEST(RedisKeySlot, Crc16AndHashTags) {
 TEST(RedisClusterStore, KeysSpreadOverNodesAndMovedIsFollowed) {
   test::RedisCluster cluster;
   ASSERT_FALSE(HasFailure());
-  auto s = open_store(cluster.url());
+  auto s = open_cluster_store(cluster.url());
   // Our slot function agrees with the server's for real keys.
   auto chain = test::make_chain(120, 7, 256);
   for (int i = 0; i < 20; ++i) {
@@ -91,7 +91,7 @@ TEST(RedisClusterStore, KeysSpreadOverNodesAndMovedIsFollowed) {
 TEST(RedisClusterStore, AskDuringMigrationIsFollowedWithoutChangingTheMap) {
   test::RedisCluster cluster;
   ASSERT_FALSE(HasFailure());
-  auto s = open_store(cluster.url());
+  auto s = open_cluster_store(cluster.url());
   auto chain = test::make_chain(40, 8, 128);
   ASSERT_EQ(s->store(std::span(chain).subspan(0, 1)), 1u);  // loads the slot map
   // A block whose slot node 0 owns, not yet written anywhere.

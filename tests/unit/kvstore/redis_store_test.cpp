@@ -17,15 +17,15 @@
 namespace kvlm {
 namespace {
 
-const Hash128 kNs{0x5151, 0x7272};
+const Hash128 kRedisNs{0x5151, 0x7272};
 
-std::unique_ptr<RedisStore> open_store(const std::string& url, const std::string& password_file = "",
+std::unique_ptr<RedisStore> open_redis_store(const std::string& url, const std::string& password_file = "",
                                        int64_t ttl_s = 600) {
   RedisStoreConfig c;
   c.url = url;
   c.password_file = password_file;
   c.ttl_s = ttl_s;
-  c.ns = kNs;
+  c.ns = kRedisNs;
   c.link.backoff_min_s = 0.05;
   c.link.backoff_max_s = 0.2;
   return RedisStore::open(c);
@@ -34,7 +34,7 @@ std::unique_ptr<RedisStore> open_store(const std::string& url, const std::string
 TEST(RedisStore, RoundTripWithNxAndTtl) {
   test::RedisServer server;
   ASSERT_TRUE(server.running());
-  auto s = open_store(server.url());
+  auto s = open_redis_store(server.url());
   auto chain = test::make_chain(8, 1);
   auto hashes = test::hashes_of(chain);
   EXPECT_EQ(s->probe(hashes), 0u);
@@ -65,7 +65,7 @@ TEST(RedisStore, RoundTripWithNxAndTtl) {
 TEST(RedisStore, KilledServerIsAMissAndRestartedServerHitsAgain) {
   test::RedisServer server;
   ASSERT_TRUE(server.running());
-  auto s = open_store(server.url());
+  auto s = open_redis_store(server.url());
   auto chain = test::make_chain(4, 2);
   auto hashes = test::hashes_of(chain);
   ASSERT_EQ(s->store(chain), 4u);
@@ -102,7 +102,7 @@ TEST(RedisStore, FrozenServerTimesOutAsAMissAndTheBreakerKeepsItCheap) {
   ASSERT_TRUE(server.running());
   RedisStoreConfig c;
   c.url = server.url();
-  c.ns = kNs;
+  c.ns = kRedisNs;
   c.link.command_timeout_s = 0.2;
   c.link.backoff_min_s = 0.5;
   c.link.backoff_max_s = 0.5;
@@ -133,7 +133,7 @@ TEST(RedisStore, FrozenServerTimesOutAsAMissAndTheBreakerKeepsItCheap) {
 TEST(RedisStore, NoevictionOutOfMemoryErrorsAreDroppedWrites) {
   test::RedisServer server({"--maxmemory", "1mb", "--maxmemory-policy", "noeviction"});
   ASSERT_TRUE(server.running());
-  auto s = open_store(server.url());
+  auto s = open_redis_store(server.url());
   auto chain = test::make_chain(256, 3, 8 * 1024);  // 2 MiB of records into 1 MiB
   size_t num_stored = 0;
   EXPECT_NO_THROW(num_stored = s->store(chain));
@@ -150,22 +150,22 @@ TEST(RedisStore, PasswordFileAndDatabase) {
   test::RedisServer server({"--requirepass", "s3cret"});
   ASSERT_TRUE(server.running());
   const std::string pw = test::write_temp_file("redis-pw", "s3cret\n");
-  auto s = open_store(server.url() + "/2", pw);
+  auto s = open_redis_store(server.url() + "/2", pw);
   auto chain = test::make_chain(2, 4);
   EXPECT_EQ(s->store(chain), 2u);
   EXPECT_EQ(s->load(test::hashes_of(chain)).size(), 2u);
   EXPECT_EQ(server.cli({"-a", "s3cret", "--no-auth-warning", "-n", "2", "DBSIZE"}), "2\n");
   // Without the password every call is a miss, not an exception.
-  auto anon = open_store(server.url() + "/2");
+  auto anon = open_redis_store(server.url() + "/2");
   EXPECT_EQ(anon->load(test::hashes_of(chain)).size(), 0u);
   EXPECT_FALSE(anon->stats().up);
-  EXPECT_THROW(open_store(server.url(), "/nonexistent/pw"), Error);
+  EXPECT_THROW(open_redis_store(server.url(), "/nonexistent/pw"), Error);
 }
 
 TEST(RedisStore, RecordThatDoesNotDecodeIsRefused) {
   test::RedisServer server;
   ASSERT_TRUE(server.running());
-  auto s = open_store(server.url());
+  auto s = open_redis_store(server.url());
   auto chain = test::make_chain(3, 5);
   s->store(chain);
   // Another namespace's bytes under this block's key, and garbage.
@@ -177,11 +177,11 @@ TEST(RedisStore, RecordThatDoesNotDecodeIsRefused) {
 }
 
 TEST(RedisStore, UrlsAreCheckedWithClearErrors) {
-  EXPECT_THROW(open_store("http://x:1"), Error);
-  EXPECT_THROW(open_store("redis://x:notaport"), Error);
-  EXPECT_THROW(open_store("redis://x:1/db"), Error);
-  EXPECT_THROW(open_store("redis://a:1,b:2"), Error);
-  EXPECT_NO_THROW(open_store("redis+cluster://a:1,b:2"));
+  EXPECT_THROW(open_redis_store("http://x:1"), Error);
+  EXPECT_THROW(open_redis_store("redis://x:notaport"), Error);
+  EXPECT_THROW(open_redis_store("redis://x:1/db"), Error);
+  EXPECT_THROW(open_redis_store("redis://a:1,b:2"), Error);
+  EXPECT_NO_THROW(open_redis_store("redis+cluster://a:1,b:2"));
   auto u = parse_redis_url("redis://127.0.0.1:7000/3");
   EXPECT_FALSE(u.cluster);
   EXPECT_EQ(u.endpoints[0].port, 7000);

@@ -18,7 +18,7 @@ namespace kvlm {
 namespace {
 
 using namespace std::chrono_literals;
-const Hash128 kNs{0x4242, 0x4343};
+const Hash128 kTierNs{0x4242, 0x4343};
 
 // Waits (polling, as the engine does each step) for one lookup's result.
 TierLookupResult wait_result(TierStack& s, std::chrono::milliseconds timeout = 5000ms) {
@@ -47,7 +47,7 @@ void enqueue_all(TierStack& s, const std::vector<KvRecord>& chain) {
 
 TierStackConfig disk_config(const std::string& dir) {
   TierStackConfig c;
-  c.disk = DiskStoreConfig{dir, 0, kNs};
+  c.disk = DiskStoreConfig{dir, 0, kTierNs};
   c.payload_bytes = 512;
   return c;
 }
@@ -222,7 +222,7 @@ TEST(TierStack, RedisHitIsWrittenBackToDisk) {
   test::RedisServer server;
   ASSERT_TRUE(server.running());
   TierStackConfig c = disk_config(test::fresh_dir("stack"));
-  c.redis = RedisStoreConfig{server.url(), "", 600, kNs, {}};
+  c.redis = RedisStoreConfig{server.url(), "", 600, kTierNs, {}};
   auto chain = test::make_chain(6, 5);
   auto hashes = test::hashes_of(chain);
   {
