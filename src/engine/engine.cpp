@@ -19,6 +19,23 @@
 namespace kvlm {
 namespace {
 
+// Sets `text` from `decode` (detokenizing, on the stream deliverer's thread).
+// A fault there fails that request's stream alone and returns false; the
+// stream then drops the request's later deliveries. (The engine generates
+// the request's remaining tokens unseen: a fault here is an allocation
+// failure, and the step goes on as it would.)
+template <typename Decode>
+bool deliver_text(RequestStream& stream, Decode&& decode, std::string& text) {
+  try {
+    text = decode();
+    return true;
+  } catch (const std::exception& e) {
+    stream.fail(Error(ErrorCode::kInternal,
+                      fmt::format("detokenizing this request failed: {} (other requests are unaffected)", e.what())));
+    return false;
+  }
+}
+
 // Default KV pool budget: a quarter of physical memory, at most 4 GiB.
 int64_t default_kv_budget_bytes() {
   const int64_t pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
@@ -344,18 +361,27 @@ void Engine::postprocess_one(RequestId id, int32_t token, const SampledLogprobs&
   live.last_token_s = now;
   const bool stopped_by_token = finished && finished->finish_reason == FinishReason::kStop;
   // An end-of-generation token ends the text; it is not part of it.
-  std::string text = stopped_by_token ? "" : live.stop.push(live.detok.push(token));
+  std::string text;
+  std::shared_ptr<OutputText> detokenize;  // set: the deliverer's thread detokenizes (OutputText)
+  if (!stopped_by_token) {
+    if (live.text_on_engine_thread) {
+      text = live.text->stop.push(live.text->detok.push(token));
+    } else {
+      detokenize = live.text;
+    }
+  }
   std::vector<SampledLogprobs> lp;
   if (live.logprobs >= 0 && !stopped_by_token) lp.push_back(token_lp);
-  deliver([stream = live.stream, token, text = std::move(text), lp = std::move(lp),
-           plp = std::move(live.prompt_logprobs)]() mutable {
+  deliver([stream = live.stream, token, text = std::move(text), detokenize = std::move(detokenize),
+           lp = std::move(lp), plp = std::move(live.prompt_logprobs)]() mutable {
+    if (detokenize && !deliver_text(*stream, [&] { return detokenize->detok.push(token); }, text)) return;
     stream->push({token}, std::move(text), std::move(lp), std::move(plp));
   });
   live.prompt_logprobs.clear();
   const bool grammar_done = live.matcher && !stopped_by_token && advance_constraint(live, token);
   if (finished) {
     finish_live(id, *finished->finish_reason, finished);
-  } else if (live.stop.stopped() || grammar_done) {
+  } else if ((live.text_on_engine_thread && live.text->stop.stopped()) || grammar_done) {
     auto r = scheduler_->finish(id, FinishReason::kStop);
     finish_live(id, FinishReason::kStop, r.get());
   }
@@ -408,8 +434,18 @@ void Engine::finish_live(RequestId id, FinishReason reason, const Request* reque
   live.stats.e2e_s = now - live.arrival_s;
   live.stats.peak_resident_tokens = live.peak_resident_tokens;
   std::string tail;
-  if (reason != FinishReason::kAborted && !live.stop.stopped()) tail = live.stop.push(live.detok.flush()) + live.stop.flush();
-  deliver([stream = live.stream, reason, stats = live.stats, tail = std::move(tail)]() mutable {
+  std::shared_ptr<OutputText> flush;  // set: the deliverer's thread flushes the text (OutputText)
+  if (reason != FinishReason::kAborted) {
+    OutputText& out = *live.text;
+    if (!live.text_on_engine_thread) {
+      flush = live.text;
+    } else if (!out.stop.stopped()) {
+      tail = out.stop.push(out.detok.flush()) + out.stop.flush();
+    }
+  }
+  deliver([stream = live.stream, reason, stats = live.stats, tail = std::move(tail),
+           flush = std::move(flush)]() mutable {
+    if (flush && !deliver_text(*stream, [&] { return flush->detok.flush(); }, tail)) return;
     stream->finish(reason, std::move(stats), std::move(tail));
   });
   log_debug("request {} {}: prompt {}, generated {}, cached {}, kv {} (most resident {} tokens)", id.value(),

@@ -1,5 +1,5 @@
 // Engine::Live: the engine thread's state for one request (sampler,
-// detokenizer, stop strings, statistics). Internal to src/engine/.
+// output text, statistics). Internal to src/engine/.
 #pragma once
 
 #include <memory>
@@ -14,17 +14,29 @@
 
 namespace kvlm {
 
+// A request's output text: its tokens detokenized, and its stop strings
+// matched. One thread owns it. A request with stop strings keeps it on the
+// engine thread, where a match must end the request before the next step.
+// Any other request hands it to the stream deliverer's thread (only the
+// deliveries it runs touch it), so the step thread does not detokenize.
+struct OutputText {
+  OutputText(const Tokenizer& tok, const GenerateRequest& g)
+      : detok(tok, StreamOptions{.render_special = g.render_special}), stop(g.stop) {}
+  StreamingDetokenizer detok;
+  StopMatcher stop;
+};
+
 struct Engine::Live {
   Live(std::shared_ptr<RequestStream> s, const Tokenizer& tok, const GenerateRequest& g, double now)
-      : stream(std::move(s)), sampler(g.sampling), detok(tok, StreamOptions{.render_special = g.render_special}),
-        stop(g.stop), arrival_s(now), deadline_s(g.timeout_s > 0 ? now + g.timeout_s : 0), timeout_s(g.timeout_s),
-        logprobs(g.logprobs) {
+      : stream(std::move(s)), sampler(g.sampling), text(std::make_shared<OutputText>(tok, g)),
+        text_on_engine_thread(!g.stop.empty()), arrival_s(now),
+        deadline_s(g.timeout_s > 0 ? now + g.timeout_s : 0), timeout_s(g.timeout_s), logprobs(g.logprobs) {
     if (g.constraint) matcher.emplace(g.constraint);
   }
   std::shared_ptr<RequestStream> stream;
   Sampler sampler;
-  StreamingDetokenizer detok;
-  StopMatcher stop;
+  std::shared_ptr<OutputText> text;
+  bool text_on_engine_thread;  // see OutputText
   double arrival_s;
   double deadline_s;  // 0: none
   double timeout_s;   // GenerateRequest::timeout_s, for the message
