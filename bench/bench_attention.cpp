@@ -22,7 +22,6 @@
 // Run: ./build/bench/bench_attention [--benchmark_filter=...]
 //      OMP_NUM_THREADS=1 ./build/bench/bench_attention  (one core)
 #include <benchmark/benchmark.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -34,33 +33,23 @@
 
 #include "backend/cpu/attention.h"
 #include "backend/threads.h"
+#include "common/huge_pages.h"
 
 namespace kvlm {
 namespace {
 
 constexpr int32_t kNumHeads = 32, kNumKvHeads = 4, kHeadDim = 64, kBlockSize = 16;
 
-struct FreeBytes {
-  void operator()(uint8_t* p) const { std::free(p); }
-};
-using Bytes = std::unique_ptr<uint8_t, FreeBytes>;
-
 // n zeroed bytes on 2 MiB pages where the kernel grants them (huge), or on
 // 4 KiB pages.
-Bytes allocate(size_t n, bool huge) {
-  constexpr size_t kHugePage = size_t{2} << 20;
-  const size_t size = (n + kHugePage - 1) / kHugePage * kHugePage;
-  auto* p = static_cast<uint8_t*>(std::aligned_alloc(kHugePage, size));
-  if (p == nullptr) std::abort();
-  madvise(p, size, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
-  std::fill(p, p + size, uint8_t{0});
-  return Bytes(p);
+HugePageBuffer allocate(size_t n, bool huge) {
+  return HugePageBuffer(n, "bench_attention", huge ? PageAdvice::kHuge : PageAdvice::kSmall);
 }
 
 // num_layers layers of KV for one sequence of ctx tokens, random values.
 struct Layers {
   KvLayout layout;
-  std::vector<Bytes> k, v;
+  std::vector<HugePageBuffer> k, v;
   std::vector<std::vector<int32_t>> tables;  // one per layer
 
   Layers(DType dtype, int32_t ctx, int num_layers, bool shuffle, bool huge)
@@ -83,7 +72,7 @@ struct Layers {
       tables.push_back(std::move(table));
     }
   }
-  KvLayer layer(int l) { return KvLayer{k[l].get(), v[l].get()}; }
+  KvLayer layer(int l) { return KvLayer{k[l].data(), v[l].data()}; }
 };
 
 void run(benchmark::State& state, DType dtype, int num_layers, bool shuffle, bool huge = true) {

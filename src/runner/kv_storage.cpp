@@ -1,11 +1,8 @@
 #include "runner/kv_storage.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdint>
 #include <cstring>
-
-#include <sys/mman.h>
 
 #include "common/assert.h"
 #include "common/error.h"
@@ -26,30 +23,6 @@ KvLayout make_layout(const Model& model, DType dtype, int32_t block_size) {
   layout.num_kv_heads = model.config().num_kv_heads;
   layout.head_dim = model.config().head_dim;
   return layout;
-}
-
-// The pool on 2 MiB pages where the kernel grants them (advice only): a
-// decode step reads each block's slice of one KV head, 2 KiB at TinyLlama's
-// shape, from blocks scattered over the pool, so on 4 KiB pages nearly every
-// slice is a TLB miss, and the pool (92 MiB at 4,096 tokens) is far past the
-// TLB's reach. The mapping starts on a 2 MiB boundary so that every 2 MiB of
-// it can be one page; pages are still committed only when first written.
-uint8_t* map_pool(size_t num_bytes) {
-  constexpr size_t kHugePage = size_t{2} << 20;
-  const size_t reserve = num_bytes + kHugePage;
-  void* p = ::mmap(nullptr, reserve, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED)
-    throw_error(ErrorCode::kInvalidArgument, "cannot reserve {} bytes for the KV cache: {}", num_bytes,
-                std::strerror(errno));
-  auto* raw = static_cast<uint8_t*>(p);
-  const uintptr_t at = reinterpret_cast<uintptr_t>(raw);
-  uint8_t* pool = raw + ((at + kHugePage - 1) / kHugePage * kHugePage - at);
-  // Hand back the unaligned head and the tail past the pool.
-  if (pool > raw) ::munmap(raw, static_cast<size_t>(pool - raw));
-  const size_t tail = reserve - static_cast<size_t>(pool - raw) - num_bytes;
-  if (tail > 0) ::munmap(pool + num_bytes, tail);
-  ::madvise(pool, num_bytes, MADV_HUGEPAGE);
-  return pool;
 }
 
 }  // namespace
@@ -75,7 +48,11 @@ KvStorage::KvStorage(const Model& model, DType dtype, int32_t block_size, int32_
   const size_t layer_bytes = layout_.block_bytes() * static_cast<size_t>(num_blocks);
   num_rows_ = max_group_layers(model);
   num_bytes_ = 2 * layer_bytes * num_rows_;
-  bytes_ = map_pool(num_bytes_);
+  // On 2 MiB pages: a decode step reads each block's slice of one KV head
+  // (2 KiB at TinyLlama's shape) from blocks scattered over the pool, 92 MiB at
+  // 4,096 tokens, far past the 4 KiB TLB's reach.
+  pool_ = HugePageBuffer(num_bytes_, "the KV cache");
+  bytes_ = pool_.data();
   view_.layout = layout_;
   view_.layers.resize(model.config().num_layers);
   view_.layer_group.resize(model.config().num_layers);
@@ -118,10 +95,6 @@ void KvStorage::write_block(BlockId id, std::span<const std::byte> in) {
     std::memcpy(k + layer_bytes + at, src + bb, bb);
     src += 2 * bb;
   }
-}
-
-KvStorage::~KvStorage() {
-  if (bytes_ != nullptr) ::munmap(bytes_, num_bytes_);
 }
 
 }  // namespace kvlm

@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "common/huge_pages.h"
 #include "common/strong_id.h"
 
 #include "model/forward_batch.h"
@@ -28,7 +29,6 @@ class KvStorage {
   // Throws Error(kInvalidArgument) if the model's head size does not suit dtype.
   static void check_dtype(const Model& model, DType dtype);
 
-  ~KvStorage();
   KvStorage(const KvStorage&) = delete;
   KvStorage& operator=(const KvStorage&) = delete;
 
@@ -52,7 +52,8 @@ class KvStorage {
   size_t num_rows_ = 0;  // layer rows (max layers of one KV group)
   // Anonymous mapping: the kernel hands out zeroed pages on first touch, so a
   // large pool costs address space up front and memory only as it fills.
-  uint8_t* bytes_ = nullptr;
+  HugePageBuffer pool_;
+  uint8_t* bytes_ = nullptr;  // pool_.data()
   size_t num_bytes_ = 0;
   KvCacheView view_;
 };

@@ -6,8 +6,6 @@
 // layout its kernel reads (matmul_impl.h).
 #include "backend/cpu/matmul.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -87,18 +85,6 @@ constexpr int64_t kSerialActElements = 16 * 1024;
 constexpr int64_t kRowChunkBytes = 96 * 1024;
 
 }  // namespace
-
-// Packed weights are streamed from DRAM at decode: on 2 MiB pages (where the
-// kernel grants them) the hardware prefetchers are not stopped at every 4 KiB
-// page boundary and the TLB misses vanish.
-std::unique_ptr<uint8_t, PackedWeights::Free> allocate_packed(size_t bytes) {
-  constexpr size_t kHugePage = size_t{2} << 20;
-  const size_t size = (bytes + kHugePage - 1) / kHugePage * kHugePage;
-  void* p = std::aligned_alloc(kHugePage, size);
-  KVLM_ASSERT(p != nullptr, "pack_for_matmul: out of memory");
-  madvise(p, size, MADV_HUGEPAGE);  // advice only: failure leaves 4 KiB pages
-  return std::unique_ptr<uint8_t, PackedWeights::Free>(static_cast<uint8_t*>(p));
-}
 
 uint8_t* strip_scratch(size_t bytes) {
   const size_t n = (bytes + 31) / 32;
@@ -310,7 +296,6 @@ void matmul_with(CpuPath path, const WeightMatrix& w, const float* x, int64_t nu
 
 }  // namespace cpu
 
-void PackedWeights::Free::operator()(uint8_t* p) const { std::free(p); }
 
 void matmul(const WeightMatrix& w, const float* x, int64_t num_tokens, float* y) {
   cpu::matmul_with(active_cpu_path(), w, x, num_tokens, y);
@@ -340,8 +325,8 @@ WeightMatrix copy_to_huge_pages(WeightMatrix w) {
   KVLM_ASSERT(w.data != nullptr, "pack_for_matmul: bad matrix");
   const size_t wrow_bytes = row_bytes(w.dtype, w.cols);
   auto copy = std::make_shared<PackedWeights>();
-  copy->bytes = cpu::allocate_packed(wrow_bytes * static_cast<size_t>(w.rows));
-  uint8_t* dst = copy->bytes.get();
+  copy->bytes = HugePageBuffer(wrow_bytes * static_cast<size_t>(w.rows), "packed weights");
+  uint8_t* dst = copy->bytes.data();
   const auto* src = static_cast<const uint8_t*>(w.data);
   constexpr int64_t kRowsPerCopy = 64;
   parallel_for((w.rows + kRowsPerCopy - 1) / kRowsPerCopy, [&](int64_t i, int) {
@@ -365,7 +350,7 @@ WeightMatrix pack_for_matmul(WeightMatrix w) {
   auto packed = std::make_shared<PackedWeights>();
   packed->strip_bytes = strip_bytes;
   packed->num_strips = (w.rows + kStripRows - 1) / kStripRows;
-  packed->bytes = allocate_packed(strip_bytes * static_cast<size_t>(packed->num_strips));
+  packed->bytes = HugePageBuffer(strip_bytes * static_cast<size_t>(packed->num_strips), "packed weights");
   const StripPacker pack = kernels.strip_packer(w.dtype);
   const size_t wrow_bytes = row_bytes(w.dtype, w.cols);
   const auto* base = static_cast<const uint8_t*>(w.data);

@@ -28,6 +28,7 @@
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/simd.h"
 #include "common/assert.h"
+#include "common/huge_pages.h"
 
 namespace kvlm {
 
@@ -41,13 +42,11 @@ struct alignas(32) Bytes32 {
 // lanes are computed and never stored). The layout inside a strip is the
 // dtype's own (matmul_q8.cpp, matmul_k.cpp).
 struct PackedWeights {
-  struct Free {
-    void operator()(uint8_t* p) const;
-  };
   size_t strip_bytes = 0;  // a multiple of 32
   int64_t num_strips = 0;
-  std::unique_ptr<uint8_t, Free> bytes;  // [num_strips * strip_bytes], 2 MiB-aligned
-  const uint8_t* strip(int64_t s) const { return bytes.get() + static_cast<size_t>(s) * strip_bytes; }
+  // [num_strips * strip_bytes]: streamed from DRAM at decode, so on 2 MiB pages.
+  HugePageBuffer bytes;
+  const uint8_t* strip(int64_t s) const { return bytes.data() + static_cast<size_t>(s) * strip_bytes; }
 };
 
 namespace cpu {

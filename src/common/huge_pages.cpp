@@ -1,0 +1,47 @@
+#include "common/huge_pages.h"
+
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "common/error.h"
+
+namespace kvlm {
+
+HugePageBuffer::HugePageBuffer(size_t bytes, const char* what, PageAdvice advice) {
+  // Reserve a page more than asked, then hand back the unaligned head and
+  // the tail past the buffer (mmap aligns to 4 KiB only).
+  const size_t size = (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+  const size_t reserve = size + kHugePageBytes;
+  void* p = ::mmap(nullptr, reserve, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    throw_error(ErrorCode::kUnavailable, "cannot reserve {} bytes for {}: {}", bytes, what, std::strerror(errno));
+  auto* raw = static_cast<uint8_t*>(p);
+  const uintptr_t at = reinterpret_cast<uintptr_t>(raw);
+  data_ = raw + ((at + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes - at);
+  size_ = size;
+  if (data_ > raw) ::munmap(raw, static_cast<size_t>(data_ - raw));
+  const size_t tail = reserve - static_cast<size_t>(data_ - raw) - size;
+  if (tail > 0) ::munmap(data_ + size, tail);
+  ::madvise(data_, size_, advice == PageAdvice::kHuge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+}
+
+HugePageBuffer::~HugePageBuffer() {
+  if (data_ != nullptr) ::munmap(data_, size_);
+}
+
+HugePageBuffer::HugePageBuffer(HugePageBuffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+
+HugePageBuffer& HugePageBuffer::operator=(HugePageBuffer&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr) ::munmap(data_, size_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+}  // namespace kvlm
