@@ -350,7 +350,9 @@ WeightMatrix pack_for_matmul(WeightMatrix w) {
   auto packed = std::make_shared<PackedWeights>();
   packed->strip_bytes = strip_bytes;
   packed->num_strips = (w.rows + kStripRows - 1) / kStripRows;
-  packed->bytes = HugePageBuffer(strip_bytes * static_cast<size_t>(packed->num_strips), "packed weights");
+  packed->paired = paired_strips(w.dtype);
+  const int64_t num_slots = packed->paired ? (packed->num_strips + 1) / 2 * 2 : packed->num_strips;
+  packed->bytes = HugePageBuffer(strip_bytes * static_cast<size_t>(num_slots), "packed weights");
   const StripPacker pack = kernels.strip_packer(w.dtype);
   const size_t wrow_bytes = row_bytes(w.dtype, w.cols);
   const auto* base = static_cast<const uint8_t*>(w.data);
@@ -359,7 +361,8 @@ WeightMatrix pack_for_matmul(WeightMatrix w) {
     const int64_t r0 = s * kStripRows;
     const uint8_t* rows[kStripRows];
     for (int k = 0; k < kStripRows; ++k) rows[k] = base + static_cast<size_t>(std::min(r0 + k, w.rows - 1)) * wrow_bytes;
-    pack(rows, w.cols, const_cast<uint8_t*>(p.strip(s)));
+    const StripAt at = p.strip(s);
+    pack(rows, w.cols, const_cast<uint8_t*>(at.bytes), at.slot);
   });
   w.packed = std::move(packed);
   return w;

@@ -488,7 +488,8 @@ void pair_q6_k(const uint8_t* strip_a, const uint8_t* strip_b, const MatmulActs&
 size_t strip_bytes_q4_k(int64_t cols) { return static_cast<size_t>(cols / 256) * sizeof(StripQ4K); }
 size_t strip_bytes_q6_k(int64_t cols) { return static_cast<size_t>(cols / 256) * sizeof(StripQ6K); }
 
-void pack_strip_q4_k(const uint8_t* const* rows, int64_t cols, uint8_t* out) {
+void pack_strip_q4_k(const uint8_t* const* rows, int64_t cols, uint8_t* out, [[maybe_unused]] int slot) {
+  KVLM_ASSERT(slot == 0, "Q4_K strips are not paired");
   auto* s = reinterpret_cast<StripQ4K*>(out);
   for (int64_t b = 0; b < cols / 256; ++b) {
     const uint8_t* qs[kStripRows];
@@ -510,7 +511,8 @@ void pack_strip_q4_k(const uint8_t* const* rows, int64_t cols, uint8_t* out) {
   }
 }
 
-void pack_strip_q6_k(const uint8_t* const* rows, int64_t cols, uint8_t* out) {
+void pack_strip_q6_k(const uint8_t* const* rows, int64_t cols, uint8_t* out, [[maybe_unused]] int slot) {
+  KVLM_ASSERT(slot == 0, "Q6_K strips are not paired");
   auto* s = reinterpret_cast<StripQ6K*>(out);
   for (int64_t b = 0; b < cols / 256; ++b) {
     const uint8_t* ql[kStripRows];

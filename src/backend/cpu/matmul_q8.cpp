@@ -43,9 +43,23 @@ constexpr int64_t kQ4StripQuantBytes = 128;
 
 [[maybe_unused]] size_t strip_bytes_for(int64_t cols, int64_t quant_bytes) {
   const int64_t num_blocks = cols / 32;
-  const size_t bytes = static_cast<size_t>(num_blocks * (quant_bytes + 2 * kStripRows));  // quants, then fp16 scales
+  const size_t bytes = static_cast<size_t>(num_blocks * (quant_bytes + 2 * kStripRows));  // quants and fp16 scales
   return (bytes + 31) / 32 * 32;
 }
+
+// One strip of the paired layout (matmul_impl.h, PackedWeights): a pair is
+// [block][strip 2p's quants, strip 2p+1's quants, 2p's 8 fp16 scales, 2p+1's],
+// kStride bytes a block, every part 32-aligned for the Q8_0 and Q4_0 sizes.
+template <int64_t kQuantBytes>
+struct PairedStrip {
+  static constexpr int64_t kStride = 2 * (kQuantBytes + 2 * kStripRows);
+  const uint8_t* quants;  // block 0's quants of this strip
+  const uint8_t* scales;  // block 0's scales of this strip
+  explicit PairedStrip(StripAt at)
+      : quants(at.bytes + at.slot * kQuantBytes), scales(at.bytes + 2 * kQuantBytes + at.slot * 2 * kStripRows) {}
+  const uint8_t* q(int64_t b) const { return quants + b * kStride; }
+  const uint16_t* d(int64_t b) const { return reinterpret_cast<const uint16_t*>(scales + b * kStride); }
+};
 
 #ifndef KVLM_KERNEL_ISA
 // Scalar twins: the GGUF layout, one (row, token) at a time, the same float steps.
@@ -95,44 +109,60 @@ namespace KVLM_KERNEL_ISA {
 
 
 // Q8_0 strip: [num_blocks][8 groups][8 rows x 4 quants], then [num_blocks][8 rows] fp16 d.
-void pack_strip_q8_0(const uint8_t* const* rows, int64_t cols, uint8_t* out) {
+void pack_strip_q8_0(const uint8_t* const* rows, int64_t cols, uint8_t* out, int slot) {
   const int64_t num_blocks = cols / 32;
-  auto* d = reinterpret_cast<uint16_t*>(out + num_blocks * kQ8StripQuantBytes);
+  const PairedStrip<kQ8StripQuantBytes> at(StripAt{out, slot});
   for (int64_t b = 0; b < num_blocks; ++b) {
     __m256i v[kStripRows];
+    auto* d = const_cast<uint16_t*>(at.d(b));
     for (int k = 0; k < kStripRows; ++k) {
       const auto& blk = reinterpret_cast<const BlockQ8_0*>(rows[k])[b];
       v[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs));
-      d[kStripRows * b + k] = blk.d;
+      d[k] = blk.d;
     }
     simd::transpose8_epi32(v);
-    for (int g = 0; g < 8; ++g) {
-      _mm256_store_si256(reinterpret_cast<__m256i*>(out + b * kQ8StripQuantBytes + 32 * g), v[g]);
-    }
+    auto* q = const_cast<uint8_t*>(at.q(b));
+    for (int g = 0; g < 8; ++g) _mm256_store_si256(reinterpret_cast<__m256i*>(q + 32 * g), v[g]);
   }
 }
 
 // Q4_0 strip: [num_blocks][4 groups][8 rows x 4 bytes], the bytes as GGUF has
 // them (low nibbles: values 4v..4v+3, high nibbles: values 16+4v..), then
 // [num_blocks][8 rows] fp16 d.
-void pack_strip_q4_0(const uint8_t* const* rows, int64_t cols, uint8_t* out) {
+void pack_strip_q4_0(const uint8_t* const* rows, int64_t cols, uint8_t* out, int slot) {
   const int64_t num_blocks = cols / 32;
-  auto* d = reinterpret_cast<uint16_t*>(out + num_blocks * kQ4StripQuantBytes);
+  const PairedStrip<kQ4StripQuantBytes> at(StripAt{out, slot});
   for (int64_t b = 0; b < num_blocks; ++b) {
     __m256i v[kStripRows];
+    auto* d = const_cast<uint16_t*>(at.d(b));
     for (int k = 0; k < kStripRows; ++k) {
       const auto& blk = reinterpret_cast<const BlockQ4_0*>(rows[k])[b];
       v[k] = _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs)));
-      d[kStripRows * b + k] = blk.d;
+      d[k] = blk.d;
     }
     simd::transpose8_epi32(v);  // v[4..7] come from the zero upper halves
-    for (int g = 0; g < 4; ++g) {
-      _mm256_store_si256(reinterpret_cast<__m256i*>(out + b * kQ4StripQuantBytes + 32 * g), v[g]);
-    }
+    auto* q = const_cast<uint8_t*>(at.q(b));
+    for (int g = 0; g < 4; ++g) _mm256_store_si256(reinterpret_cast<__m256i*>(q + 32 * g), v[g]);
   }
 }
 
 namespace {
+
+// Whether a tile of C tokens prefetches its strips in software. The Xeons
+// these kernels were tuned on stop their hardware prefetchers at every 4 KiB
+// page end. On a Zen 5 the hardware prefetchers follow a paired strip alone
+// while a token streams through it (decode): software prefetches 16 blocks
+// ahead cost 10% of Q4_0 decode there. With several tokens a tile computes
+// longer per byte, and prefetching gave Q8_0 prefill back the 3-6% it lost
+// without (2026-12-01). Addresses only: no bit depends on it.
+inline const bool kAmd = [] {
+  __builtin_cpu_init();  // this may run before libgcc's own initializer
+  return __builtin_cpu_is("amd");
+}();
+template <int C>
+inline bool prefetch() {
+  return C > 1 || !kAmd;
+}
 
 // Pointers to the C tokens' activation quants and scales.
 template <int C>
@@ -154,18 +184,17 @@ struct TokenActs {
 
 // out[c] lane k = dot(row k of the strip, token t0 + c).
 template <int C>
-void tile_q8_0(const uint8_t* strip, const MatmulActs& a, int64_t t0, __m256* out) {
+void tile_q8_0(StripAt strip, const MatmulActs& a, int64_t t0, __m256* out) {
   const int64_t num_blocks = a.cols / 32;
-  const auto* d = reinterpret_cast<const uint16_t*>(strip + num_blocks * kQ8StripQuantBytes);
+  const PairedStrip<kQ8StripQuantBytes> s(strip);
   const TokenActs<C> x(a, t0);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[C];
 #pragma GCC unroll 8
   for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
   for (int64_t b = 0; b < num_blocks; ++b) {
-    const uint8_t* q = strip + b * kQ8StripQuantBytes;
-    simd::prefetch(q + 8 * kQ8StripQuantBytes, kQ8StripQuantBytes);
-    if (b % 4 == 0) simd::prefetch(d + kStripRows * (b + 8), 64);
+    const uint8_t* q = s.q(b);
+    if (prefetch<C>()) simd::prefetch(s.q(b + 8), kQ8StripQuantBytes + 2 * kStripRows);
     __m256i isum[C];
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) isum[c] = _mm256_setzero_si256();
@@ -182,7 +211,7 @@ void tile_q8_0(const uint8_t* strip, const MatmulActs& a, int64_t t0, __m256* ou
         isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xs), ones));
       }
     }
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d + kStripRows * b)));
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s.d(b))));
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) {
       const __m256 scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(x.d[c] + b));
@@ -197,9 +226,9 @@ void tile_q8_0(const uint8_t* strip, const MatmulActs& a, int64_t t0, __m256* ou
 // the offset comes back as isum = nib . x - 8 sum(x), exact in integers. A
 // block's 8 products fit int16 (8 x 2 x 15 x 127 < 32768) before widening.
 template <int C>
-void tile_q4_0(const uint8_t* strip, const MatmulActs& a, int64_t t0, __m256* out) {
+void tile_q4_0(StripAt strip, const MatmulActs& a, int64_t t0, __m256* out) {
   const int64_t num_blocks = a.cols / 32;
-  const auto* d = reinterpret_cast<const uint16_t*>(strip + num_blocks * kQ4StripQuantBytes);
+  const PairedStrip<kQ4StripQuantBytes> s(strip);
   const TokenActs<C> x(a, t0);
   const __m256i ones = _mm256_set1_epi16(1);
   const __m256i low4 = _mm256_set1_epi8(0x0F);
@@ -207,9 +236,8 @@ void tile_q4_0(const uint8_t* strip, const MatmulActs& a, int64_t t0, __m256* ou
 #pragma GCC unroll 8
   for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
   for (int64_t b = 0; b < num_blocks; ++b) {
-    const uint8_t* q = strip + b * kQ4StripQuantBytes;
-    simd::prefetch(q + 16 * kQ4StripQuantBytes, kQ4StripQuantBytes);
-    if (b % 4 == 0) simd::prefetch(d + kStripRows * (b + 16), 64);
+    const uint8_t* q = s.q(b);
+    if (prefetch<C>()) simd::prefetch(s.q(b + 16), kQ4StripQuantBytes + 2 * kStripRows);
     __m256i p16[C];
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) p16[c] = _mm256_setzero_si256();
@@ -226,7 +254,7 @@ void tile_q4_0(const uint8_t* strip, const MatmulActs& a, int64_t t0, __m256* ou
         p16[c] = _mm256_add_epi16(p16[c], p);
       }
     }
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d + kStripRows * b)));
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s.d(b))));
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) {
       const __m256i isum = _mm256_sub_epi32(_mm256_madd_epi16(p16[c], ones), _mm256_set1_epi32(8 * x.sum[c][b]));
@@ -245,18 +273,17 @@ void tile_q4_0(const uint8_t* strip, const MatmulActs& a, int64_t t0, __m256* ou
 // per weight vector for the whole tile. Integer sums equal the maddubs
 // kernel's, so the float steps and the results are the same bits.
 template <int C>
-void tile_q8_0_vnni(const uint8_t* strip, const MatmulActs& a, int64_t t0, __m256* out) {
+void tile_q8_0_vnni(StripAt strip, const MatmulActs& a, int64_t t0, __m256* out) {
   const int64_t num_blocks = a.cols / 32;
-  const auto* d = reinterpret_cast<const uint16_t*>(strip + num_blocks * kQ8StripQuantBytes);
+  const PairedStrip<kQ8StripQuantBytes> s(strip);
   const TokenActs<C> x(a, t0);
   const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
   __m256 acc[C];
 #pragma GCC unroll 16
   for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
   for (int64_t b = 0; b < num_blocks; ++b) {
-    const uint8_t* q = strip + b * kQ8StripQuantBytes;
-    simd::prefetch(q + 8 * kQ8StripQuantBytes, kQ8StripQuantBytes);
-    if (b % 4 == 0) simd::prefetch(d + kStripRows * (b + 8), 64);
+    const uint8_t* q = s.q(b);
+    if (prefetch<C>()) simd::prefetch(s.q(b + 8), kQ8StripQuantBytes + 2 * kStripRows);
     __m256i isum[C];
 #pragma GCC unroll 16
     for (int c = 0; c < C; ++c) isum[c] = _mm256_setzero_si256();
@@ -270,7 +297,7 @@ void tile_q8_0_vnni(const uint8_t* strip, const MatmulActs& a, int64_t t0, __m25
         isum[c] = simd::dpbusd(isum[c], simd::broadcast4(x.qs_u[c] + 32 * b + 4 * g), wv);
       }
     }
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d + kStripRows * b)));
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s.d(b))));
 #pragma GCC unroll 16
     for (int c = 0; c < C; ++c) {
       const __m256 scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(x.d[c] + b));
@@ -284,18 +311,17 @@ void tile_q8_0_vnni(const uint8_t* strip, const MatmulActs& a, int64_t t0, __m25
 // Q4_0 with vpdpbusd: the nibbles are the unsigned operand as they are, the
 // offset 8 comes back as 8 sum(x) per token, as in tile_q4_0.
 template <int C>
-void tile_q4_0_vnni(const uint8_t* strip, const MatmulActs& a, int64_t t0, __m256* out) {
+void tile_q4_0_vnni(StripAt strip, const MatmulActs& a, int64_t t0, __m256* out) {
   const int64_t num_blocks = a.cols / 32;
-  const auto* d = reinterpret_cast<const uint16_t*>(strip + num_blocks * kQ4StripQuantBytes);
+  const PairedStrip<kQ4StripQuantBytes> s(strip);
   const TokenActs<C> x(a, t0);
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   __m256 acc[C];
 #pragma GCC unroll 16
   for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
   for (int64_t b = 0; b < num_blocks; ++b) {
-    const uint8_t* q = strip + b * kQ4StripQuantBytes;
-    simd::prefetch(q + 16 * kQ4StripQuantBytes, kQ4StripQuantBytes);
-    if (b % 4 == 0) simd::prefetch(d + kStripRows * (b + 16), 64);
+    const uint8_t* q = s.q(b);
+    if (prefetch<C>()) simd::prefetch(s.q(b + 16), kQ4StripQuantBytes + 2 * kStripRows);
     __m256i isum[C];
 #pragma GCC unroll 16
     for (int c = 0; c < C; ++c) isum[c] = _mm256_set1_epi32(-8 * x.sum[c][b]);
@@ -311,7 +337,7 @@ void tile_q4_0_vnni(const uint8_t* strip, const MatmulActs& a, int64_t t0, __m25
         isum[c] = simd::dpbusd(isum[c], hi, simd::broadcast4(xb + 16));
       }
     }
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d + kStripRows * b)));
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s.d(b))));
 #pragma GCC unroll 16
     for (int c = 0; c < C; ++c) {
       const __m256 scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(x.d[c] + b));
@@ -337,27 +363,26 @@ constexpr int32_t kFloatBias = 0x4B400000;
 constexpr float kFloatBiasValue = 12582912.0f;
 
 template <int C>
-void pair_q8_0_vnni(const uint8_t* sa, const uint8_t* sb, const MatmulActs& a, int64_t t0, __m512* out,
-                    const uint8_t* next) {
+void pair_q8_0_vnni(StripAt first, StripAt second, const MatmulActs& a, int64_t t0, __m512* out, StripAt next) {
   const int64_t num_blocks = a.cols / 32;
-  const auto* da = reinterpret_cast<const uint16_t*>(sa + num_blocks * kQ8StripQuantBytes);
-  const auto* db = reinterpret_cast<const uint16_t*>(sb + num_blocks * kQ8StripQuantBytes);
+  using Strip = PairedStrip<kQ8StripQuantBytes>;
+  const Strip sa(first), sb(second);
   const TokenActs<C> x(a, t0);
   const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
   __m512 acc[C];
 #pragma GCC unroll 16
   for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
   for (int64_t b = 0; b < num_blocks; ++b) {
-    const uint8_t* qa = sa + b * kQ8StripQuantBytes;
-    const uint8_t* qb = sb + b * kQ8StripQuantBytes;
-    simd::prefetch(qa + 8 * kQ8StripQuantBytes, kQ8StripQuantBytes);
-    simd::prefetch(qb + 8 * kQ8StripQuantBytes, kQ8StripQuantBytes);
-    if (b % 4 == 0) {
-      simd::prefetch(da + kStripRows * (b + 8), 64);
-      simd::prefetch(db + kStripRows * (b + 8), 64);
-    }
-    if (next != nullptr && b >= num_blocks - 8) {  // see for_each_strip_pair
-      simd::prefetch(next + (b - (num_blocks - 8)) * kQ8StripQuantBytes, kQ8StripQuantBytes);
+    const uint8_t* qa = sa.q(b);
+    const uint8_t* qb = sb.q(b);
+    if (prefetch<C>()) {
+      // The pair's block 8 on (one stream where the strips are a pair, as
+      // the driver's 16-row chunks make them), and the next pair's first
+      // blocks while this one ends (see for_each_strip_pair).
+      simd::prefetch(sa.q(b + 8), Strip::kStride);
+      if (first.bytes != second.bytes) simd::prefetch(sb.q(b + 8), Strip::kStride);
+      if (next.bytes != nullptr && b >= num_blocks - 8)
+        simd::prefetch(next.bytes + (b - (num_blocks - 8)) * Strip::kStride, Strip::kStride);
     }
     __m512i isum[C];  // from kFloatBias; |sum - wbias| < 2^20
 #pragma GCC unroll 16
@@ -372,7 +397,7 @@ void pair_q8_0_vnni(const uint8_t* sa, const uint8_t* sb, const MatmulActs& a, i
         isum[c] = _mm512_dpbusd_epi32(isum[c], broadcast4_512(x.qs_u[c] + 32 * b + 4 * g), wv);
       }
     }
-    const __m512 dw = join_scales(da + kStripRows * b, db + kStripRows * b);
+    const __m512 dw = join_scales(sa.d(b), sb.d(b));
 #pragma GCC unroll 16
     for (int c = 0; c < C; ++c) {
       const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(x.d[c][b]));
@@ -385,27 +410,26 @@ void pair_q8_0_vnni(const uint8_t* sa, const uint8_t* sb, const MatmulActs& a, i
 }
 
 template <int C>
-void pair_q4_0_vnni(const uint8_t* sa, const uint8_t* sb, const MatmulActs& a, int64_t t0, __m512* out,
-                    const uint8_t* next) {
+void pair_q4_0_vnni(StripAt first, StripAt second, const MatmulActs& a, int64_t t0, __m512* out, StripAt next) {
   const int64_t num_blocks = a.cols / 32;
-  const auto* da = reinterpret_cast<const uint16_t*>(sa + num_blocks * kQ4StripQuantBytes);
-  const auto* db = reinterpret_cast<const uint16_t*>(sb + num_blocks * kQ4StripQuantBytes);
+  using Strip = PairedStrip<kQ4StripQuantBytes>;
+  const Strip sa(first), sb(second);
   const TokenActs<C> x(a, t0);
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   __m512 acc[C];
 #pragma GCC unroll 16
   for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
   for (int64_t b = 0; b < num_blocks; ++b) {
-    const uint8_t* qa = sa + b * kQ4StripQuantBytes;
-    const uint8_t* qb = sb + b * kQ4StripQuantBytes;
-    simd::prefetch(qa + 16 * kQ4StripQuantBytes, kQ4StripQuantBytes);
-    simd::prefetch(qb + 16 * kQ4StripQuantBytes, kQ4StripQuantBytes);
-    if (b % 4 == 0) {
-      simd::prefetch(da + kStripRows * (b + 16), 64);
-      simd::prefetch(db + kStripRows * (b + 16), 64);
-    }
-    if (next != nullptr && b >= num_blocks - 16) {  // see for_each_strip_pair
-      simd::prefetch(next + (b - (num_blocks - 16)) * kQ4StripQuantBytes, kQ4StripQuantBytes);
+    const uint8_t* qa = sa.q(b);
+    const uint8_t* qb = sb.q(b);
+    if (prefetch<C>()) {
+      // The pair's block 16 on (one stream where the strips are a pair, as
+      // the driver's 16-row chunks make them), and the next pair's first
+      // blocks while this one ends (see for_each_strip_pair).
+      simd::prefetch(sa.q(b + 16), Strip::kStride);
+      if (first.bytes != second.bytes) simd::prefetch(sb.q(b + 16), Strip::kStride);
+      if (next.bytes != nullptr && b >= num_blocks - 16)
+        simd::prefetch(next.bytes + (b - (num_blocks - 16)) * Strip::kStride, Strip::kStride);
     }
     __m512i isum[C];  // from kFloatBias; |sum| < 2^15
 #pragma GCC unroll 16
@@ -422,7 +446,7 @@ void pair_q4_0_vnni(const uint8_t* sa, const uint8_t* sb, const MatmulActs& a, i
         isum[c] = _mm512_dpbusd_epi32(isum[c], hi, broadcast4_512(xb + 16));
       }
     }
-    const __m512 dw = join_scales(da + kStripRows * b, db + kStripRows * b);
+    const __m512 dw = join_scales(sa.d(b), sb.d(b));
 #pragma GCC unroll 16
     for (int c = 0; c < C; ++c) {
       const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(x.d[c][b]));
@@ -443,7 +467,7 @@ size_t strip_bytes_q4_0(int64_t cols) { return strip_bytes_for(cols, kQ4StripQua
 
 void kernel_q8_0(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
                  int64_t t1, float* y) {
-  auto tile = [&]<int C>(const uint8_t* strip, int64_t t, __m256* out) {
+  auto tile = [&]<int C>(StripAt strip, int64_t t, __m256* out) {
 #if KVLM_VNNI
     tile_q8_0_vnni<C>(strip, a, t, out);
 #else
@@ -453,7 +477,7 @@ void kernel_q8_0(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t
 #if KVLM_VNNI && defined(__AVX512F__)
   for_each_strip_pair<kMaxTile>(
       w, r0, r1, t0, t1, y,
-      [&]<int C>(const uint8_t* sa, const uint8_t* sb, int64_t t, __m512* out, const uint8_t* next) {
+      [&]<int C>(StripAt sa, StripAt sb, int64_t t, __m512* out, StripAt next) {
         pair_q8_0_vnni<C>(sa, sb, a, t, out, next);
       },
       tile);
@@ -464,7 +488,7 @@ void kernel_q8_0(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t
 
 void kernel_q4_0(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
                  int64_t t1, float* y) {
-  auto tile = [&]<int C>(const uint8_t* strip, int64_t t, __m256* out) {
+  auto tile = [&]<int C>(StripAt strip, int64_t t, __m256* out) {
 #if KVLM_VNNI
     tile_q4_0_vnni<C>(strip, a, t, out);
 #else
@@ -474,7 +498,7 @@ void kernel_q4_0(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t
 #if KVLM_VNNI && defined(__AVX512F__)
   for_each_strip_pair<kMaxTile>(
       w, r0, r1, t0, t1, y,
-      [&]<int C>(const uint8_t* sa, const uint8_t* sb, int64_t t, __m512* out, const uint8_t* next) {
+      [&]<int C>(StripAt sa, StripAt sb, int64_t t, __m512* out, StripAt next) {
         pair_q4_0_vnni<C>(sa, sb, a, t, out, next);
       },
       tile);
