@@ -97,12 +97,12 @@ port=$(free_port)
 "$KVLM" serve -m "$m" -t 2 --no-prefix-cache --port "$port" > "$OUT/kvlm-serve.log" 2>&1 &
 pid=$!
 serve_load kvlm "$port"
-kill -TERM "$pid"; wait "$pid" || true
+{ kill -TERM "$pid"; wait "$pid"; } 2> /dev/null || true  # llama-server may abort on SIGTERM
 port=$(free_port)
 "$LLAMA_BIN/llama-server" -m "$m" -t 2 --parallel 8 -c 8192 --port "$port" > "$OUT/llama-serve.log" 2>&1 &
 pid=$!
 serve_load llama "$port"
-kill -TERM "$pid"; wait "$pid" || true
+{ kill -TERM "$pid"; wait "$pid"; } 2> /dev/null || true  # llama-server may abort on SIGTERM
 python3 - "$OUT" <<'EOF' | tee -a "$SUMMARY"
 import json, sys
 k, l = (json.load(open(f"{sys.argv[1]}/serve-{n}.txt")) for n in ("kvlm", "llama"))
