@@ -13,7 +13,7 @@ PACKAGES=(
   libpcre2-dev libxxhash-dev libfmt-dev
   libhiredis-dev redis-server redis-tools
   curl prometheus python3 python3-jsonschema
-  clang-16 libfuzzer-16-dev
+  clang-16 libclang-rt-16-dev libfuzzer-16-dev
   gnuplot-nox chromium fonts-dejavu-core
 )
 
