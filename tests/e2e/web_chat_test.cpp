@@ -67,11 +67,24 @@ TEST(WebChat, StreamsRepliesWithTheirStats) {
   EXPECT_EQ(test::read_file(shot).substr(1, 3), "PNG");
 }
 
-// A model slow enough (hundreds of tokens/s) and a context long enough
-// (4096) that a 3,500-token reply is still running when Stop is pressed.
+// A model slow enough and a context long enough (4096) that a 3,500-token
+// reply is still running when Stop is pressed. The shared llama-2-tiny-random
+// was not: a Zen 5 core generated its 3,500 tokens before the click landed.
+// This one reads an 83 MiB F32 embedding table as its output head every
+// token (about 100-350 tokens/s on one thread), so the reply would take
+// seconds.
+std::string make_slow_model() {
+  const std::string path = test::temp_dir() + "/slow-f32.gguf";
+  const auto r = test::run_kvlm({"make-model", "--type", "F32", "--dim", "512", "--layers", "2", "--heads", "8",
+                                 "--ffn", "1024", "--ctx", "4096", "--tied", "--vocab-from",
+                                 test::shared_path("vocab/ggml-vocab-llama-spm.gguf"), "-o", path, "-t", "1"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return path;
+}
+
 TEST(WebChat, StopCancelsTheRequestOnTheServer) {
   require_tools();
-  test::ServerProcess server({"-m", test::shared_path("models/llama-2-tiny-random.gguf"), "--chat-template-file",
+  test::ServerProcess server({"-m", make_slow_model(), "--chat-template-file",
                               test::shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"), "-t", "1"});
   ASSERT_GT(server.port(), 0);
   auto r = test::run_program({"node", script(), "--url", server.url() + "/", "--stop", "3500"});
@@ -79,7 +92,7 @@ TEST(WebChat, StopCancelsTheRequestOnTheServer) {
   const Json j = Json::parse(r.out);
   EXPECT_EQ(j["stopped"]["stopped"], "true") << r.out;  // the page says so
   // The server cancelled it: an abort, every block back, far fewer tokens than asked.
-  const std::string name = "{model_name=\"LLaMA v2\"";  // the file's general.name
+  const std::string name = "{model_name=\"random llama\"";  // the file's general.name
   std::string text;
   for (int i = 0; i < 300; ++i) {
     text = test::run_program({"curl", "-sS", server.url() + "/metrics"}).out;
