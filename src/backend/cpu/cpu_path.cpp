@@ -105,6 +105,18 @@ std::optional<CpuPath> parse_cpu_path(std::string_view name) {
   return std::nullopt;
 }
 
+bool cpu_is_amd() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  static const bool amd = [] {
+    __builtin_cpu_init();  // a caller's static initializer may run before libgcc's own
+    return __builtin_cpu_is("amd") != 0;
+  }();
+  return amd;
+#else
+  return false;
+#endif
+}
+
 bool cpu_path_supported(CpuPath path) {
   static const bool avx2 = cpu_has_path(CpuPath::kAvx2);
   static const bool avx_vnni = cpu_has_path(CpuPath::kAvxVnni);

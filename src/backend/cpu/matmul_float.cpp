@@ -279,10 +279,7 @@ constexpr int64_t kStreamSliceCols = 64;
 // prefetches cost: F16 decode of TinyLlama's shape read 14.2-14.5 tokens/s
 // without them against 13.8-14.1 with (2 threads, 4 alternated runs), 9.2
 // against 8.4 on one thread. Addresses only: the sums are the same bits.
-inline const bool kPrefetchNextBand = [] {
-  __builtin_cpu_init();  // this may run before libgcc's own initializer
-  return !__builtin_cpu_is("amd");
-}();
+inline const bool kPrefetchNextBand = !cpu_is_amd();
 
 // One token tile (decode, or a batch of up to kMaxTile tokens): the band's
 // rows stream once, in column slices, while the next band (next_band,

@@ -155,10 +155,7 @@ namespace {
 // ahead cost 10% of Q4_0 decode there. With several tokens a tile computes
 // longer per byte, and prefetching gave Q8_0 prefill back the 3-6% it lost
 // without (2026-12-01). Addresses only: no bit depends on it.
-inline const bool kAmd = [] {
-  __builtin_cpu_init();  // this may run before libgcc's own initializer
-  return __builtin_cpu_is("amd");
-}();
+inline const bool kAmd = cpu_is_amd();
 template <int C>
 inline bool prefetch() {
   return C > 1 || !kAmd;
