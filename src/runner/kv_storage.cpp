@@ -52,7 +52,6 @@ KvStorage::KvStorage(const Model& model, DType dtype, int32_t block_size, int32_
   // (2 KiB at TinyLlama's shape) from blocks scattered over the pool, 92 MiB at
   // 4,096 tokens, far past the 4 KiB TLB's reach.
   pool_ = HugePageBuffer(num_bytes_, "the KV cache");
-  bytes_ = pool_.data();
   view_.layout = layout_;
   view_.layers.resize(model.config().num_layers);
   view_.layer_group.resize(model.config().num_layers);
@@ -60,7 +59,7 @@ KvStorage::KvStorage(const Model& model, DType dtype, int32_t block_size, int32_
   for (size_t g = 0; g < groups.size(); ++g) {
     for (size_t i = 0; i < groups[g].layers.size(); ++i) {
       int32_t l = groups[g].layers[i];
-      uint8_t* base = bytes_ + 2 * layer_bytes * i;
+      uint8_t* base = pool_.data() + 2 * layer_bytes * i;
       view_.layers[l] = KvLayer{base, base + layer_bytes};
       view_.layer_group[l] = static_cast<int32_t>(g);
     }
@@ -75,7 +74,7 @@ void KvStorage::read_block(BlockId id, std::span<std::byte> out) const {
   const size_t at = bb * static_cast<size_t>(id.value());
   std::byte* dst = out.data();
   for (size_t row = 0; row < num_rows_; ++row) {
-    const uint8_t* k = bytes_ + 2 * layer_bytes * row;  // row's K; its V follows at + layer_bytes
+    const uint8_t* k = pool_.data() + 2 * layer_bytes * row;  // row's K; its V follows at + layer_bytes
     std::memcpy(dst, k + at, bb);
     std::memcpy(dst + bb, k + layer_bytes + at, bb);
     dst += 2 * bb;
@@ -90,7 +89,7 @@ void KvStorage::write_block(BlockId id, std::span<const std::byte> in) {
   const size_t at = bb * static_cast<size_t>(id.value());
   const std::byte* src = in.data();
   for (size_t row = 0; row < num_rows_; ++row) {
-    uint8_t* k = bytes_ + 2 * layer_bytes * row;
+    uint8_t* k = pool_.data() + 2 * layer_bytes * row;
     std::memcpy(k + at, src, bb);
     std::memcpy(k + layer_bytes + at, src + bb, bb);
     src += 2 * bb;

@@ -53,7 +53,6 @@ class KvStorage {
   // Anonymous mapping: the kernel hands out zeroed pages on first touch, so a
   // large pool costs address space up front and memory only as it fills.
   HugePageBuffer pool_;
-  uint8_t* bytes_ = nullptr;  // pool_.data()
   size_t num_bytes_ = 0;
   KvCacheView view_;
 };

@@ -161,6 +161,19 @@ inline bool prefetch() {
   return C > 1 || !kAmd;
 }
 
+// The pair kernels' software prefetch for block b: the pair's block kAhead
+// on (one stream where the strips are a pair, as the driver's 16-row chunks
+// make them), and the next pair's first blocks while this one ends (see
+// for_each_strip_pair).
+template <int64_t kAhead, typename Strip>
+inline void prefetch_pair(const Strip& sa, const Strip& sb, StripAt first, StripAt second, StripAt next, int64_t b,
+                          int64_t num_blocks) {
+  simd::prefetch(sa.q(b + kAhead), Strip::kStride);
+  if (first.bytes != second.bytes) simd::prefetch(sb.q(b + kAhead), Strip::kStride);
+  if (next.bytes != nullptr && b >= num_blocks - kAhead)
+    simd::prefetch(next.bytes + (b - (num_blocks - kAhead)) * Strip::kStride, Strip::kStride);
+}
+
 // Pointers to the C tokens' activation quants and scales.
 template <int C>
 struct TokenActs {
@@ -372,15 +385,7 @@ void pair_q8_0_vnni(StripAt first, StripAt second, const MatmulActs& a, int64_t 
   for (int64_t b = 0; b < num_blocks; ++b) {
     const uint8_t* qa = sa.q(b);
     const uint8_t* qb = sb.q(b);
-    if (prefetch<C>()) {
-      // The pair's block 8 on (one stream where the strips are a pair, as
-      // the driver's 16-row chunks make them), and the next pair's first
-      // blocks while this one ends (see for_each_strip_pair).
-      simd::prefetch(sa.q(b + 8), Strip::kStride);
-      if (first.bytes != second.bytes) simd::prefetch(sb.q(b + 8), Strip::kStride);
-      if (next.bytes != nullptr && b >= num_blocks - 8)
-        simd::prefetch(next.bytes + (b - (num_blocks - 8)) * Strip::kStride, Strip::kStride);
-    }
+    if (prefetch<C>()) prefetch_pair<8>(sa, sb, first, second, next, b, num_blocks);
     __m512i isum[C];  // from kFloatBias; |sum - wbias| < 2^20
 #pragma GCC unroll 16
     for (int c = 0; c < C; ++c) isum[c] = _mm512_set1_epi32(kFloatBias);
@@ -419,15 +424,7 @@ void pair_q4_0_vnni(StripAt first, StripAt second, const MatmulActs& a, int64_t 
   for (int64_t b = 0; b < num_blocks; ++b) {
     const uint8_t* qa = sa.q(b);
     const uint8_t* qb = sb.q(b);
-    if (prefetch<C>()) {
-      // The pair's block 16 on (one stream where the strips are a pair, as
-      // the driver's 16-row chunks make them), and the next pair's first
-      // blocks while this one ends (see for_each_strip_pair).
-      simd::prefetch(sa.q(b + 16), Strip::kStride);
-      if (first.bytes != second.bytes) simd::prefetch(sb.q(b + 16), Strip::kStride);
-      if (next.bytes != nullptr && b >= num_blocks - 16)
-        simd::prefetch(next.bytes + (b - (num_blocks - 16)) * Strip::kStride, Strip::kStride);
-    }
+    if (prefetch<C>()) prefetch_pair<16>(sa, sb, first, second, next, b, num_blocks);
     __m512i isum[C];  // from kFloatBias; |sum| < 2^15
 #pragma GCC unroll 16
     for (int c = 0; c < C; ++c) isum[c] = _mm512_set1_epi32(kFloatBias - 8 * x.sum[c][b]);
