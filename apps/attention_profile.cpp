@@ -24,11 +24,11 @@ AttentionProfile attention_profile(const Model& model, DType kv_dtype, const std
     if (bos) s.new_tokens[0] = *bos;
     s.sample = true;
     s.collect_attention = true;
-    std::vector<int32_t> table(static_cast<size_t>(num_blocks));
-    for (int32_t b = 0; b < num_blocks; ++b) table[static_cast<size_t>(b)] = b;
-    s.block_tables = {table};
-    s.num_released = {0};
+    BlockTableChange table;  // a new request each chunk: its whole table, over all the blocks
+    for (int32_t b = 0; b < num_blocks; ++b) table.append.push_back(b);
+    s.table_changes = {table};
     out.seqs.push_back(std::move(s));
+    if (c > 0) out.released_tables = {RequestId(c)};
     out.num_tokens = n_ctx;
     runner.execute(out);
     const std::vector<float>& w = runner.kv_stats()[0].attention;  // [n_ctx][n_ctx]

@@ -271,6 +271,10 @@ void Engine::step() {
   take_tier_loads();
   SchedulerOutput out = scheduler_->schedule();
   if (out.empty()) return;
+  if (out.seqs.empty() && out.kv_ops.empty()) {  // only finished tables for the runner to forget: no step
+    runner_->execute(out);
+    return;
+  }
   peak_kv_blocks_used_ = std::max(peak_kv_blocks_used_, scheduler_->kv().pool().num_used_blocks());
   const double now = clock_.now_s();
   for (const auto& s : out.seqs) {

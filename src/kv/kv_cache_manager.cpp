@@ -35,7 +35,7 @@ int32_t ceil_div(int32_t a, int32_t b) { return (a + b - 1) / b; }
 
 // A table's blocks that are held (its released, stale entries excluded).
 std::span<const BlockId> live_blocks(const BlockTable& t) {
-  return std::span<const BlockId>(t.blocks).subspan(static_cast<size_t>(t.num_released));
+  return std::span<const BlockId>(t.blocks()).subspan(static_cast<size_t>(t.num_released));
 }
 
 }  // namespace
@@ -57,7 +57,7 @@ int32_t KvCacheManager::num_invisible_blocks(int32_t group, int32_t num_computed
 int32_t KvCacheManager::blocks_needed(const RequestBlocks* r, int32_t group,
                                       int32_t num_tokens) const {
   int32_t num_entries = ceil_div(num_tokens, config_.block_size);
-  int32_t num_have = r ? static_cast<int32_t>(r->tables[group].blocks.size()) : 0;
+  int32_t num_have = r ? static_cast<int32_t>(r->tables[group].size()) : 0;
   // Window tables never lag behind their window: on_computed releases eagerly
   // and every slot written in a step is seen by its own query, so each new
   // entry needs a real block.
@@ -113,7 +113,7 @@ PrefixHit KvCacheManager::find_prefix(std::span<const int32_t> tokens, uint64_t 
   for (int32_t g = 0; g < num_groups(); ++g) {
     BlockTable& t = hit.tables[g];
     t.num_released = num_invisible_blocks(g, n * bs);
-    for (int32_t i = 0; i < n; ++i) t.blocks.push_back(i < t.num_released ? BlockId(0) : *cached[g][i]);
+    for (int32_t i = 0; i < n; ++i) t.push_back(i < t.num_released ? BlockId(0) : *cached[g][i]);
   }
   return hit;
 }
@@ -140,7 +140,7 @@ bool KvCacheManager::can_allocate(RequestId id, int32_t num_new, const PrefixHit
       continue;
     }
     const BlockTable& t = hit->tables[g];
-    num_needed += num_entries - static_cast<int32_t>(t.blocks.size());
+    num_needed += num_entries - static_cast<int32_t>(t.size());
     for (BlockId b : live_blocks(t)) {
       // A hit block that is free leaves the free queue when touched.
       if (pool_.meta(b).ref_count == 0) ++num_needed;
@@ -177,9 +177,7 @@ bool KvCacheManager::allocate(RequestId id, int32_t num_new, const PrefixHit* hi
   }
   int32_t num_tokens = r.num_computed + num_new;
   for (int32_t g = 0; g < num_groups(); ++g) {
-    std::vector<BlockId> fresh = pool_.allocate(blocks_needed(&r, g, num_tokens));
-    auto& blocks = r.tables[g].blocks;
-    blocks.insert(blocks.end(), fresh.begin(), fresh.end());
+    r.tables[g].append(pool_.allocate(blocks_needed(&r, g, num_tokens)));
   }
   r.num_slots = std::max(r.num_slots, num_tokens);
   return true;
@@ -210,11 +208,11 @@ bool KvCacheManager::on_computed(RequestId id, std::span<const int32_t> tokens,
       // sight, so every group's copy gets published.
       for (int32_t g = 0; g < num_groups(); ++g) {
         const BlockTable& t = r.tables[g];
-        if (i >= t.num_released) pool_.cache(t.blocks[i], hash_for_group(h, g));
+        if (i >= t.num_released) pool_.cache(t[i], hash_for_group(h, g));
       }
-      if (record_published_ && num_groups() == 1 && pool_.meta(r.tables[0].blocks[i]).hash == hash_for_group(h, 0)) {
+      if (record_published_ && num_groups() == 1 && pool_.meta(r.tables[0][i]).hash == hash_for_group(h, 0)) {
         const auto first = tokens.begin() + static_cast<ptrdiff_t>(i) * bs;
-        published_.push_back({r.tables[0].blocks[i], h, parent, std::vector<int32_t>(first, first + bs)});
+        published_.push_back({r.tables[0][i], h, parent, std::vector<int32_t>(first, first + bs)});
       }
       r.block_hashes.push_back(h);
     }
@@ -223,9 +221,9 @@ bool KvCacheManager::on_computed(RequestId id, std::span<const int32_t> tokens,
   for (int32_t g = 0; g < num_groups(); ++g) {
     BlockTable& t = r.tables[g];
     int32_t num_dead =
-        std::min(num_invisible_blocks(g, num_computed), static_cast<int32_t>(t.blocks.size()));
+        std::min(num_invisible_blocks(g, num_computed), static_cast<int32_t>(t.size()));
     if (num_dead <= t.num_released) continue;
-    pool_.free(std::span<const BlockId>(t.blocks).subspan(t.num_released, num_dead - t.num_released));
+    pool_.free(std::span<const BlockId>(t.blocks()).subspan(t.num_released, num_dead - t.num_released));
     t.num_released = num_dead;
   }
   if (r.policy && r.num_computed >= r.budget.budget_tokens + bs) return evict(r);
@@ -237,7 +235,7 @@ void KvCacheManager::free(RequestId id) {
   if (it == requests_.end()) return;  // never allocated (e.g. a waiting request)
   std::vector<BlockId> reversed;
   for (const BlockTable& t : it->second.tables) {
-    reversed.assign(t.blocks.rbegin(), t.blocks.rend() - t.num_released);
+    reversed.assign(t.blocks().rbegin(), t.blocks().rend() - t.num_released);
     pool_.free(reversed);
   }
   requests_.erase(it);
@@ -248,6 +246,13 @@ const BlockTable& KvCacheManager::table(RequestId id, int32_t group) const {
   KVLM_ASSERT(it != requests_.end(), "table() of a request without blocks");
   KVLM_ASSERT(group >= 0 && group < num_groups(), "group out of range");
   return it->second.tables[group];
+}
+
+BlockTableChange KvCacheManager::take_table_change(RequestId id, int32_t group) {
+  auto it = requests_.find(id);
+  KVLM_ASSERT(it != requests_.end(), "take_table_change() of a request without blocks");
+  KVLM_ASSERT(group >= 0 && group < num_groups(), "group out of range");
+  return it->second.tables[group].take_change();
 }
 
 std::vector<PublishedBlock> KvCacheManager::take_published() {

@@ -35,6 +35,7 @@
 
 #include "common/strong_id.h"
 #include "kv/block_hash.h"
+#include "kv/block_table.h"
 #include "kv/block_pool.h"
 #include "kv/kv_ops.h"
 #include "kv/kv_policy.h"
@@ -46,13 +47,6 @@ struct KvCacheConfig {
   int32_t block_size = 16;
   bool enable_prefix_caching = true;
   std::vector<int32_t> group_windows = {0};  // one per group; 0 = full attention
-};
-
-// A request's table for one group. Entries [0, num_released) were released
-// (window groups only): their ids are stale and must not be read.
-struct BlockTable {
-  std::vector<BlockId> blocks;
-  int32_t num_released = 0;
 };
 
 // Result of a prefix-cache lookup: the first num_tokens tokens (a whole
@@ -149,6 +143,9 @@ class KvCacheManager {
 
   bool has_request(RequestId id) const { return requests_.count(id) != 0; }
   const BlockTable& table(RequestId id, int32_t group) const;
+  // What the request's table for `group` did since the last call (for the
+  // runner's copy, BlockTableMirror); marks it sent.
+  BlockTableChange take_table_change(RequestId id, int32_t group);
 
   // Statistics, in tokens, over the lookups of admitted requests (each
   // admission counts, including re-admission after a preemption).

@@ -14,7 +14,7 @@ int32_t rounded_budget(const KvBudget& b, int32_t block_size) {
 }
 
 int64_t physical_slot(const BlockTable& t, int32_t slot, int32_t block_size) {
-  return static_cast<int64_t>(t.blocks[static_cast<size_t>(slot / block_size)].value()) * block_size +
+  return static_cast<int64_t>(t[static_cast<size_t>(slot / block_size)].value()) * block_size +
          slot % block_size;
 }
 
@@ -89,7 +89,7 @@ KvOps KvCacheManager::take_ops() {
 }
 
 bool KvCacheManager::make_private(BlockTable& t, size_t index) {
-  const BlockId b = t.blocks[index];
+  const BlockId b = t[index];
   const BlockMeta& m = pool_.meta(b);
   if (m.ref_count == 1 && !m.hash) return true;
   if (pool_.can_allocate(1)) {
@@ -98,7 +98,7 @@ bool KvCacheManager::make_private(BlockTable& t, size_t index) {
     ops_.push_back(KvOp::copy_block(0, b.value(), copy.value()));
     const BlockId old[] = {b};
     pool_.free(old);
-    t.blocks[index] = copy;
+    t.set(index, copy);
     return true;
   }
   if (m.ref_count == 1) {  // only the prefix cache shares it: forget it instead
@@ -117,22 +117,22 @@ void KvCacheManager::drop_whole_blocks(RequestBlocks& r, std::vector<bool>& drop
   BlockTable& t = r.tables[0];
   std::vector<BlockId> kept_blocks, gone;
   std::vector<bool> kept_dropped;
-  for (size_t k = 0; k < t.blocks.size(); ++k) {
+  for (size_t k = 0; k < t.size(); ++k) {
     const int32_t begin = static_cast<int32_t>(k) * bs, end = std::min(begin + bs, n);
     bool all = end - begin == bs;
     for (int32_t s = begin; s < end && all; ++s) all = dropped[s];
     if (all) {
-      gone.push_back(t.blocks[k]);
+      gone.push_back(t[k]);
       continue;
     }
-    kept_blocks.push_back(t.blocks[k]);
+    kept_blocks.push_back(t[k]);
     for (int32_t s = begin; s < end; ++s) {
       old_slot.push_back(s);
       kept_dropped.push_back(dropped[s]);
     }
   }
   pool_.free(gone);
-  t.blocks = std::move(kept_blocks);
+  t.assign(std::move(kept_blocks));
   dropped = std::move(kept_dropped);
 }
 
@@ -148,13 +148,13 @@ bool KvCacheManager::evict_run(RequestBlocks& r, int32_t a) {
   for (int32_t o = 0; o < a % bs; ++o)
     ops_.push_back(KvOp::move_slot(0, physical_slot(t, static_cast<int32_t>(ka) * bs + o, bs),
                                    physical_slot(t, static_cast<int32_t>(ka + 1) * bs + o, bs)));
-  const BlockId gone[] = {t.blocks[ka]};
-  t.blocks.erase(t.blocks.begin() + static_cast<std::ptrdiff_t>(ka));
+  const BlockId gone[] = {t[ka]};
+  t.erase(ka);
   pool_.free(gone);
   if (r.budget.shift) {
     // Tokens from a on are bs positions earlier (those moved into block ka
     // before a keep theirs).
-    for (size_t k = ka; k < t.blocks.size(); ++k)
+    for (size_t k = ka; k < t.size(); ++k)
       if (!make_private(t, k)) return false;
     for (int32_t i = a; i < r.num_computed - bs; ++i) ops_.push_back(KvOp::rotate_key(0, physical_slot(t, i, bs), -bs));
   }
@@ -188,7 +188,7 @@ bool KvCacheManager::evict(RequestBlocks& r) {
   const auto num_kept = static_cast<int32_t>(keep.size());
   // A block is written when a slot moves into it, or (with --kv-shift) when
   // one of its keys changes position.
-  std::vector<bool> written(t.blocks.size(), false);
+  std::vector<bool> written(t.size(), false);
   for (int32_t i = 0; i < num_kept; ++i) {
     if (keep[i] != i || (r.budget.shift && old_slot[keep[i]] != i)) written[static_cast<size_t>(i / bs)] = true;
   }
@@ -206,9 +206,9 @@ bool KvCacheManager::evict(RequestBlocks& r) {
 
   // Step 3: blocks emptied by the compaction go back, newest first.
   const auto num_blocks = static_cast<size_t>((num_kept + bs - 1) / bs);
-  std::vector<BlockId> tail(t.blocks.rbegin(), t.blocks.rend() - static_cast<std::ptrdiff_t>(num_blocks));
+  std::vector<BlockId> tail(t.blocks().rbegin(), t.blocks().rend() - static_cast<std::ptrdiff_t>(num_blocks));
   pool_.free(tail);
-  t.blocks.resize(num_blocks);
+  t.truncate(num_blocks);
   std::vector<int32_t> from(keep.size());
   for (size_t i = 0; i < keep.size(); ++i) from[i] = old_slot[static_cast<size_t>(keep[i])];
   finish_eviction(r, from, bs);

@@ -90,9 +90,11 @@ std::span<const float> ModelRunner::execute(const SchedulerOutput& out) {
   kv_stats_.assign(out.seqs.size(), {});
   raw_attention_.resize(out.seqs.size());
 
+  for (RequestId id : out.released_tables) tables_.forget(id);
   for (size_t si = 0; si < out.seqs.size(); ++si) {
     const ScheduledSeq& s = out.seqs[si];
-    KVLM_ASSERT(s.block_tables.size() == num_groups, "one block table per KV group");
+    KVLM_ASSERT(s.table_changes.size() == num_groups, "one block table per KV group");
+    const std::vector<BlockTableMirror::Table>& tables = tables_.apply(s.id, s.table_changes);
     const int32_t begin = static_cast<int32_t>(tokens_.size());
     const int32_t n = static_cast<int32_t>(s.new_tokens.size());
     for (int32_t i = 0; i < n; ++i) {
@@ -100,7 +102,7 @@ std::span<const float> ModelRunner::execute(const SchedulerOutput& out) {
       tokens_.push_back(s.new_tokens[i]);
       positions_.push_back(s.position_begin + i);
       for (size_t g = 0; g < num_groups; ++g) {
-        const auto& table = s.block_tables[g];
+        const auto& table = tables[g].ids;
         KVLM_ASSERT(static_cast<size_t>(slot / bs) < table.size(), "block table covers the slot");
         slots_[g].push_back(static_cast<int64_t>(table[slot / bs]) * bs + slot % bs);
       }
@@ -111,7 +113,7 @@ std::span<const float> ModelRunner::execute(const SchedulerOutput& out) {
       stats = raw_attention_[si].data();
     }
     for (size_t g = 0; g < num_groups; ++g)
-      seqs_[g].push_back(AttentionSeq{begin, n, s.slot_begin + n, s.block_tables[g], stats});
+      seqs_[g].push_back(AttentionSeq{begin, n, s.slot_begin + n, tables[g].ids, stats});
     for (int32_t i = 0; i < s.num_prompt_logits; ++i) logit_rows_.push_back(begin + i);
     if (s.sample) logit_rows_.push_back(begin + n - 1);
   }

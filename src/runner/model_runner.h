@@ -1,6 +1,8 @@
 // Turns a SchedulerOutput into one batched forward pass: token ids, positions,
 // the slot of each token in each KV group, and per-sequence block tables; owns
 // the KV storage tensors. Weights are read once per step for all sequences.
+// The block tables are its own copy (BlockTableMirror), kept from the changes
+// each output carries: a long sequence's table does not travel every step.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +45,7 @@ class ModelRunner {
   std::vector<std::vector<float>> raw_attention_;  // [seq][T_seq * kv_heads * context]
   std::vector<SeqKvStats> kv_stats_;
   std::vector<std::vector<int32_t>> group_layers_;  // [group] layer indices
+  BlockTableMirror tables_;                          // every running request's, from the changes
 
   void run_kv_ops(const KvOps& ops);
   void collect_stats(const SchedulerOutput& out);

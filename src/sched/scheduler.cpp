@@ -86,7 +86,7 @@ void Scheduler::add_request(std::unique_ptr<Request> request) {
   requests_.emplace(r.id, std::move(request));
 }
 
-ScheduledSeq Scheduler::make_seq(const Request& r, int32_t num_new) const {
+ScheduledSeq Scheduler::make_seq(const Request& r, int32_t num_new) {
   ScheduledSeq s;
   s.id = r.id;
   s.num_computed = r.num_computed_tokens;
@@ -102,18 +102,18 @@ ScheduledSeq Scheduler::make_seq(const Request& r, int32_t num_new) const {
     s.collect_entropy = kv_policy_needs_entropy(r.kv_budget.policy);
     if (s.collect_entropy) s.num_prompt_logits = num_new - (s.sample ? 1 : 0);
   }
-  for (int32_t g = 0; g < kv_.num_groups(); ++g) {
-    const BlockTable& t = kv_.table(r.id, g);
-    std::vector<int32_t>& ids = s.block_tables.emplace_back();
-    ids.reserve(t.blocks.size());
-    for (BlockId b : t.blocks) ids.push_back(b.value());
-    s.num_released.push_back(t.num_released);
-  }
+  for (int32_t g = 0; g < kv_.num_groups(); ++g) s.table_changes.push_back(kv_.take_table_change(r.id, g));
   return s;
 }
 
+void Scheduler::free_blocks(RequestId id) {
+  if (!kv_.has_request(id)) return;  // never allocated (a waiting request)
+  kv_.free(id);
+  released_tables_.push_back(id);
+}
+
 void Scheduler::preempt(Request& r) {
-  kv_.free(r.id);
+  free_blocks(r.id);
   r.num_computed_tokens = 0;
   r.status = RequestStatus::kWaiting;
   ++r.num_preemptions;
@@ -180,6 +180,7 @@ SchedulerOutput Scheduler::schedule() {
     out.num_tokens += num_new;
     budget -= num_new;
   }
+  out.released_tables.swap(released_tables_);  // this call's preemptions included
   return out;
 }
 
@@ -269,7 +270,7 @@ std::unique_ptr<Request> Scheduler::remove(RequestId id) {
   } else {
     waiting_.erase(std::find(waiting_.begin(), waiting_.end(), r.get()));
   }
-  kv_.free(id);
+  free_blocks(id);
   r->status = RequestStatus::kFinished;
   return r;
 }

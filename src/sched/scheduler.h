@@ -7,8 +7,8 @@
 //   2. then, if nothing was preempted this step, waiting requests in FIFO
 //      order, each starting after its prefix-cache hit, while the budget, the
 //      sequence cap and the pool allow.
-// The scheduler owns the KvCacheManager; the runner only reads block tables
-// from the SchedulerOutput.
+// The scheduler owns the KvCacheManager; the runner keeps a copy of the block
+// tables from the changes each SchedulerOutput carries (kv/block_table.h).
 #pragma once
 
 #include <cstdint>
@@ -44,8 +44,9 @@ struct ScheduledSeq {
   int32_t num_prompt_logits = 0;
   bool collect_attention = false;  // its KV policy needs the attention weights
   bool collect_entropy = false;    // its KV policy needs each row's entropy
-  std::vector<std::vector<int32_t>> block_tables;  // [group] physical block ids
-  std::vector<int32_t> num_released;               // [group] leading stale entries
+  // [group] what its block table did since it was last scheduled (all of it
+  // the first time): the runner keeps the tables (BlockTableMirror).
+  std::vector<BlockTableChange> table_changes;
 };
 
 // What a step observed for one sequence's KV policy (ModelRunner fills it).
@@ -65,7 +66,10 @@ struct SchedulerOutput {
   std::vector<ScheduledSeq> seqs;       // running requests first, then newly admitted
   int32_t num_tokens = 0;               // sum of new_tokens sizes, <= the budget
   std::vector<RequestId> preempted;     // preempted during this schedule() call
-  bool empty() const { return seqs.empty() && kv_ops.empty(); }
+  // Requests whose blocks were freed (finished, aborted, preempted) since the
+  // last output: the runner forgets their tables. Before `seqs` in effect.
+  std::vector<RequestId> released_tables;
+  bool empty() const { return seqs.empty() && kv_ops.empty() && released_tables.empty(); }
 };
 
 class Scheduler {
@@ -103,7 +107,8 @@ class Scheduler {
   const SchedulerConfig& config() const { return config_; }
 
  private:
-  ScheduledSeq make_seq(const Request& r, int32_t num_new) const;
+  ScheduledSeq make_seq(const Request& r, int32_t num_new);
+  void free_blocks(RequestId id);
   void observe(const ScheduledSeq& s, const SeqKvStats& stats);
   bool at_length_limit(const Request& r) const;
   void preempt(Request& r);
@@ -115,6 +120,7 @@ class Scheduler {
   std::deque<Request*> waiting_;   // FIFO; preempted requests go to the front
   std::vector<Request*> running_;  // admission order
   int64_t num_preemptions_ = 0;
+  std::vector<RequestId> released_tables_;  // for the next SchedulerOutput
 };
 
 }  // namespace kvlm

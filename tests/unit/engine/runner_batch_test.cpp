@@ -82,7 +82,7 @@ BatchedRun run_batched(const Model& model, const std::vector<int32_t>& tokens, c
         if (groups[g].window == 0) continue;
         const BlockTable& t = sched.kv().table(s.id, static_cast<int32_t>(g));
         run.max_window_blocks_held = std::max(
-            run.max_window_blocks_held, static_cast<int32_t>(t.blocks.size()) - t.num_released);
+            run.max_window_blocks_held, static_cast<int32_t>(t.size()) - t.num_released);
       }
     }
     sched.update(out, sampled);

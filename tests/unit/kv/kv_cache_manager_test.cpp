@@ -36,18 +36,18 @@ TEST(KvCacheManager, PrefixHitCountsFullBlocksLeavingOneToken) {
   KvCacheManager kv(config(32, 4));
   std::vector<int32_t> a = iota_tokens(10);
   compute(kv, RequestId(1), a);
-  EXPECT_EQ(kv.table(RequestId(1), 0).blocks, ids({0, 1, 2}));
+  EXPECT_EQ(kv.table(RequestId(1), 0).blocks(), ids({0, 1, 2}));
   EXPECT_EQ(kv.pool().num_cached_blocks(), 2u);  // the partial block is not cached
 
   PrefixHit same = kv.find_prefix(a);
   EXPECT_EQ(same.num_tokens, 8);
-  EXPECT_EQ(same.tables[0].blocks, ids({0, 1}));
+  EXPECT_EQ(same.tables[0].blocks(), ids({0, 1}));
 
   std::vector<int32_t> diverge = iota_tokens(10);
   diverge[6] = 77;  // inside block 1
   PrefixHit one = kv.find_prefix(diverge);
   EXPECT_EQ(one.num_tokens, 4);
-  EXPECT_EQ(one.tables[0].blocks, ids({0}));
+  EXPECT_EQ(one.tables[0].blocks(), ids({0}));
 
   // Fully cached in full blocks: the last block is dropped to leave a token.
   PrefixHit exact = kv.find_prefix(iota_tokens(8));
@@ -91,7 +91,7 @@ TEST(KvCacheManager, HitTakesReferencesAndFreeRoundTrips) {
   PrefixHit hit = kv.find_prefix(t);
   ASSERT_EQ(hit.num_tokens, 8);
   compute(kv, RequestId(2), t, &hit);
-  EXPECT_EQ(kv.table(RequestId(2), 0).blocks, ids({0, 1, 3}));
+  EXPECT_EQ(kv.table(RequestId(2), 0).blocks(), ids({0, 1, 3}));
   EXPECT_EQ(kv.pool().meta(BlockId(0)).ref_count, 2);
   EXPECT_EQ(kv.pool().meta(BlockId(1)).ref_count, 2);
   EXPECT_EQ(kv.pool().meta(BlockId(2)).ref_count, 1);
@@ -107,7 +107,7 @@ TEST(KvCacheManager, HitTakesReferencesAndFreeRoundTrips) {
   kv.free(RequestId(1));  // unknown now: a no-op
   EXPECT_EQ(kv.pool().num_free_blocks(), 8);
   // The cached blocks are still hits, found in the free queue.
-  EXPECT_EQ(kv.find_prefix(t).tables[0].blocks, ids({0, 1}));
+  EXPECT_EQ(kv.find_prefix(t).tables[0].blocks(), ids({0, 1}));
 }
 
 TEST(KvCacheManager, GrowsTableAcrossSteps) {
@@ -115,13 +115,13 @@ TEST(KvCacheManager, GrowsTableAcrossSteps) {
   std::vector<int32_t> t = iota_tokens(9);
   RequestId id(3);
   ASSERT_TRUE(kv.allocate(id, 5));  // slots 0..4
-  EXPECT_EQ(kv.table(id, 0).blocks, ids({0, 1}));
+  EXPECT_EQ(kv.table(id, 0).blocks(), ids({0, 1}));
   ASSERT_TRUE(kv.on_computed(id, t, 5));
   ASSERT_TRUE(kv.allocate(id, 1));  // slot 5: same block
-  EXPECT_EQ(kv.table(id, 0).blocks.size(), 2u);
+  EXPECT_EQ(kv.table(id, 0).blocks().size(), 2u);
   ASSERT_TRUE(kv.on_computed(id, t, 6));
   ASSERT_TRUE(kv.allocate(id, 3));  // slots 6..8
-  EXPECT_EQ(kv.table(id, 0).blocks, ids({0, 1, 2}));
+  EXPECT_EQ(kv.table(id, 0).blocks(), ids({0, 1, 2}));
   ASSERT_TRUE(kv.on_computed(id, t, 9));
   EXPECT_EQ(kv.pool().num_cached_blocks(), 0u);  // caching off
   EXPECT_EQ(kv.find_prefix(t).num_tokens, 0);
@@ -140,7 +140,7 @@ TEST(KvCacheManager, ShortPoolChangesNothing) {
   EXPECT_FALSE(kv.has_request(RequestId(2)));
   EXPECT_FALSE(kv.can_allocate(RequestId(1), 8));  // 20 tokens: 2 more blocks
   EXPECT_FALSE(kv.allocate(RequestId(1), 8));
-  EXPECT_EQ(kv.table(RequestId(1), 0).blocks.size(), 3u);
+  EXPECT_EQ(kv.table(RequestId(1), 0).blocks().size(), 3u);
   EXPECT_EQ(kv.pool().free_queue_order(), queue);
   EXPECT_TRUE(kv.allocate(RequestId(1), 4));  // 16 tokens: exactly the last block
   EXPECT_EQ(kv.pool().num_free_blocks(), 0);
@@ -159,7 +159,7 @@ TEST(KvCacheManager, FreeHitBlocksCountAgainstThePool) {
   EXPECT_EQ(kv.pool().free_queue_order(), ids({1, 0}));
 
   PrefixHit hit = kv.find_prefix(t);
-  ASSERT_EQ(hit.tables[0].blocks, ids({0, 1}));
+  ASSERT_EQ(hit.tables[0].blocks(), ids({0, 1}));
   // 2 tokens to compute need 1 new block, but the only free ones are the hits.
   EXPECT_FALSE(kv.can_allocate(RequestId(3), 2, &hit));
   EXPECT_FALSE(kv.allocate(RequestId(3), 2, &hit));
@@ -172,7 +172,7 @@ TEST(KvCacheManager, FreeHitBlocksCountAgainstThePool) {
   kv.free(RequestId(2));  // queue 1,0,2
   EXPECT_TRUE(kv.can_allocate(RequestId(3), 2, &hit));
   ASSERT_TRUE(kv.allocate(RequestId(3), 2, &hit));
-  EXPECT_EQ(kv.table(RequestId(3), 0).blocks, ids({0, 1, 2}));
+  EXPECT_EQ(kv.table(RequestId(3), 0).blocks(), ids({0, 1, 2}));
   EXPECT_EQ(kv.pool().num_free_blocks(), 0);
   EXPECT_EQ(kv.num_prefix_query_tokens(), 10);
   EXPECT_EQ(kv.num_prefix_hit_tokens(), 8);
@@ -192,7 +192,7 @@ TEST(KvCacheManager, PublishedHashesChainFromHits) {
   EXPECT_EQ(kv.find_prefix(longer).num_tokens, 12);
   std::vector<BlockHash> expected = hash_full_blocks(longer, 4);
   for (int i = 0; i < 3; ++i) {
-    EXPECT_EQ(kv.pool().meta(kv.table(RequestId(2), 0).blocks[i]).hash, expected[i]);
+    EXPECT_EQ(kv.pool().meta(kv.table(RequestId(2), 0).blocks()[i]).hash, expected[i]);
   }
   kv.free(RequestId(1));
   kv.free(RequestId(2));
@@ -221,9 +221,9 @@ TEST(KvCacheManager, WindowGroupReleasesBlocksOutOfSight) {
   // After 40 tokens: the next query (slot 40) sees 33..40; blocks 0..7 (slots
   // 0..31) are gone, blocks 8, 9 (slots 32..39) remain.
   EXPECT_EQ(kv.table(id, 1).num_released, 8);
-  EXPECT_EQ(kv.table(id, 1).blocks.size(), 10u);
+  EXPECT_EQ(kv.table(id, 1).blocks().size(), 10u);
   EXPECT_EQ(kv.table(id, 0).num_released, 0);
-  EXPECT_EQ(kv.table(id, 0).blocks.size(), 10u);
+  EXPECT_EQ(kv.table(id, 0).blocks().size(), 10u);
   EXPECT_EQ(kv.pool().num_used_blocks(), 12);
 
   ASSERT_TRUE(kv.allocate(id, 1));  // slot 40 opens block 10 in both groups
@@ -241,7 +241,7 @@ TEST(KvCacheManager, WindowGroupReleasesBlocksOutOfSight) {
   PrefixHit hit = kv.find_prefix(t);
   EXPECT_EQ(hit.num_tokens, 40);
   EXPECT_EQ(hit.tables[1].num_released, 8);
-  EXPECT_EQ(hit.tables[1].blocks[9], kv.table(id, 1).blocks[9]);
+  EXPECT_EQ(hit.tables[1].blocks()[9], kv.table(id, 1).blocks()[9]);
 
   kv.free(id);
   EXPECT_EQ(kv.pool().num_free_blocks(), 64);
@@ -254,12 +254,12 @@ TEST(KvCacheManager, WindowReleaseOrderAndBigChunks) {
   RequestId id(1);
   std::vector<int32_t> t = iota_tokens(12);
   ASSERT_TRUE(kv.allocate(id, 10));  // every written slot needs a block
-  EXPECT_EQ(kv.table(id, 0).blocks, ids({0, 1, 2, 3, 4}));
+  EXPECT_EQ(kv.table(id, 0).blocks(), ids({0, 1, 2, 3, 4}));
   ASSERT_TRUE(kv.on_computed(id, t, 10));  // next query at 10 sees 7..10: blocks 0..2 dead
   EXPECT_EQ(kv.table(id, 0).num_released, 3);
   EXPECT_EQ(kv.pool().free_queue_order(), ids({5, 6, 7, 0, 1, 2}));
   ASSERT_TRUE(kv.allocate(id, 1));
-  EXPECT_EQ(kv.table(id, 0).blocks, ids({0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(kv.table(id, 0).blocks(), ids({0, 1, 2, 3, 4, 5}));
   ASSERT_TRUE(kv.on_computed(id, t, 11));  // (11-3)/2 = 4
   EXPECT_EQ(kv.table(id, 0).num_released, 4);
   kv.free(id);  // only the live blocks, last first
@@ -284,17 +284,17 @@ TEST(KvCacheManager, HybridHitTakesOnlyTheWindowsBlocks) {
   ASSERT_EQ(hit.num_tokens, 28);  // the full group's 7 cached blocks
   ASSERT_EQ(hit.tables.size(), 2u);
   EXPECT_EQ(hit.tables[0].num_released, 0);
-  EXPECT_EQ(hit.tables[0].blocks, std::vector<BlockId>(full.blocks.begin(), full.blocks.begin() + 7));
+  EXPECT_EQ(hit.tables[0].blocks(), std::vector<BlockId>(full.blocks().begin(), full.blocks().begin() + 7));
   // A query at slot 28 sees 21..28: window blocks 5 and 6 from the cache, 0..4 released.
   EXPECT_EQ(hit.tables[1].num_released, 5);
-  ASSERT_EQ(hit.tables[1].blocks.size(), 7u);
-  EXPECT_EQ(hit.tables[1].blocks[5], window.blocks[5]);
-  EXPECT_EQ(hit.tables[1].blocks[6], window.blocks[6]);
+  ASSERT_EQ(hit.tables[1].blocks().size(), 7u);
+  EXPECT_EQ(hit.tables[1].blocks()[5], window.blocks()[5]);
+  EXPECT_EQ(hit.tables[1].blocks()[6], window.blocks()[6]);
 
   // 12 new tokens: 3 new blocks per group on top of the 7 + 2 hit blocks.
   compute(kv, RequestId(2), t, &hit);
   EXPECT_EQ(kv.num_prefix_hit_tokens(), 28);
-  EXPECT_EQ(kv.table(RequestId(2), 0).blocks.size(), 10u);
+  EXPECT_EQ(kv.table(RequestId(2), 0).blocks().size(), 10u);
   EXPECT_EQ(kv.table(RequestId(2), 1).num_released, 8);  // (40 - 7) / 4
   EXPECT_EQ(kv.pool().num_used_blocks(), 10 + 2);
   kv.free(RequestId(2));

@@ -53,7 +53,7 @@ TEST(KvEviction, TokenPolicyCompactsSurvivorsWithExactMoves) {
   KvCacheManager kv = manager(16, false);
   const RequestId id(1);
   ASSERT_TRUE(kv.allocate(id, 12, nullptr, budget(KvPolicyKind::kTova, 8, 0)));
-  EXPECT_EQ(kv.table(id, 0).blocks, ids({0, 1, 2}));
+  EXPECT_EQ(kv.table(id, 0).blocks(), ids({0, 1, 2}));
   // TOVA: the newest queries ignored slots 1, 2, 5 and 9.
   std::vector<float> w(12, 0.1f);
   for (int s : {1, 2, 5, 9}) w[s] = 0.f;
@@ -63,7 +63,7 @@ TEST(KvEviction, TokenPolicyCompactsSurvivorsWithExactMoves) {
   // 11): three moves, and block 2 empties.
   const KvOps expected = {KvOp::move_slot(0, 8, 1), KvOp::move_slot(0, 10, 2), KvOp::move_slot(0, 11, 5)};
   EXPECT_EQ(kv.take_ops(), expected);
-  EXPECT_EQ(kv.table(id, 0).blocks, ids({0, 1}));
+  EXPECT_EQ(kv.table(id, 0).blocks(), ids({0, 1}));
   EXPECT_EQ(kv.num_resident(id), 8);
   EXPECT_EQ(kv.num_evicted(id), 4);
   EXPECT_EQ(kv.pool().num_used_blocks(), 2);
@@ -71,7 +71,7 @@ TEST(KvEviction, TokenPolicyCompactsSurvivorsWithExactMoves) {
   // 4 more tokens reach the budget again; they go to a fresh block.
   EXPECT_EQ(kv.max_new_tokens(id, budget(KvPolicyKind::kTova, 8, 0)), 4);
   ASSERT_TRUE(kv.allocate(id, 4));
-  EXPECT_EQ(kv.table(id, 0).blocks, ids({0, 1, 3}));  // block 2 went to the back of the free queue
+  EXPECT_EQ(kv.table(id, 0).blocks(), ids({0, 1, 3}));  // block 2 went to the back of the free queue
   kv.free(id);
   EXPECT_EQ(kv.pool().num_free_blocks(), 16);
 }
@@ -104,7 +104,7 @@ TEST(KvEviction, ARunAcrossTwoBlocksMovesOnlyTheTokensBeforeIt) {
   // sinks at offsets 0, 1 and becomes the first block; block 0 leaves.
   const KvOps expected = {KvOp::move_slot(0, 0, 4), KvOp::move_slot(0, 1, 5)};
   EXPECT_EQ(kv.take_ops(), expected);
-  EXPECT_EQ(kv.table(id, 0).blocks, ids({1, 2}));
+  EXPECT_EQ(kv.table(id, 0).blocks(), ids({1, 2}));
   EXPECT_EQ(kv.num_resident(id), 8);
   kv.free(id);
   EXPECT_EQ(kv.pool().num_free_blocks(), 16);
@@ -130,7 +130,7 @@ TEST(KvEviction, WholeBlocksLeaveTheTableWithoutMoves) {
   ASSERT_TRUE(kv.allocate(id, 12, nullptr, budget(KvPolicyKind::kFifo, 8, 2)));
   ASSERT_TRUE(kv.on_computed(id, tokens(12), 12));
   EXPECT_TRUE(kv.take_ops().empty());  // block 1 dropped: later slots renumber, no bytes move
-  EXPECT_EQ(kv.table(id, 0).blocks, ids({0, 2}));
+  EXPECT_EQ(kv.table(id, 0).blocks(), ids({0, 2}));
   EXPECT_EQ(kv.pool().free_queue_order().back(), BlockId(1));
   kv.free(id);
 }
@@ -158,14 +158,14 @@ TEST(KvEviction, SharedBlocksAreCopiedBeforeTheyChange) {
   PrefixHit hit = kv.find_prefix(t, 0, kv.max_hit_tokens(b));
   ASSERT_EQ(hit.num_tokens, 8);
   ASSERT_TRUE(kv.allocate(RequestId(2), kv.max_new_tokens(RequestId(2), b, &hit), &hit, b));
-  EXPECT_EQ(kv.table(RequestId(2), 0).blocks, ids({0, 1, 4}));
+  EXPECT_EQ(kv.table(RequestId(2), 0).blocks(), ids({0, 1, 4}));
   ASSERT_TRUE(kv.on_computed(RequestId(2), t, 12));
   // Block 1 takes the sinks and is shared with request 1 and the prefix
   // cache: it is copied to block 5 first, and the sinks move into the copy.
   const KvOps expected = {KvOp::copy_block(0, 1, 5), KvOp::move_slot(0, 0, 5 * kBs), KvOp::move_slot(0, 1, 5 * kBs + 1)};
   EXPECT_EQ(kv.take_ops(), expected);
-  EXPECT_EQ(kv.table(RequestId(2), 0).blocks, ids({5, 4}));
-  EXPECT_EQ(kv.table(RequestId(1), 0).blocks, ids({0, 1, 2, 3}));
+  EXPECT_EQ(kv.table(RequestId(2), 0).blocks(), ids({5, 4}));
+  EXPECT_EQ(kv.table(RequestId(1), 0).blocks(), ids({0, 1, 2, 3}));
   EXPECT_EQ(kv.pool().meta(BlockId(1)).ref_count, 1);
   EXPECT_TRUE(kv.pool().meta(BlockId(1)).hash.has_value());  // still a valid cache entry
   kv.free(RequestId(1));

@@ -63,11 +63,16 @@ TEST_P(KvBudgetPolicies, TenThousandTokensStayWithinBudgetPlusOneBlock) {
   std::mt19937 rng(7);
   int32_t num_generated = 0, max_resident = 0, max_blocks = 0;
   int64_t num_ops = 0;
+  BlockTableMirror mirror;  // the runner's copy of the table, from the changes alone
   while (sched.has_unfinished()) {
     SchedulerOutput out = sched.schedule();
     num_ops += static_cast<int64_t>(out.kv_ops.size());
     ASSERT_EQ(out.seqs.size(), 1u);
     const ScheduledSeq& s = out.seqs[0];
+    const std::vector<int32_t>& mirrored = mirror.apply(s.id, s.table_changes)[0].ids;
+    const BlockTable& table = sched.kv().table(s.id, 0);  // after evictions' copies and compactions
+    ASSERT_EQ(mirrored.size(), table.size());
+    for (size_t i = 0; i < table.size(); ++i) ASSERT_EQ(mirrored[i], table[i].value()) << "entry " << i;
     max_resident = std::max(max_resident, s.slot_begin + static_cast<int32_t>(s.new_tokens.size()));
     max_blocks = std::max(max_blocks, sched.kv().pool().num_used_blocks());
     // Positions are slots with --kv-shift: they never pass budget + one block.

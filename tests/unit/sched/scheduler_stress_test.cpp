@@ -61,6 +61,12 @@ class Checker {
       step();
       if (::testing::Test::HasFatalFailure()) return;
     }
+    // The last finished requests' tables reach the runner with the next
+    // output: then its copy holds none.
+    const SchedulerOutput last = sched_.schedule();
+    EXPECT_TRUE(last.seqs.empty());
+    for (RequestId id : last.released_tables) mirror_.forget(id);
+    EXPECT_EQ(mirror_.num_requests(), 0u);
     EXPECT_EQ(sched_.kv().pool().num_free_blocks(), c_.kv.num_blocks);
     EXPECT_EQ(num_finished_ + num_rejected_, c_.num_requests);
     EXPECT_EQ(sched_.num_running(), 0);
@@ -142,7 +148,7 @@ class Checker {
       if (r->status != RequestStatus::kRunning) continue;
       for (int32_t g = 0; g < sched_.kv().num_groups(); ++g) {
         const BlockTable& t = sched_.kv().table(r->id, g);
-        ASSERT_GE(static_cast<int32_t>(t.blocks.size()) * c_.kv.block_size,
+        ASSERT_GE(static_cast<int32_t>(t.size()) * c_.kv.block_size,
                   r->num_computed_tokens);
       }
     }
@@ -155,6 +161,10 @@ class Checker {
     std::set<int64_t> seen;
     ASSERT_LE(static_cast<int32_t>(out.seqs.size()), c_.sched.max_num_seqs);
     ASSERT_LE(sched_.num_running(), c_.sched.max_num_seqs);
+    for (RequestId id : out.released_tables) {
+      ASSERT_FALSE(kv.has_request(id)) << "released tables of a request with blocks";
+      mirror_.forget(id);
+    }
     for (RequestId id : out.preempted) {
       const Request* r = sched_.find(id);
       ASSERT_NE(r, nullptr);
@@ -175,13 +185,17 @@ class Checker {
                              r->tokens.begin() + s.num_computed));
       ASSERT_EQ(s.sample, s.num_computed + n == r->num_tokens());
       num_tokens += n;
-      ASSERT_EQ(static_cast<int32_t>(s.block_tables.size()), kv.num_groups());
+      ASSERT_EQ(static_cast<int32_t>(s.table_changes.size()), kv.num_groups());
+      // The runner's copy, built from this step's changes alone.
+      const std::vector<BlockTableMirror::Table>& mirrored = mirror_.apply(s.id, s.table_changes);
       for (int32_t g = 0; g < kv.num_groups(); ++g) {
         const BlockTable& t = kv.table(s.id, g);
         const int32_t window = c_.kv.group_windows[g];
-        const auto& table = s.block_tables[g];
-        ASSERT_EQ(table.size(), t.blocks.size());
-        ASSERT_EQ(s.num_released[g], t.num_released);
+        const auto& table = mirrored[g].ids;
+        ASSERT_EQ(table.size(), t.size());
+        for (size_t i = static_cast<size_t>(t.num_released); i < t.size(); ++i)
+          ASSERT_EQ(table[i], t[i].value()) << "the runner's copy differs at entry " << i;
+        ASSERT_EQ(mirrored[g].num_released, t.num_released);
         ASSERT_GE(static_cast<int32_t>(table.size()) * bs, s.num_computed + n);
         if (window == 0) {
           ASSERT_EQ(t.num_released, 0);
@@ -224,9 +238,9 @@ class Checker {
       std::set<int32_t> mine;
       for (int32_t g = 0; g < kv.num_groups(); ++g) {
         const BlockTable& t = kv.table(r->id, g);
-        for (size_t i = static_cast<size_t>(t.num_released); i < t.blocks.size(); ++i) {
-          ASSERT_TRUE(mine.insert(t.blocks[i].value()).second) << "block twice in one request";
-          ++refs[t.blocks[i].value()];
+        for (size_t i = static_cast<size_t>(t.num_released); i < t.size(); ++i) {
+          ASSERT_TRUE(mine.insert(t[i].value()).second) << "block twice in one request";
+          ++refs[t[i].value()];
         }
       }
     }
@@ -277,6 +291,7 @@ class Checker {
 
   const StressCase& c_;
   Scheduler sched_;
+  BlockTableMirror mirror_;  // what the runner would hold
   std::mt19937 rng_;
   std::vector<std::vector<int32_t>> content_;  // [block][offset] token id written there
   std::vector<int32_t> templates_[3];

@@ -2,6 +2,7 @@
 // finishing, driven by a fake model that samples token = step index.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -54,6 +55,9 @@ struct Harness {
   SchedulerOutput step() {
     ++num_steps;
     SchedulerOutput out = sched.schedule();
+    // As the runner does: its copy of the tables, from the changes.
+    for (RequestId id : out.released_tables) mirror.forget(id);
+    for (const ScheduledSeq& s : out.seqs) tables[s.id.value()] = mirror.apply(s.id, s.table_changes);
     std::vector<int32_t> sampled;
     for (const ScheduledSeq& s : out.seqs) {
       if (s.sample) sampled.push_back(num_steps);
@@ -76,10 +80,20 @@ struct Harness {
 
   bool pool_whole() const { return sched.kv().pool().num_free_blocks() == num_blocks; }
 
+  // The runner's copy of a seq's table for `group` after its step.
+  const std::vector<int32_t>& table(const ScheduledSeq& s, int32_t group) const {
+    return tables.at(s.id.value())[static_cast<size_t>(group)].ids;
+  }
+  int32_t num_released(const ScheduledSeq& s, int32_t group) const {
+    return tables.at(s.id.value())[static_cast<size_t>(group)].num_released;
+  }
+
   Scheduler sched;
   int32_t num_blocks;
   int32_t num_steps = 0;
   std::vector<std::unique_ptr<Request>> finished;
+  BlockTableMirror mirror;
+  std::map<int64_t, std::vector<BlockTableMirror::Table>> tables;  // as of each seq's last step
 };
 
 TEST(Request, FinishReasonNames) {
@@ -102,9 +116,13 @@ TEST(Scheduler, ChunkedPrefillThenDecode) {
     EXPECT_EQ(static_cast<int32_t>(s.new_tokens.size()), sizes[i]);
     EXPECT_EQ(out.num_tokens, sizes[i]);
     EXPECT_EQ(s.sample, i >= 3);
-    ASSERT_EQ(s.block_tables.size(), 1u);
-    EXPECT_EQ(s.block_tables[0].size(), table_sizes[i]);
-    EXPECT_EQ(s.num_released, std::vector<int32_t>{0});
+    ASSERT_EQ(s.table_changes.size(), 1u);
+    EXPECT_EQ(h.table(s, 0).size(), table_sizes[i]);
+    EXPECT_EQ(h.num_released(s, 0), 0);
+    // After the first step only what grew travels: the 2 new blocks of a
+    // 32-token chunk, 1 for the last chunk, none for a decode in a block.
+    const std::vector<size_t> appended = {2, 2, 2, 1, 0, 0};
+    EXPECT_EQ(s.table_changes[0].append.size(), appended[i]) << "step " << i + 1;
     if (i == 0) {
       EXPECT_EQ(s.new_tokens[0], 1000);
     }
@@ -113,6 +131,10 @@ TEST(Scheduler, ChunkedPrefillThenDecode) {
     }
   }
   EXPECT_FALSE(h.sched.has_unfinished());
+  SchedulerOutput last = h.step();  // only tells the runner to forget the finished table
+  EXPECT_TRUE(last.seqs.empty());
+  EXPECT_EQ(last.released_tables, std::vector<RequestId>{RequestId(1)});
+  EXPECT_EQ(h.mirror.num_requests(), 0u);
   EXPECT_TRUE(h.step().empty());
   EXPECT_EQ(h.output_of(1), (std::vector<int32_t>{4, 5, 6}));
   EXPECT_EQ(h.finished_request(1).finish_reason, FinishReason::kLength);
@@ -252,7 +274,8 @@ TEST(Scheduler, PreemptedRequestRecoversPrefixHits) {
   // and takes 5: only 3's first block (4) stays cached.
   SchedulerOutput out = h.step();
   EXPECT_EQ(out.preempted, std::vector<RequestId>{RequestId(3)});
-  EXPECT_EQ(out.seqs[1].block_tables[0], (std::vector<int32_t>{2, 3, 5}));
+  EXPECT_EQ(h.table(out.seqs[1], 0), (std::vector<int32_t>{2, 3, 5}));
+  EXPECT_EQ(out.released_tables, std::vector<RequestId>{RequestId(3)});
   EXPECT_EQ(h.sched.kv().pool().free_queue_order(), std::vector<BlockId>{BlockId(4)});
 
   out = h.step();  // 3 would hit block 4 but needs 2 more: not admitted
@@ -265,7 +288,8 @@ TEST(Scheduler, PreemptedRequestRecoversPrefixHits) {
   const ScheduledSeq& s = out.seqs[0];
   EXPECT_EQ(s.num_computed, 4);
   EXPECT_EQ(s.new_tokens.size(), 5u);  // tokens 4..8, incl. the one sampled at step 1
-  EXPECT_EQ(s.block_tables[0], (std::vector<int32_t>{4, 6, 1}));
+  EXPECT_EQ(h.table(s, 0), (std::vector<int32_t>{4, 6, 1}));
+  EXPECT_EQ(s.table_changes[0].keep, 0);  // re-admitted: the whole table again
   const Request* r3 = h.sched.find(RequestId(3));
   EXPECT_EQ(r3->num_computed_tokens, 9);
   EXPECT_EQ(r3->num_cached_tokens, 0);  // recorded at first admission only
@@ -454,12 +478,16 @@ TEST(Scheduler, OutputCarriesBlockTables) {
   h.sched.add_request(make_request(1, 9, 4));
   SchedulerOutput out = h.step();
   const ScheduledSeq& s = out.seqs[0];
-  ASSERT_EQ(s.block_tables.size(), 2u);
-  EXPECT_EQ(s.block_tables[0], (std::vector<int32_t>{0, 1, 2}));
-  EXPECT_EQ(s.block_tables[1], (std::vector<int32_t>{3, 4, 5}));
-  EXPECT_EQ(s.num_released, (std::vector<int32_t>{0, 0}));
+  ASSERT_EQ(s.table_changes.size(), 2u);
+  EXPECT_EQ(h.table(s, 0), (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_EQ(h.table(s, 1), (std::vector<int32_t>{3, 4, 5}));
+  EXPECT_EQ(h.num_released(s, 0), 0);
+  EXPECT_EQ(h.num_released(s, 1), 0);
   out = h.step();  // the query at slot 9 sees 6..9: group 1 dropped block 0 (slots 0..3)
-  EXPECT_EQ(out.seqs[0].num_released, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(h.num_released(out.seqs[0], 0), 0);
+  EXPECT_EQ(h.num_released(out.seqs[0], 1), 1);
+  EXPECT_EQ(out.seqs[0].table_changes[1].keep, 3);  // nothing else changed
+  EXPECT_TRUE(out.seqs[0].table_changes[1].append.empty());
   while (h.sched.has_unfinished()) h.step();
   EXPECT_TRUE(h.pool_whole());
 }
