@@ -316,28 +316,6 @@ void matmul_many(std::span<const MatmulJob> jobs, const float* x, int64_t num_to
   cpu::matmul_many_with(active_cpu_path(), jobs, x, num_tokens);
 }
 
-namespace {
-// Float weights keep their layout (the kernels read rows as they are) but are
-// copied onto 2 MiB pages like the packed strips: read from the 4 KiB pages
-// of the file mapping, F16 decode reached 76% of the read bandwidth against
-// 88-100% for the packed quantized types.
-WeightMatrix copy_to_huge_pages(WeightMatrix w) {
-  KVLM_ASSERT(w.data != nullptr, "pack_for_matmul: bad matrix");
-  const size_t wrow_bytes = row_bytes(w.dtype, w.cols);
-  auto copy = std::make_shared<PackedWeights>();
-  copy->bytes = HugePageBuffer(wrow_bytes * static_cast<size_t>(w.rows), "packed weights");
-  uint8_t* dst = copy->bytes.data();
-  const auto* src = static_cast<const uint8_t*>(w.data);
-  constexpr int64_t kRowsPerCopy = 64;
-  parallel_for((w.rows + kRowsPerCopy - 1) / kRowsPerCopy, [&](int64_t i, int) {
-    const int64_t r0 = i * kRowsPerCopy, r1 = std::min(w.rows, r0 + kRowsPerCopy);
-    std::memcpy(dst + r0 * wrow_bytes, src + r0 * wrow_bytes, static_cast<size_t>(r1 - r0) * wrow_bytes);
-  });
-  w.data = dst;
-  w.packed = std::move(copy);  // owns the copy; num_strips 0: no strip layout
-  return w;
-}
-}  // namespace
 
 WeightMatrix pack_for_matmul(WeightMatrix w) {
   using namespace cpu;
@@ -345,7 +323,7 @@ WeightMatrix pack_for_matmul(WeightMatrix w) {
   const CpuKernels& kernels = kernels_for(active_cpu_path());
   const size_t strip_bytes = kernels.strip_bytes(w.dtype, w.cols);
   if (w.packed || w.rows <= 0) return w;
-  if (strip_bytes == 0) return active_cpu_path() == CpuPath::kScalar ? w : copy_to_huge_pages(std::move(w));
+  if (strip_bytes == 0) return w;
   KVLM_ASSERT(w.data != nullptr && w.cols % dtype_info(w.dtype).block_size == 0, "pack_for_matmul: bad matrix");
   auto packed = std::make_shared<PackedWeights>();
   packed->strip_bytes = strip_bytes;

@@ -31,10 +31,9 @@ struct WeightMatrix {
   std::shared_ptr<const PackedWeights> packed;
 };
 
-// Returns w with `packed` set for the quantized dtypes whose kernels have a
-// packed layout (Q8_0, Q4_0, Q4_K, Q6_K; on the SIMD paths). Float weights
-// (F32, F16, BF16) on the SIMD paths are copied as they are onto 2 MiB pages:
-// `data` then points at the copy and `packed` (no strips) owns it.
+// Returns w with `packed` set (on 2 MiB pages) for the dtypes whose kernels
+// have a packed layout: all of them on the SIMD paths (F32, F16, BF16, Q8_0,
+// Q4_0, Q4_K, Q6_K), none on the scalar path.
 // Costs about the matrix's own size in memory, once, at load time; matmul on
 // an unpacked matrix packs 8 rows at a time on the fly instead, which costs
 // time at small num_tokens. Results are bit for bit the same either way.

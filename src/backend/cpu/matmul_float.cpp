@@ -8,6 +8,15 @@
 // kRows * kMaxTile FMAs. Per (row, token) the sum follows the fixed recipe of
 // matmul_impl.h (lane k sums columns k mod 8, hsum8, then the tail), whatever
 // the tile shape, so results are batch-invariant.
+//
+// The SIMD paths read the weights packed at load (pack_for_matmul), 8 rows a
+// strip: [8-column group][row pair p][16 values: the group's 8 columns of
+// row 2p, then of row 2p + 1], then the columns past the last multiple of 8,
+// row by row. A band of 8 rows is then one contiguous stream, in the order
+// the kernels consume it; read as 8 rows 4 KiB apart, a Zen 5 core read F16
+// weights at ~20 GB/s against ~30 as one stream (bench/stream_read.c), and
+// F16 decode of TinyLlama's shape on one thread went from 8.1 to 9.9
+// tokens/s (2026-12-01). The scalar twins read the GGUF rows.
 #include <cmath>
 #include <cstring>
 
@@ -45,7 +54,8 @@ constexpr int64_t kBandPassBytes = 8 * 1024;
 constexpr int kMaxTiles = 16;  // token tiles of partial sums held at a time
 static_assert(kBandRows % kRows == 0, "a band is whole row tiles");
 
-// Loaders: 8 weights as f32 lanes, or one weight as a scalar.
+// Loaders: one weight as a scalar (the GGUF rows of the scalar twin and the
+// tail columns), 8 or 16 consecutive packed weights as f32 lanes.
 struct LoadF32 {
   static constexpr size_t kBytes = 4;
   static float scalar(const uint8_t* w, int64_t i) {
@@ -54,13 +64,10 @@ struct LoadF32 {
     return v;
   }
 #if KVLM_AVX2
-  static __m256 vec(const uint8_t* w, int64_t i) { return _mm256_loadu_ps(reinterpret_cast<const float*>(w) + i); }
+  static __m256 vec(const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
 #endif
 #if KVLM_ZMM
-  // Columns i..i+7 of row a (low half) and of row b (high half).
-  static __m512 vec2(const uint8_t* a, const uint8_t* b, int64_t i) {
-    return _mm512_insertf32x8(_mm512_zextps256_ps512(vec(a, i)), vec(b, i), 1);
-  }
+  static __m512 vec16(const uint8_t* p) { return _mm512_loadu_ps(reinterpret_cast<const float*>(p)); }
 #endif
 };
 
@@ -72,15 +79,11 @@ struct LoadF16 {
     return fp16_to_f32(h);
   }
 #if KVLM_AVX2
-  static __m256 vec(const uint8_t* w, int64_t i) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i * 2)));
-  }
+  static __m256 vec(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 #endif
 #if KVLM_ZMM
-  static __m512 vec2(const uint8_t* a, const uint8_t* b, int64_t i) {
-    const __m128i ha = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i * 2));
-    const __m128i hb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i * 2));
-    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_zextsi128_si256(ha), hb, 1));
+  static __m512 vec16(const uint8_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   }
 #endif
 };
@@ -93,16 +96,14 @@ struct LoadBF16 {
     return bf16_to_f32(h);
   }
 #if KVLM_AVX2
-  static __m256 vec(const uint8_t* w, int64_t i) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i * 2));
+  static __m256 vec(const uint8_t* p) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
   }
 #endif
 #if KVLM_ZMM
-  static __m512 vec2(const uint8_t* a, const uint8_t* b, int64_t i) {
-    const __m128i ha = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i * 2));
-    const __m128i hb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i * 2));
-    const __m256i h = _mm256_inserti128_si256(_mm256_zextsi128_si256(ha), hb, 1);
+  static __m512 vec16(const uint8_t* p) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
 #endif
@@ -148,10 +149,47 @@ inline float hsum8(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// A band of kBandRows rows as its packed strip holds them (float_band_at).
+// Column i (a multiple of 8) of row k starts at band_value(k, i) values into
+// the band; tail column n8 + j of row k at n8 * 8 + k * (n - n8) + j.
+constexpr int64_t kGroupValues = kBandRows * 8;  // one 8-column group of the band
+inline int64_t band_value(int k, int64_t i) { return i * kBandRows + (k / 2) * 16 + (k % 2) * 8; }
+
+// The packed strip of 8 rows of `value_bytes` values (PackedWeights; the
+// layout above), whole 64-byte lines.
+size_t float_strip_bytes(size_t value_bytes, int64_t cols) {
+  return (static_cast<size_t>(cols) * kBandRows * value_bytes + 63) / 64 * 64;
+}
+
+template <size_t kBytes>
+void pack_float_strip(const uint8_t* const* rows, int64_t cols, uint8_t* out) {
+  const int64_t n8 = cols / 8 * 8;
+  for (int64_t i = 0; i < n8; i += 8)
+    for (int k = 0; k < kBandRows; ++k) std::memcpy(out + band_value(k, i) * kBytes, rows[k] + i * kBytes, 8 * kBytes);
+  uint8_t* tail = out + n8 * kBandRows * kBytes;
+  const auto tail_bytes = static_cast<size_t>(cols - n8) * kBytes;
+  for (int k = 0; k < kBandRows; ++k) std::memcpy(tail + k * tail_bytes, rows[k] + n8 * kBytes, tail_bytes);
+}
+
+// Band s of w (rows 8s .. 8s + 7) in the packed layout: its strip, or for a
+// matrix without one (packed under the scalar path, or never) a copy packed
+// now into this thread's scratch.
+template <size_t kBytes>
+const uint8_t* float_band_at(const WeightMatrix& w, int64_t s) {
+  if (w.packed) return w.packed->strip(s).bytes;
+  const size_t wrow_bytes = static_cast<size_t>(w.cols) * kBytes;
+  const uint8_t* rows[kBandRows];
+  for (int k = 0; k < kBandRows; ++k)
+    rows[k] = static_cast<const uint8_t*>(w.data) + static_cast<size_t>(std::min(s * kBandRows + k, w.rows - 1)) * wrow_bytes;
+  uint8_t* scratch = strip_scratch(float_strip_bytes(kBytes, w.cols));
+  pack_float_strip<kBytes>(rows, w.cols, scratch);
+  return scratch;
+}
+
 // acc[r][c] += the 8-lane products of columns [i0, i1) (multiples of 8) of
-// weight rows w[r] and tokens x + c * n.
+// band rows k0 .. k0 + R - 1 and tokens x + c * n.
 template <typename Load, int R, int C>
-inline void accumulate_tile(const uint8_t* const* w, const float* x, int64_t n, int64_t i0, int64_t i1,
+inline void accumulate_tile(const uint8_t* band, int k0, const float* x, int64_t n, int64_t i0, int64_t i1,
                             __m256 (*acc)[kMaxTile]) {
   __m256 a[R][C];
 #pragma GCC unroll 8
@@ -162,8 +200,8 @@ inline void accumulate_tile(const uint8_t* const* w, const float* x, int64_t n, 
     // Named and pinned in registers (as xv below): GCC would fold an F32
     // row's load into all C FMAs, and kept an array of them on the stack.
     static_assert(R == 1 || R == 2, "accumulate_tile names at most two rows");
-    __m256 w0 = Load::vec(w[0], i);
-    __m256 w1 = R == 2 ? Load::vec(w[1], i) : w0;
+    __m256 w0 = Load::vec(band + band_value(k0, i) * Load::kBytes);
+    __m256 w1 = R == 2 ? Load::vec(band + band_value(k0 + 1, i) * Load::kBytes) : w0;
     asm("" : "+x"(w0), "+x"(w1));
     const __m256 wv[2] = {w0, w1};
 #pragma GCC unroll 8
@@ -184,25 +222,29 @@ inline void accumulate_tile(const uint8_t* const* w, const float* x, int64_t n, 
 
 #if KVLM_ZMM
 constexpr int kPairs = kRows / 2;
-static_assert(kPairs == 4, "accumulate_pairs_from names four row pairs");
+static_assert(kPairs == 4 && kRows == kBandRows, "accumulate_pairs names the band's four row pairs");
 
-// accumulate_tile for kRows rows: rows 2h and 2h + 1 share zmm a[h][c] (and
-// acc[h][c] between calls: row 2h's 8 lanes low, row 2h + 1's high).
-// weights(i, h) gives rows 2h and 2h + 1's columns i .. i+7 (low and high half).
-template <int C, typename Weights>
-inline void accumulate_pairs_from(Weights&& weights, const float* x, int64_t n, int64_t i0, int64_t i1,
-                                  __m512 (*acc)[kMaxTile]) {
+// accumulate_tile for the band's kRows rows: rows 2h and 2h + 1 share zmm
+// a[h][c] (and acc[h][c] between calls: row 2h's 8 lanes low, row 2h + 1's
+// high), the 16 values pair h has in each 8-column group of the packed band.
+// `group` points at the band's group of columns [i0, i0 + 8), in values of
+// kBytes; Load::vec16 widens 16 of them.
+template <typename Load, int C>
+inline void accumulate_pairs(const uint8_t* group, const float* x, int64_t n, int64_t i0, int64_t i1,
+                             __m512 (*acc)[kMaxTile]) {
   __m512 a[kPairs][C];
 #pragma GCC unroll 4
   for (int h = 0; h < kPairs; ++h)
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) a[h][c] = acc[h][c];
-  for (int64_t i = i0; i < i1; i += 8) {
+  constexpr size_t kPairBytes = 16 * Load::kBytes;
+  for (int64_t i = i0; i < i1; i += 8, group += kGroupValues * Load::kBytes) {
     // Named registers, not an array (GCC kept a stack copy of one), and
-    // pinned there: where the weights are plain loads (the widened band)
-    // GCC would fold them into every FMA, C loads instead of one, and the
-    // load ports, not the FMAs, would bound the loop.
-    __m512 w0 = weights(i, 0), w1 = weights(i, 1), w2 = weights(i, 2), w3 = weights(i, 3);
+    // pinned there: where the weights are plain loads (F32, the widened
+    // band) GCC would fold them into every FMA, C loads instead of one, and
+    // the load ports, not the FMAs, would bound the loop.
+    __m512 w0 = Load::vec16(group), w1 = Load::vec16(group + kPairBytes);
+    __m512 w2 = Load::vec16(group + 2 * kPairBytes), w3 = Load::vec16(group + 3 * kPairBytes);
     asm("" : "+v"(w0), "+v"(w1), "+v"(w2), "+v"(w3));
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) {
@@ -220,35 +262,13 @@ inline void accumulate_pairs_from(Weights&& weights, const float* x, int64_t n, 
     for (int c = 0; c < C; ++c) acc[h][c] = a[h][c];
 }
 
-// Weights read (and widened) where they lie.
-template <typename Load, int C>
-inline void accumulate_pairs(const uint8_t* const* rows, const float* x, int64_t n, int64_t i0, int64_t i1,
-                             __m512 (*acc)[kMaxTile]) {
-  accumulate_pairs_from<C>(
-      [&](int64_t i, int h) { return Load::vec2(rows[2 * h], rows[2 * h + 1], i); },
-      x, n, i0, i1, acc);
-}
-
-// The band's weights of one column pass widened to f32 once, in the order
-// accumulate_pairs_wide consumes them: [8-column group][row pair][16 floats:
-// the group's 8 columns of row 2p, then of row 2p + 1]. With several token
-// tiles per pass every tile would otherwise widen (and join) the same
+// The band's columns [i0, i1) widened to f32 once, in the same order: with
+// several token tiles per pass every tile would otherwise widen the same
 // weights again. The values are exact, so the sums are the same bits.
 template <typename Load>
-void widen_band(const uint8_t* const* rows, int64_t i0, int64_t i1, float* out) {
-  const int64_t groups = (i1 - i0) / 8;
-  for (int64_t g = 0; g < groups; ++g)
-    for (int p = 0; p < kPairs; ++p)
-      _mm512_store_ps(out + (g * kPairs + p) * 16, Load::vec2(rows[2 * p], rows[2 * p + 1], i0 + 8 * g));
-}
-
-// accumulate_pairs on the widened band, from the pass's first column i0.
-template <int C>
-inline void accumulate_pairs_wide(const float* band, const float* x, int64_t n, int64_t i0, int64_t i1,
-                                  __m512 (*acc)[kMaxTile]) {
-  accumulate_pairs_from<C>(
-      [&](int64_t i, int h) { return _mm512_load_ps(band + (i - i0) * (kPairs * 2) + 16 * h); },
-      x, n, i0, i1, acc);
+void widen_band(const uint8_t* band, int64_t i0, int64_t i1, float* out) {
+  const uint8_t* from = band + band_value(0, i0) * Load::kBytes;
+  for (int64_t v = 0; v < (i1 - i0) * kBandRows; v += 16) _mm512_store_ps(out + v, Load::vec16(from + v * Load::kBytes));
 }
 #endif
 
@@ -267,9 +287,20 @@ inline __m256 row_sums(const BandSums& acc, int tt, int k, int c) { return acc[t
 inline __m256 zero_sums() { return _mm256_setzero_ps(); }
 #endif
 
+// acc += the band's rows' products with the token tile x (C tokens) over
+// columns [i0, i1).
+template <typename Load, int C>
+inline void accumulate_band(const uint8_t* band, const float* x, int64_t n, int64_t i0, int64_t i1,
+                            BandSums& acc, int tt) {
+#if KVLM_ZMM
+  accumulate_pairs<Load, C>(band + band_value(0, i0) * Load::kBytes, x, n, i0, i1, acc[tt][0]);
+#else
+  for (int rt = 0; rt < kBandRows / kRows; ++rt) accumulate_tile<Load, 2, C>(band, kRows * rt, x, n, i0, i1, acc[tt][rt]);
+#endif
+}
+
 // Columns per slice of a one-tile band (decode): each slice's share of the
-// next band is prefetched before it, 1 KiB of F16 rows (2 of F32) per slice
-// of 8 rows, about the bytes the slice itself reads.
+// next band is prefetched before it, about the bytes the slice itself reads.
 constexpr int64_t kStreamSliceCols = 64;
 
 // Whether the next band is prefetched in software. On the Xeon it was
@@ -281,93 +312,72 @@ constexpr int64_t kStreamSliceCols = 64;
 // against 8.4 on one thread. Addresses only: the sums are the same bits.
 inline const bool kPrefetchNextBand = !cpu_is_amd();
 
-// One token tile (decode, or a batch of up to kMaxTile tokens): the band's
-// rows stream once, in column slices, while the next band (next_band,
-// next_len bytes, contiguous) is prefetched at the pace this one is read.
-// Each row is its own stream (4 KiB for 2,048 F16 columns); the prefetchers stop at 4 KiB
-// page ends and restart at every band, which held F16 decode at ~84% of the
-// read bandwidth. The lanes add their columns in the same order either way.
+// One token tile (decode, or a batch of up to kMaxTile tokens): the band
+// streams once, in column slices, while the next band (next_band, next_len
+// bytes) is prefetched at the pace this one is read.
 template <typename Load>
-void stream_band(const uint8_t* const* rows, int num_rows, const float* x, int64_t n, int num, BandSums& acc,
-                 const uint8_t* next_band, size_t next_len) {
+void stream_band(const uint8_t* band, const float* x, int64_t n, int num, BandSums& acc, const uint8_t* next_band,
+                 size_t next_len) {
   const int64_t n8 = n / 8 * 8;
-  const int num_row_tiles = (num_rows + kRows - 1) / kRows;
   dispatch_tile<kMaxTile>(num, [&]<int C>() {
     for (int64_t i0 = 0; i0 < n8; i0 += kStreamSliceCols) {
       const int64_t i1 = std::min(n8, i0 + kStreamSliceCols);
-      const size_t from = next_len * static_cast<size_t>(i0) / static_cast<size_t>(n8) / 64 * 64;
-      const size_t to = i1 == n8 ? next_len : next_len * static_cast<size_t>(i1) / static_cast<size_t>(n8) / 64 * 64;
-      if (kPrefetchNextBand) simd::prefetch(next_band + from, to - from);
-      for (int rt = 0; rt < num_row_tiles; ++rt) {
-#if KVLM_ZMM
-        accumulate_pairs<Load, C>(rows + kRows * rt, x, n, i0, i1, acc[0][rt]);
-#else
-        if (kRows * rt + 1 < num_rows) {
-          accumulate_tile<Load, 2, C>(rows + kRows * rt, x, n, i0, i1, acc[0][rt]);
-        } else {
-          accumulate_tile<Load, 1, C>(rows + kRows * rt, x, n, i0, i1, acc[0][rt]);
-        }
-#endif
+      if (kPrefetchNextBand && next_band != nullptr) {
+        const size_t from = next_len * static_cast<size_t>(i0) / static_cast<size_t>(n8) / 64 * 64;
+        const size_t to = i1 == n8 ? next_len : next_len * static_cast<size_t>(i1) / static_cast<size_t>(n8) / 64 * 64;
+        simd::prefetch(next_band + from, to - from);
       }
+      accumulate_band<Load, C>(band, x, n, i0, i1, acc, 0);
     }
   });
 }
 
-// Adds the products of the band's rows (rows[k], k < num_rows; the rest repeat
-// the last) and tokens [t0, t1) to sums, pass by pass over the columns.
-// next_band: the following band of this call's rows (nullptr for the last).
+// Adds the products of the band's rows and tokens [t0, t1) to sums, pass by
+// pass over the columns. next_band: the following band (nullptr for the last).
 template <typename Load>
-void band_passes(const uint8_t* const* rows, int num_rows, const float* x0, int64_t n, int64_t t0, int64_t t1,
-                 BandSums& acc, [[maybe_unused]] float* wide_band, const uint8_t* next_band, size_t next_len) {
+void band_passes(const uint8_t* band, const float* x0, int64_t n, int64_t t0, int64_t t1, BandSums& acc,
+                 [[maybe_unused]] float* wide_band, const uint8_t* next_band, size_t next_len) {
   const int64_t n8 = n / 8 * 8;
-  const int num_row_tiles = (num_rows + kRows - 1) / kRows;
   const int num_tiles = static_cast<int>((t1 - t0 + kMaxTile - 1) / kMaxTile);
-  if (num_tiles == 1 && next_band != nullptr) {
-    stream_band<Load>(rows, num_rows, x0 + t0 * n, n, static_cast<int>(t1 - t0), acc, next_band, next_len);
+  if (num_tiles == 1) {
+    stream_band<Load>(band, x0 + t0 * n, n, static_cast<int>(t1 - t0), acc, next_band, next_len);
     return;
   }
   // Column passes: the band's weights and one token tile's activations
-  // stay in L1 while every row tile of the band meets the token tile. With
-  // a single token tile nothing is reused: one pass streams whole rows,
-  // the pattern the hardware prefetchers follow best.
-  const int64_t col_block = num_tiles == 1 ? n8 : kBandPassBytes / (kBandRows * static_cast<int64_t>(Load::kBytes));
+  // stay in L1 while the band meets every token tile.
+  const int64_t col_block = kBandPassBytes / (kBandRows * static_cast<int64_t>(Load::kBytes));
   for (int64_t i0 = 0; i0 < n8; i0 += col_block) {
     const int64_t i1 = std::min(n8, i0 + col_block);
-    // The band's next weights, while this pass computes (see simd::prefetch):
-    // a share before each token tile, as one burst of them all stalls
-    // on the line fill buffers (6% of prefill in perf).
-    const size_t next_bytes = i1 < n8 ? static_cast<size_t>(std::min(col_block, n8 - i1)) * Load::kBytes : 0;
-    auto prefetch_share = [&](int tt) {
-      const size_t from = next_bytes * tt / num_tiles / 64 * 64;
-      const size_t to = tt + 1 == num_tiles ? next_bytes : next_bytes * (tt + 1) / num_tiles / 64 * 64;
-      for (int k = 0; k < num_rows; ++k) simd::prefetch(rows[k] + i1 * Load::kBytes + from, to - from);
-    };
+    // The band's next pass, while this one computes (see simd::prefetch): a
+    // share before each token tile, as one burst of them all stalls on the
+    // line fill buffers (6% of prefill in perf).
+    const uint8_t* next_pass = band + band_value(0, i1) * Load::kBytes;
+    const size_t next_bytes = static_cast<size_t>(std::min(col_block, n8 - i1) * kBandRows) * Load::kBytes;
 #if KVLM_ZMM
-    const bool wide = num_tiles > 1;
-    if (wide) widen_band<Load>(rows, i0, i1, wide_band);
+    // F32 is its own widened form.
+    const uint8_t* wide = band;
+    int64_t wide_i0 = 0;
+    if constexpr (Load::kBytes != 4) {
+      widen_band<Load>(band, i0, i1, wide_band);
+      wide = reinterpret_cast<const uint8_t*>(wide_band);
+      wide_i0 = i0;
+    }
 #endif
     for (int tt = 0; tt < num_tiles; ++tt) {
       const int64_t t = t0 + tt * kMaxTile;
       const int num = static_cast<int>(std::min<int64_t>(kMaxTile, t1 - t));
       const float* x = x0 + t * n;
-      if (next_bytes != 0) prefetch_share(tt);
+      if (i1 < n8) {
+        const size_t from = next_bytes * tt / num_tiles / 64 * 64;
+        const size_t to = tt + 1 == num_tiles ? next_bytes : next_bytes * (tt + 1) / num_tiles / 64 * 64;
+        simd::prefetch(next_pass + from, to - from);
+      }
       dispatch_tile<kMaxTile>(num, [&]<int C>() {
-        for (int rt = 0; rt < num_row_tiles; ++rt) {
 #if KVLM_ZMM
-          if (wide) {
-            accumulate_pairs_wide<C>(wide_band, x, n, i0, i1, acc[tt][rt]);
-          } else {
-            // Rows past num_rows repeat the band's last row (rows[]) and are never stored.
-            accumulate_pairs<Load, C>(rows + kRows * rt, x, n, i0, i1, acc[tt][rt]);
-          }
+        accumulate_pairs<LoadF32, C>(wide + band_value(0, i0 - wide_i0) * 4, x, n, i0, i1, acc[tt][0]);
 #else
-          if (kRows * rt + 1 < num_rows) {
-            accumulate_tile<Load, 2, C>(rows + kRows * rt, x, n, i0, i1, acc[tt][rt]);
-          } else {
-            accumulate_tile<Load, 1, C>(rows + kRows * rt, x, n, i0, i1, acc[tt][rt]);
-          }
+        accumulate_band<Load, C>(band, x, n, i0, i1, acc, tt);
 #endif
-        }
       });
     }
   }
@@ -378,16 +388,17 @@ void run(const WeightMatrix& w, const MatmulActs& acts, int64_t row_begin, int64
          int64_t tok_begin, int64_t tok_end, float* y) {
   const int64_t n = w.cols;
   const int64_t n8 = n / 8 * 8;
-  const size_t row_bytes = static_cast<size_t>(n) * Load::kBytes;
-  const auto* base = static_cast<const uint8_t*>(w.data);
+  const size_t band_bytes = float_strip_bytes(Load::kBytes, n);
   BandSums acc;  // kept across the column passes
   // One pass of the band's weights as f32 (widen_band): at most 512 columns
-  // (F16/BF16; 256 of F32) of 8 rows, 16 KiB.
+  // (F16/BF16) of 8 rows, 16 KiB.
   alignas(64) float wide_band[KVLM_ZMM ? kBandRows * (kBandPassBytes / (kBandRows * 2)) : 1];
   for (int64_t r0 = row_begin; r0 < row_end; r0 += kBandRows) {
     const int num_rows = static_cast<int>(std::min<int64_t>(kBandRows, row_end - r0));
-    const uint8_t* rows[kBandRows];
-    for (int k = 0; k < kBandRows; ++k) rows[k] = base + static_cast<size_t>(r0 + std::min(k, num_rows - 1)) * row_bytes;
+    const int64_t s = r0 / kBandRows;
+    const uint8_t* band = float_band_at<Load::kBytes>(w, s);
+    const uint8_t* next_band = w.packed && r0 + kBandRows < row_end ? w.packed->strip(s + 1).bytes : nullptr;
+    const uint8_t* tail = band + n8 * kBandRows * Load::kBytes;
     for (int64_t t0 = tok_begin; t0 < tok_end; t0 += kMaxTiles * kMaxTile) {
       const int64_t t1 = std::min(tok_end, t0 + kMaxTiles * kMaxTile);
       const int num_tiles = static_cast<int>((t1 - t0 + kMaxTile - 1) / kMaxTile);
@@ -395,10 +406,7 @@ void run(const WeightMatrix& w, const MatmulActs& acts, int64_t row_begin, int64
         for (auto& tile : acc[tt])
           for (auto& row : tile)
             for (auto& v : row) v = zero_sums();
-      const int64_t next_rows = std::min<int64_t>(kBandRows, row_end - (r0 + kBandRows));
-      const uint8_t* next_band = next_rows > 0 ? base + static_cast<size_t>(r0 + kBandRows) * row_bytes : nullptr;
-      band_passes<Load>(rows, num_rows, acts.f32, n, t0, t1, acc, wide_band, next_band,
-                        static_cast<size_t>(std::max<int64_t>(0, next_rows)) * row_bytes);
+      band_passes<Load>(band, acts.f32, n, t0, t1, acc, wide_band, next_band, band_bytes);
       for (int tt = 0; tt < num_tiles; ++tt) {
         const int64_t t = t0 + tt * kMaxTile;
         const int num = static_cast<int>(std::min<int64_t>(kMaxTile, t1 - t));
@@ -406,7 +414,7 @@ void run(const WeightMatrix& w, const MatmulActs& acts, int64_t row_begin, int64
           for (int c = 0; c < num; ++c) {
             float sum = hsum8(row_sums(acc, tt, k, c));
             const float* x = acts.f32 + (t + c) * n;
-            for (int64_t i = n8; i < n; ++i) sum = std::fma(Load::scalar(rows[k], i), x[i], sum);
+            for (int64_t i = n8; i < n; ++i) sum = std::fma(Load::scalar(tail + k * (n - n8) * Load::kBytes, i - n8), x[i], sum);
             y[(t + c) * w.rows + r0 + k] = sum;
           }
         }
@@ -433,6 +441,16 @@ void kernel_f16(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t 
 void kernel_bf16(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
                  int64_t t1, float* y) {
   run<LoadBF16>(w, a, r0, r1, t0, t1, y);
+}
+
+// The packed float layouts: F16 and BF16 share theirs (2-byte values copied as they are).
+size_t strip_bytes_f32(int64_t cols) { return float_strip_bytes(4, cols); }
+size_t strip_bytes_half(int64_t cols) { return float_strip_bytes(2, cols); }
+void pack_strip_f32(const uint8_t* const* rows, int64_t cols, uint8_t* out, int /*slot*/) {
+  pack_float_strip<4>(rows, cols, out);
+}
+void pack_strip_half(const uint8_t* const* rows, int64_t cols, uint8_t* out, int /*slot*/) {
+  pack_float_strip<2>(rows, cols, out);
 }
 
 }  // namespace KVLM_KERNEL_ISA

@@ -46,10 +46,10 @@ struct StripAt {
   operator const uint8_t*() const { return bytes; }  // for the unpaired kernels
 };
 
-// A quantized matrix in strips of 8 rows (kStripRows); strip s holds rows
+// A matrix in strips of 8 rows (kStripRows); strip s holds rows
 // 8s .. 8s+7 (the last strip repeats a valid row where the matrix ends; those
 // lanes are computed and never stored). The layout inside a strip is the
-// dtype's own (matmul_q8.cpp, matmul_k.cpp).
+// dtype's own (matmul_q8.cpp, matmul_k.cpp, matmul_float.cpp).
 //
 // Paired layouts (Q8_0, Q4_0: paired_strips()): strips 2p and 2p+1 share
 // 2 * strip_bytes, interleaved block by block, so that the 16 rows the
@@ -203,10 +203,14 @@ size_t strip_bytes_q8_0(int64_t cols);
 size_t strip_bytes_q4_0(int64_t cols);
 size_t strip_bytes_q4_k(int64_t cols);
 size_t strip_bytes_q6_k(int64_t cols);
+size_t strip_bytes_f32(int64_t cols);
+size_t strip_bytes_half(int64_t cols);  // F16, BF16
 void pack_strip_q8_0(const uint8_t* const* rows, int64_t cols, uint8_t* out, int slot);
 void pack_strip_q4_0(const uint8_t* const* rows, int64_t cols, uint8_t* out, int slot);
 void pack_strip_q4_k(const uint8_t* const* rows, int64_t cols, uint8_t* out, int slot);
 void pack_strip_q6_k(const uint8_t* const* rows, int64_t cols, uint8_t* out, int slot);
+void pack_strip_f32(const uint8_t* const* rows, int64_t cols, uint8_t* out, int slot);
+void pack_strip_half(const uint8_t* const* rows, int64_t cols, uint8_t* out, int slot);
 
 // Drives a strip kernel: for each strip of 8 rows in [row_begin, row_end)
 // (packed already, or packed now into scratch), for each tile of at most

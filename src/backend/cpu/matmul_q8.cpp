@@ -501,13 +501,16 @@ void kernel_q4_0(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t
 #endif
 }
 
-// This path's packed layouts; the K-quant ones live in matmul_k.cpp.
+// This path's packed layouts; the K-quant ones live in matmul_k.cpp, the float ones in matmul_float.cpp.
 size_t packed_strip_bytes(DType t, int64_t cols) {
   switch (t) {
     case DType::kQ8_0: return strip_bytes_q8_0(cols);
     case DType::kQ4_0: return strip_bytes_q4_0(cols);
     case DType::kQ4_K: return strip_bytes_q4_k(cols);
     case DType::kQ6_K: return strip_bytes_q6_k(cols);
+    case DType::kF32: return strip_bytes_f32(cols);
+    case DType::kF16:
+    case DType::kBF16: return strip_bytes_half(cols);
     default: return 0;
   }
 }
@@ -518,6 +521,9 @@ StripPacker strip_packer(DType t) {
     case DType::kQ4_0: return pack_strip_q4_0;
     case DType::kQ4_K: return pack_strip_q4_k;
     case DType::kQ6_K: return pack_strip_q6_k;
+    case DType::kF32: return pack_strip_f32;
+    case DType::kF16:
+    case DType::kBF16: return pack_strip_half;
     default: return nullptr;
   }
 }
