@@ -51,7 +51,7 @@ struct StripAt {
 // lanes are computed and never stored). The layout inside a strip is the
 // dtype's own (matmul_q8.cpp, matmul_k.cpp, matmul_float.cpp).
 //
-// Paired layouts (Q8_0, Q4_0: paired_strips()): strips 2p and 2p+1 share
+// Paired layouts (paired_strips()): strips 2p and 2p+1 share
 // 2 * strip_bytes, interleaved block by block, so that the 16 rows the
 // AVX-512 kernels take at once are one contiguous stream. With the strips
 // apart (each its quants, then its scales: four streams for 16 rows), a core
@@ -77,7 +77,9 @@ constexpr int kStripRows = 8;  // one row per 32-bit lane of a ymm register
 
 // Whether the dtype's strips are packed in pairs (PackedWeights): the same on
 // every SIMD path, as the layouts are.
-inline bool paired_strips(DType t) { return t == DType::kQ8_0 || t == DType::kQ4_0; }
+inline bool paired_strips(DType t) {
+  return t == DType::kQ8_0 || t == DType::kQ4_0 || t == DType::kQ4_K || t == DType::kQ6_K;
+}
 
 // Q8_K activations as the K-quant kernels want them: the quants first (32-byte
 // aligned), the per-16 sums (Q6_K's -32 offset), the per-32 sums (Q4_K's mins)
@@ -197,6 +199,20 @@ uint8_t* strip_scratch(size_t bytes);
 #if defined(KVLM_KERNEL_ISA) && KVLM_AVX2
 namespace KVLM_KERNEL_ISA {
 KVLM_DECLARE_SIMD_KERNELS
+
+// Whether a tile of C tokens prefetches its strips in software. The Xeons
+// these kernels were tuned on stop their hardware prefetchers at every 4 KiB
+// page end. On a Zen 5 the hardware prefetchers follow a paired strip alone
+// while a token streams through it (decode): software prefetches 16 blocks
+// ahead cost 10% of Q4_0 decode there (and Q4_K decode read 10.0 GB/s a core
+// with them against 12.3 without). With several tokens a tile computes
+// longer per byte, and prefetching gave Q8_0 prefill back the 3-6% it lost
+// without (2026-12-01). Addresses only: no bit depends on it.
+template <int C>
+inline bool prefetch_strips() {
+  static const bool amd = cpu_is_amd();
+  return C > 1 || !amd;
+}
 
 // The packed layouts (one pair per dtype, in its kernel file).
 size_t strip_bytes_q8_0(int64_t cols);

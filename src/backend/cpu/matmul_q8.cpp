@@ -148,19 +148,6 @@ void pack_strip_q4_0(const uint8_t* const* rows, int64_t cols, uint8_t* out, int
 
 namespace {
 
-// Whether a tile of C tokens prefetches its strips in software. The Xeons
-// these kernels were tuned on stop their hardware prefetchers at every 4 KiB
-// page end. On a Zen 5 the hardware prefetchers follow a paired strip alone
-// while a token streams through it (decode): software prefetches 16 blocks
-// ahead cost 10% of Q4_0 decode there. With several tokens a tile computes
-// longer per byte, and prefetching gave Q8_0 prefill back the 3-6% it lost
-// without (2026-12-01). Addresses only: no bit depends on it.
-inline const bool kAmd = cpu_is_amd();
-template <int C>
-inline bool prefetch() {
-  return C > 1 || !kAmd;
-}
-
 // The pair kernels' software prefetch for block b: the pair's block kAhead
 // on (one stream where the strips are a pair, as the driver's 16-row chunks
 // make them), and the next pair's first blocks while this one ends (see
@@ -204,7 +191,7 @@ void tile_q8_0(StripAt strip, const MatmulActs& a, int64_t t0, __m256* out) {
   for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
   for (int64_t b = 0; b < num_blocks; ++b) {
     const uint8_t* q = s.q(b);
-    if (prefetch<C>()) simd::prefetch(s.q(b + 8), kQ8StripQuantBytes + 2 * kStripRows);
+    if (prefetch_strips<C>()) simd::prefetch(s.q(b + 8), kQ8StripQuantBytes + 2 * kStripRows);
     __m256i isum[C];
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) isum[c] = _mm256_setzero_si256();
@@ -247,7 +234,7 @@ void tile_q4_0(StripAt strip, const MatmulActs& a, int64_t t0, __m256* out) {
   for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
   for (int64_t b = 0; b < num_blocks; ++b) {
     const uint8_t* q = s.q(b);
-    if (prefetch<C>()) simd::prefetch(s.q(b + 16), kQ4StripQuantBytes + 2 * kStripRows);
+    if (prefetch_strips<C>()) simd::prefetch(s.q(b + 16), kQ4StripQuantBytes + 2 * kStripRows);
     __m256i p16[C];
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) p16[c] = _mm256_setzero_si256();
@@ -293,7 +280,7 @@ void tile_q8_0_vnni(StripAt strip, const MatmulActs& a, int64_t t0, __m256* out)
   for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
   for (int64_t b = 0; b < num_blocks; ++b) {
     const uint8_t* q = s.q(b);
-    if (prefetch<C>()) simd::prefetch(s.q(b + 8), kQ8StripQuantBytes + 2 * kStripRows);
+    if (prefetch_strips<C>()) simd::prefetch(s.q(b + 8), kQ8StripQuantBytes + 2 * kStripRows);
     __m256i isum[C];
 #pragma GCC unroll 16
     for (int c = 0; c < C; ++c) isum[c] = _mm256_setzero_si256();
@@ -331,7 +318,7 @@ void tile_q4_0_vnni(StripAt strip, const MatmulActs& a, int64_t t0, __m256* out)
   for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
   for (int64_t b = 0; b < num_blocks; ++b) {
     const uint8_t* q = s.q(b);
-    if (prefetch<C>()) simd::prefetch(s.q(b + 16), kQ4StripQuantBytes + 2 * kStripRows);
+    if (prefetch_strips<C>()) simd::prefetch(s.q(b + 16), kQ4StripQuantBytes + 2 * kStripRows);
     __m256i isum[C];
 #pragma GCC unroll 16
     for (int c = 0; c < C; ++c) isum[c] = _mm256_set1_epi32(-8 * x.sum[c][b]);
@@ -385,7 +372,7 @@ void pair_q8_0_vnni(StripAt first, StripAt second, const MatmulActs& a, int64_t 
   for (int64_t b = 0; b < num_blocks; ++b) {
     const uint8_t* qa = sa.q(b);
     const uint8_t* qb = sb.q(b);
-    if (prefetch<C>()) prefetch_pair<8>(sa, sb, first, second, next, b, num_blocks);
+    if (prefetch_strips<C>()) prefetch_pair<8>(sa, sb, first, second, next, b, num_blocks);
     __m512i isum[C];  // from kFloatBias; |sum - wbias| < 2^20
 #pragma GCC unroll 16
     for (int c = 0; c < C; ++c) isum[c] = _mm512_set1_epi32(kFloatBias);
@@ -424,7 +411,7 @@ void pair_q4_0_vnni(StripAt first, StripAt second, const MatmulActs& a, int64_t 
   for (int64_t b = 0; b < num_blocks; ++b) {
     const uint8_t* qa = sa.q(b);
     const uint8_t* qb = sb.q(b);
-    if (prefetch<C>()) prefetch_pair<16>(sa, sb, first, second, next, b, num_blocks);
+    if (prefetch_strips<C>()) prefetch_pair<16>(sa, sb, first, second, next, b, num_blocks);
     __m512i isum[C];  // from kFloatBias; |sum| < 2^15
 #pragma GCC unroll 16
     for (int c = 0; c < C; ++c) isum[c] = _mm512_set1_epi32(kFloatBias - 8 * x.sum[c][b]);
