@@ -272,6 +272,48 @@ void for_each_strip(const WeightMatrix& w, int64_t row_begin, int64_t row_end, i
   }
 }
 
+// for_each_strip for 8-row kernels on a paired layout (paired_strips()):
+// range.template operator()<C>(strip, t, b0, b1, acc) adds the strip's
+// blocks [b0, b1) of its num_blocks to acc. Both strips of a pair advance
+// together, kChunkBlocks blocks (about 8 KiB) at a time, so the pair is read once, front
+// to back. Strip by strip, each pass read every other piece of the pair:
+// Q4_K decode on the AVX2 path of a Zen 5 fell from 29 to 21.6 tokens/s, and
+// Q4_0's ran at half the AVX-512 speed. The float chains run over the blocks
+// in order either way.
+template <int kMaxTile, int64_t kChunkBlocks, typename RangeFn>
+void for_each_strip_chunked(const WeightMatrix& w, int64_t r0, int64_t r1, int64_t t0, int64_t t1, float* y,
+                            int64_t num_blocks, RangeFn&& range) {
+  int64_t r = r0;
+  // One token tile (decode): several tiles compute long enough per byte that
+  // strip by strip is as fast, and a strip stays in cache across them.
+  if (w.packed && (r0 / kStripRows) % 2 == 0 && t1 - t0 <= kMaxTile) {
+    for (; r + 2 * kStripRows <= r1; r += 2 * kStripRows) {
+      const StripAt pair[2] = {w.packed->strip(r / kStripRows), w.packed->strip(r / kStripRows + 1)};
+      for (int64_t t = t0; t < t1; t += kMaxTile) {
+        const int n = static_cast<int>(std::min<int64_t>(kMaxTile, t1 - t));
+        __m256 acc[2][kMaxTile];
+        dispatch_tile<kMaxTile>(n, [&]<int C>() {
+          for (int c = 0; c < C; ++c) acc[0][c] = acc[1][c] = _mm256_setzero_ps();
+          for (int64_t b = 0; b < num_blocks; b += kChunkBlocks) {
+            const int64_t e = std::min(num_blocks, b + kChunkBlocks);
+            range.template operator()<C>(pair[0], t, b, e, acc[0]);
+            range.template operator()<C>(pair[1], t, b, e, acc[1]);
+          }
+        });
+        for (int c = 0; c < n; ++c) {
+          _mm256_storeu_ps(y + (t + c) * w.rows + r, acc[0][c]);
+          _mm256_storeu_ps(y + (t + c) * w.rows + r + kStripRows, acc[1][c]);
+        }
+      }
+    }
+  }
+  if (r < r1) {
+    for_each_strip<kMaxTile>(w, r, r1, t0, t1, y, [&]<int C>(StripAt strip, int64_t t, __m256* out) {
+      range.template operator()<C>(strip, t, 0, num_blocks, out);
+    });
+  }
+}
+
 #if defined(__AVX512F__)
 // The same 32 bytes of two strips (a low, b high), their 8 fp16 scales
 // each as 16 floats, and 4 bytes in every 32-bit lane of a zmm register.

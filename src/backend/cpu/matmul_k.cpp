@@ -212,9 +212,10 @@ inline void prefetch_k_pair(const Pair* pairs, const Pair* next, int64_t b, int6
 }
 
 // Adds super-blocks [b0, b1) of the strip's products with tokens t0 ..
-// t0 + C - 1 to acc (the float chain goes on where the last call left it).
+// t0 + C - 1 to acc (b0 == 0 starts the float chain at 0; later ranges go on
+// where the last call left it).
 template <int C>
-void tile_q4_k(StripAt strip, const MatmulActs& a, int64_t t0, int64_t b0, int64_t b1, __m256* acc_io) {
+[[gnu::always_inline]] inline void tile_q4_k(StripAt strip, const MatmulActs& a, int64_t t0, int64_t b0, int64_t b1, __m256* acc_io) {
   const int64_t num_blocks = a.cols / 256;
   const StripQ4K s(strip);
   const ActBlockQ8K* x[C];
@@ -222,7 +223,7 @@ void tile_q4_k(StripAt strip, const MatmulActs& a, int64_t t0, int64_t b0, int64
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   __m256 acc[C];
 #pragma GCC unroll 8
-  for (int c = 0; c < C; ++c) acc[c] = acc_io[c];
+  for (int c = 0; c < C; ++c) acc[c] = b0 == 0 ? _mm256_setzero_ps() : acc_io[c];
   for (int64_t b = b0; b < b1; ++b) {
     const BlockQ4KOf blk = s.block(b);
     if (prefetch_strips<C>() && strip.slot == 0) simd::prefetch(s.pairs + b + 2, sizeof(PairQ4K));
@@ -418,14 +419,15 @@ inline void q6_k_sub_block(const BlockQ6KOf& blk, int h, const ActBlockQ8K* cons
 }
 
 // Adds super-blocks [b0, b1) of the strip's products with tokens t0 ..
-// t0 + C - 1 to acc (the float chain goes on where the last call left it).
+// t0 + C - 1 to acc (b0 == 0 starts the float chain at 0; later ranges go on
+// where the last call left it).
 template <int C>
-void tile_q6_k(StripAt strip, const MatmulActs& a, int64_t t0, int64_t b0, int64_t b1, __m256* acc_io) {
+[[gnu::always_inline]] inline void tile_q6_k(StripAt strip, const MatmulActs& a, int64_t t0, int64_t b0, int64_t b1, __m256* acc_io) {
   const int64_t num_blocks = a.cols / 256;
   const StripQ6K s(strip);
   __m256 acc[C];
 #pragma GCC unroll 8
-  for (int c = 0; c < C; ++c) acc[c] = acc_io[c];
+  for (int c = 0; c < C; ++c) acc[c] = b0 == 0 ? _mm256_setzero_ps() : acc_io[c];
   for (int64_t b = b0; b < b1; ++b) {
     const BlockQ6KOf blk = s.block(b);
     if (prefetch_strips<C>() && strip.slot == 0) simd::prefetch(s.pairs + b + 2, sizeof(PairQ6K));
@@ -598,48 +600,6 @@ void pack_strip_q6_k(const uint8_t* const* rows, int64_t cols, uint8_t* out, int
   }
 }
 
-// Drives an 8-row kernel over a paired matrix (for_each_strip's contract;
-// range.template operator()<C>(strip, t, b0, b1, acc) adds super-blocks
-// [b0, b1)). Both strips of a pair advance together, kChunkBlocks
-// super-blocks at a time, so the pair is read once, front to back: strip by
-// strip, each pass touched every line of the pair (the slots share lines),
-// and Q4_K decode on the AVX2 path of a Zen 5 fell from 28 to 20 tokens/s.
-// The float chains run over the blocks in order either way.
-template <int kMaxTile, typename RangeFn>
-void for_each_strip_k(const WeightMatrix& w, int64_t r0, int64_t r1, int64_t t0, int64_t t1, float* y,
-                      RangeFn&& range) {
-  const int64_t num_blocks = w.cols / 256;
-  int64_t r = r0;
-  if (w.packed && (r0 / kStripRows) % 2 == 0) {
-    constexpr int64_t kChunkBlocks = 4;
-    for (; r + 2 * kStripRows <= r1; r += 2 * kStripRows) {
-      const StripAt pair[2] = {w.packed->strip(r / kStripRows), w.packed->strip(r / kStripRows + 1)};
-      for (int64_t t = t0; t < t1; t += kMaxTile) {
-        const int n = static_cast<int>(std::min<int64_t>(kMaxTile, t1 - t));
-        __m256 acc[2][kMaxTile];
-        dispatch_tile<kMaxTile>(n, [&]<int C>() {
-          for (int c = 0; c < C; ++c) acc[0][c] = acc[1][c] = _mm256_setzero_ps();
-          for (int64_t b = 0; b < num_blocks; b += kChunkBlocks) {
-            const int64_t e = std::min(num_blocks, b + kChunkBlocks);
-            range.template operator()<C>(pair[0], t, b, e, acc[0]);
-            range.template operator()<C>(pair[1], t, b, e, acc[1]);
-          }
-        });
-        for (int c = 0; c < n; ++c) {
-          _mm256_storeu_ps(y + (t + c) * w.rows + r, acc[0][c]);
-          _mm256_storeu_ps(y + (t + c) * w.rows + r + kStripRows, acc[1][c]);
-        }
-      }
-    }
-  }
-  if (r < r1) {
-    for_each_strip<kMaxTile>(w, r, r1, t0, t1, y, [&]<int C>(StripAt strip, int64_t t, __m256* out) {
-      for (int c = 0; c < C; ++c) out[c] = _mm256_setzero_ps();
-      range.template operator()<C>(strip, t, 0, num_blocks, out);
-    });
-  }
-}
-
 #if defined(__AVX512F__)
 // A pair kernel's strips: one pair (slots 0 and 1 of the same bytes, as the
 // driver's 16-row chunks make them), or else two 8-row tiles joined (the
@@ -679,11 +639,10 @@ void kernel_q4_k(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t
             [&](StripAt s, __m256* acc) { whole.template operator()<C>(s, t, acc); });
       },
       [&]<int C>(StripAt strip, int64_t t, __m256* out) {
-        for (int c = 0; c < C; ++c) out[c] = _mm256_setzero_ps();
         whole.template operator()<C>(strip, t, out);
       });
 #else
-  for_each_strip_k<kMaxTileQ4K>(w, r0, r1, t0, t1, y, range);
+  for_each_strip_chunked<kMaxTileQ4K, 4>(w, r0, r1, t0, t1, y, w.cols / 256, range);
 #endif
 }
 
@@ -708,11 +667,10 @@ void kernel_q6_k(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t
             [&](StripAt s, __m256* acc) { whole.template operator()<C>(s, t, acc); });
       },
       [&]<int C>(StripAt strip, int64_t t, __m256* out) {
-        for (int c = 0; c < C; ++c) out[c] = _mm256_setzero_ps();
         whole.template operator()<C>(strip, t, out);
       });
 #else
-  for_each_strip_k<kMaxTileQ6K>(w, r0, r1, t0, t1, y, range);
+  for_each_strip_chunked<kMaxTileQ6K, 4>(w, r0, r1, t0, t1, y, w.cols / 256, range);
 #endif
 }
 

@@ -179,17 +179,18 @@ struct TokenActs {
   }
 };
 
-// out[c] lane k = dot(row k of the strip, token t0 + c).
+// acc[c] lane k += dot(row k of the strip, token t0 + c) over blocks [b0, b1)
+// (b0 == 0 starts the float chain at 0; later ranges go on where the last
+// call left it).
 template <int C>
-void tile_q8_0(StripAt strip, const MatmulActs& a, int64_t t0, __m256* out) {
-  const int64_t num_blocks = a.cols / 32;
+[[gnu::always_inline]] inline void tile_q8_0(StripAt strip, const MatmulActs& a, int64_t t0, int64_t b0, int64_t b1, __m256* acc_io) {
   const PairedStrip<kQ8StripQuantBytes> s(strip);
   const TokenActs<C> x(a, t0);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[C];
 #pragma GCC unroll 8
-  for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < num_blocks; ++b) {
+  for (int c = 0; c < C; ++c) acc[c] = b0 == 0 ? _mm256_setzero_ps() : acc_io[c];
+  for (int64_t b = b0; b < b1; ++b) {
     const uint8_t* q = s.q(b);
     if (prefetch_strips<C>()) simd::prefetch(s.q(b + 8), kQ8StripQuantBytes + 2 * kStripRows);
     __m256i isum[C];
@@ -216,23 +217,22 @@ void tile_q8_0(StripAt strip, const MatmulActs& a, int64_t t0, __m256* out) {
     }
   }
 #pragma GCC unroll 8
-  for (int c = 0; c < C; ++c) out[c] = acc[c];
+  for (int c = 0; c < C; ++c) acc_io[c] = acc[c];
 }
 
 // Q4_0: the nibbles stay unsigned (0..15) so maddubs needs no sign trick, and
 // the offset comes back as isum = nib . x - 8 sum(x), exact in integers. A
 // block's 8 products fit int16 (8 x 2 x 15 x 127 < 32768) before widening.
 template <int C>
-void tile_q4_0(StripAt strip, const MatmulActs& a, int64_t t0, __m256* out) {
-  const int64_t num_blocks = a.cols / 32;
+[[gnu::always_inline]] inline void tile_q4_0(StripAt strip, const MatmulActs& a, int64_t t0, int64_t b0, int64_t b1, __m256* acc_io) {
   const PairedStrip<kQ4StripQuantBytes> s(strip);
   const TokenActs<C> x(a, t0);
   const __m256i ones = _mm256_set1_epi16(1);
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   __m256 acc[C];
 #pragma GCC unroll 8
-  for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < num_blocks; ++b) {
+  for (int c = 0; c < C; ++c) acc[c] = b0 == 0 ? _mm256_setzero_ps() : acc_io[c];
+  for (int64_t b = b0; b < b1; ++b) {
     const uint8_t* q = s.q(b);
     if (prefetch_strips<C>()) simd::prefetch(s.q(b + 16), kQ4StripQuantBytes + 2 * kStripRows);
     __m256i p16[C];
@@ -260,7 +260,7 @@ void tile_q4_0(StripAt strip, const MatmulActs& a, int64_t t0, __m256* out) {
     }
   }
 #pragma GCC unroll 8
-  for (int c = 0; c < C; ++c) out[c] = acc[c];
+  for (int c = 0; c < C; ++c) acc_io[c] = acc[c];
 }
 
 #if KVLM_VNNI
@@ -270,15 +270,14 @@ void tile_q4_0(StripAt strip, const MatmulActs& a, int64_t t0, __m256* out) {
 // per weight vector for the whole tile. Integer sums equal the maddubs
 // kernel's, so the float steps and the results are the same bits.
 template <int C>
-void tile_q8_0_vnni(StripAt strip, const MatmulActs& a, int64_t t0, __m256* out) {
-  const int64_t num_blocks = a.cols / 32;
+[[gnu::always_inline]] inline void tile_q8_0_vnni(StripAt strip, const MatmulActs& a, int64_t t0, int64_t b0, int64_t b1, __m256* acc_io) {
   const PairedStrip<kQ8StripQuantBytes> s(strip);
   const TokenActs<C> x(a, t0);
   const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
   __m256 acc[C];
 #pragma GCC unroll 16
-  for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < num_blocks; ++b) {
+  for (int c = 0; c < C; ++c) acc[c] = b0 == 0 ? _mm256_setzero_ps() : acc_io[c];
+  for (int64_t b = b0; b < b1; ++b) {
     const uint8_t* q = s.q(b);
     if (prefetch_strips<C>()) simd::prefetch(s.q(b + 8), kQ8StripQuantBytes + 2 * kStripRows);
     __m256i isum[C];
@@ -302,21 +301,20 @@ void tile_q8_0_vnni(StripAt strip, const MatmulActs& a, int64_t t0, __m256* out)
     }
   }
 #pragma GCC unroll 16
-  for (int c = 0; c < C; ++c) out[c] = acc[c];
+  for (int c = 0; c < C; ++c) acc_io[c] = acc[c];
 }
 
 // Q4_0 with vpdpbusd: the nibbles are the unsigned operand as they are, the
 // offset 8 comes back as 8 sum(x) per token, as in tile_q4_0.
 template <int C>
-void tile_q4_0_vnni(StripAt strip, const MatmulActs& a, int64_t t0, __m256* out) {
-  const int64_t num_blocks = a.cols / 32;
+[[gnu::always_inline]] inline void tile_q4_0_vnni(StripAt strip, const MatmulActs& a, int64_t t0, int64_t b0, int64_t b1, __m256* acc_io) {
   const PairedStrip<kQ4StripQuantBytes> s(strip);
   const TokenActs<C> x(a, t0);
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   __m256 acc[C];
 #pragma GCC unroll 16
-  for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < num_blocks; ++b) {
+  for (int c = 0; c < C; ++c) acc[c] = b0 == 0 ? _mm256_setzero_ps() : acc_io[c];
+  for (int64_t b = b0; b < b1; ++b) {
     const uint8_t* q = s.q(b);
     if (prefetch_strips<C>()) simd::prefetch(s.q(b + 16), kQ4StripQuantBytes + 2 * kStripRows);
     __m256i isum[C];
@@ -342,7 +340,7 @@ void tile_q4_0_vnni(StripAt strip, const MatmulActs& a, int64_t t0, __m256* out)
     }
   }
 #pragma GCC unroll 16
-  for (int c = 0; c < C; ++c) out[c] = acc[c];
+  for (int c = 0; c < C; ++c) acc_io[c] = acc[c];
 }
 
 #if defined(__AVX512F__)
@@ -448,11 +446,12 @@ size_t strip_bytes_q4_0(int64_t cols) { return strip_bytes_for(cols, kQ4StripQua
 
 void kernel_q8_0(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
                  int64_t t1, float* y) {
-  auto tile = [&]<int C>(StripAt strip, int64_t t, __m256* out) {
+  const int64_t num_blocks = w.cols / 32;
+  auto range = [&]<int C>(StripAt strip, int64_t t, int64_t b0, int64_t b1, __m256* acc) {
 #if KVLM_VNNI
-    tile_q8_0_vnni<C>(strip, a, t, out);
+    tile_q8_0_vnni<C>(strip, a, t, b0, b1, acc);
 #else
-    tile_q8_0<C>(strip, a, t, out);
+    tile_q8_0<C>(strip, a, t, b0, b1, acc);
 #endif
   };
 #if KVLM_VNNI && defined(__AVX512F__)
@@ -461,19 +460,22 @@ void kernel_q8_0(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t
       [&]<int C>(StripAt sa, StripAt sb, int64_t t, __m512* out, StripAt next) {
         pair_q8_0_vnni<C>(sa, sb, a, t, out, next);
       },
-      tile);
+      [&]<int C>(StripAt strip, int64_t t, __m256* out) {
+        range.template operator()<C>(strip, t, 0, num_blocks, out);
+      });
 #else
-  for_each_strip<kMaxTile>(w, r0, r1, t0, t1, y, tile);
+  for_each_strip_chunked<kMaxTile, 16>(w, r0, r1, t0, t1, y, num_blocks, range);
 #endif
 }
 
 void kernel_q4_0(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
                  int64_t t1, float* y) {
-  auto tile = [&]<int C>(StripAt strip, int64_t t, __m256* out) {
+  const int64_t num_blocks = w.cols / 32;
+  auto range = [&]<int C>(StripAt strip, int64_t t, int64_t b0, int64_t b1, __m256* acc) {
 #if KVLM_VNNI
-    tile_q4_0_vnni<C>(strip, a, t, out);
+    tile_q4_0_vnni<C>(strip, a, t, b0, b1, acc);
 #else
-    tile_q4_0<C>(strip, a, t, out);
+    tile_q4_0<C>(strip, a, t, b0, b1, acc);
 #endif
   };
 #if KVLM_VNNI && defined(__AVX512F__)
@@ -482,9 +484,11 @@ void kernel_q4_0(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t
       [&]<int C>(StripAt sa, StripAt sb, int64_t t, __m512* out, StripAt next) {
         pair_q4_0_vnni<C>(sa, sb, a, t, out, next);
       },
-      tile);
+      [&]<int C>(StripAt strip, int64_t t, __m256* out) {
+        range.template operator()<C>(strip, t, 0, num_blocks, out);
+      });
 #else
-  for_each_strip<kMaxTile>(w, r0, r1, t0, t1, y, tile);
+  for_each_strip_chunked<kMaxTile, 32>(w, r0, r1, t0, t1, y, num_blocks, range);
 #endif
 }
 
