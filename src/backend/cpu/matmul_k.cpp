@@ -611,7 +611,6 @@ void pair_or_tiles(StripAt sa, StripAt sb, __m512* out, PairFn&& pair, TileFn&& 
     return;
   }
   __m256 lo[C], hi[C];
-  for (int c = 0; c < C; ++c) lo[c] = hi[c] = _mm256_setzero_ps();
   tile(sa, lo);
   tile(sb, hi);
   for (int c = 0; c < C; ++c) out[c] = _mm512_insertf32x8(_mm512_castps256_ps512(lo[c]), hi[c], 1);
