@@ -208,10 +208,13 @@ KVLM_DECLARE_SIMD_KERNELS
 // with them against 12.3 without). With several tokens a tile computes
 // longer per byte, and prefetching gave Q8_0 prefill back the 3-6% it lost
 // without (2026-12-01). Addresses only: no bit depends on it.
+// A namespace-scope constant, set before main: a function-local static here
+// cost 10% of Q4_0 prefill (its guard is checked on every call, and the
+// possible call to initialise it made the kernels spill their accumulators).
+inline const bool kStripsCpuIsAmd = cpu_is_amd();
 template <int C>
 inline bool prefetch_strips() {
-  static const bool amd = cpu_is_amd();
-  return C > 1 || !amd;
+  return C > 1 || !kStripsCpuIsAmd;
 }
 
 // The packed layouts (one pair per dtype, in its kernel file).
