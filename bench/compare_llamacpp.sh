@@ -10,7 +10,7 @@
 # LLAMA_BIN: llama.cpp's build/bin (../shared/bench/build_llamacpp.sh makes
 # it). OUT: a folder for the raw outputs; summary.txt there has the figures.
 # The models are made with `kvlm make-model` into MODELS if missing (about
-# 4.5 GB). About 10 minutes on 2 cores.
+# 6 GB). About 13 minutes on 2 cores.
 set -euo pipefail
 LLAMA_BIN=$(realpath "$1")
 OUT=$2
@@ -37,7 +37,7 @@ say "kvlm $(git -C "$HERE/.." rev-parse --short HEAD) beside llama.cpp ($LLAMA_B
 say "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs)"
 
 # 1. Prefill 512 and decode 128, llama-bench style, each type.
-for type in q4_0 q8_0 f16; do
+for type in q4_0 q8_0 f16 q4_k q6_k; do
   m=$(model "$type")
   "$LLAMA_BIN/llama-bench" -m "$m" -p 512 -n 128 -t 2 -r 3 -o json > "$OUT/llama-$type.json" 2> "$OUT/llama-$type.err"
   "$KVLM" bench model -m "$m" -p 512 -n 128 -t 2 -r 3 --json > "$OUT/kvlm-$type.json" 2> "$OUT/kvlm-$type.err"
