@@ -619,19 +619,29 @@ void pack_strip_q6_k(const uint8_t* const* rows, int64_t cols, uint8_t* out, int
 }
 
 #if defined(__AVX512F__)
-// A pair kernel's strips: one pair (slots 0 and 1 of the same bytes, as the
-// driver's 16-row chunks make them), or else two 8-row tiles joined (the
-// same arithmetic lane for lane).
-template <int C, typename PairFn, typename TileFn>
-void pair_or_tiles(StripAt sa, StripAt sb, __m512* out, PairFn&& pair, TileFn&& tile) {
-  if (sa.bytes == sb.bytes && sa.slot == 0) {
-    pair();
-    return;
-  }
-  __m256 lo[C], hi[C];
-  tile(sa, lo);
-  tile(sb, hi);
-  for (int c = 0; c < C; ++c) out[c] = _mm512_insertf32x8(_mm512_castps256_ps512(lo[c]), hi[c], 1);
+// The AVX-512 drive of a K-quant: pair.template operator()<C>(pairs, t, out,
+// next) on each pair of strips (next: the next pair's blocks, to prefetch as
+// this one ends, or nullptr), range (tile_q4_k's contract) on the rest.
+template <int kMaxTile, typename Pair, typename PairFn, typename RangeFn>
+void run_k_pairs(const WeightMatrix& w, int64_t r0, int64_t r1, int64_t t0, int64_t t1, float* y, PairFn&& pair,
+                 RangeFn&& range) {
+  const int64_t num_blocks = w.cols / 256;
+  auto whole = [&]<int C>(StripAt strip, int64_t t, __m256* acc) {
+    range.template operator()<C>(strip, t, 0, num_blocks, acc);
+  };
+  auto two_strips = [&]<int C>(StripAt sa, StripAt sb, int64_t t, __m512* out, StripAt next) {
+    if (sa.bytes == sb.bytes && sa.slot == 0) {  // one pair, as the driver's 16-row chunks make them
+      pair.template operator()<C>(reinterpret_cast<const Pair*>(sa.bytes), t, out,
+                                  reinterpret_cast<const Pair*>(next.bytes));
+      return;
+    }
+    // Strips of two pairs: two 8-row tiles joined, the same arithmetic lane for lane.
+    __m256 lo[C], hi[C];
+    whole.template operator()<C>(sa, t, lo);
+    whole.template operator()<C>(sb, t, hi);
+    for (int c = 0; c < C; ++c) out[c] = _mm512_insertf32x8(_mm512_castps256_ps512(lo[c]), hi[c], 1);
+  };
+  for_each_strip_pair<kMaxTile>(w, r0, r1, t0, t1, y, two_strips, whole);
 }
 #endif
 
@@ -642,22 +652,10 @@ void kernel_q4_k(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t
     tile_q4_k<C>(strip, a, t, b0, b1, acc);
   };
 #if KVLM_VNNI && defined(__AVX512F__)
-  const int64_t num_blocks = w.cols / 256;
-  auto whole = [&]<int C>(StripAt strip, int64_t t, __m256* acc) { range.template operator()<C>(strip, t, 0, num_blocks, acc); };
-  for_each_strip_pair<kMaxTileQ4K>(
-      w, r0, r1, t0, t1, y,
-      [&]<int C>(StripAt sa, StripAt sb, int64_t t, __m512* out, StripAt next) {
-        pair_or_tiles<C>(
-            sa, sb, out,
-            [&] {
-              pair_q4_k_vnni<C>(reinterpret_cast<const PairQ4K*>(sa.bytes), a, t, out,
-                                reinterpret_cast<const PairQ4K*>(next.bytes));
-            },
-            [&](StripAt s, __m256* acc) { whole.template operator()<C>(s, t, acc); });
-      },
-      [&]<int C>(StripAt strip, int64_t t, __m256* out) {
-        whole.template operator()<C>(strip, t, out);
-      });
+  auto pair = [&]<int C>(const PairQ4K* pairs, int64_t t, __m512* out, const PairQ4K* next) {
+    pair_q4_k_vnni<C>(pairs, a, t, out, next);
+  };
+  run_k_pairs<kMaxTileQ4K, PairQ4K>(w, r0, r1, t0, t1, y, pair, range);
 #else
   for_each_strip_chunked<kMaxTileQ4K, 4>(w, r0, r1, t0, t1, y, w.cols / 256, range);
 #endif
@@ -670,22 +668,10 @@ void kernel_q6_k(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t
     tile_q6_k<C>(strip, a, t, b0, b1, acc);
   };
 #if defined(__AVX512F__) && defined(__AVX512BW__)
-  const int64_t num_blocks = w.cols / 256;
-  auto whole = [&]<int C>(StripAt strip, int64_t t, __m256* acc) { range.template operator()<C>(strip, t, 0, num_blocks, acc); };
-  for_each_strip_pair<kMaxTileQ6K>(
-      w, r0, r1, t0, t1, y,
-      [&]<int C>(StripAt sa, StripAt sb, int64_t t, __m512* out, StripAt next) {
-        pair_or_tiles<C>(
-            sa, sb, out,
-            [&] {
-              pair_q6_k<C>(reinterpret_cast<const PairQ6K*>(sa.bytes), a, t, out,
-                                reinterpret_cast<const PairQ6K*>(next.bytes));
-            },
-            [&](StripAt s, __m256* acc) { whole.template operator()<C>(s, t, acc); });
-      },
-      [&]<int C>(StripAt strip, int64_t t, __m256* out) {
-        whole.template operator()<C>(strip, t, out);
-      });
+  auto pair = [&]<int C>(const PairQ6K* pairs, int64_t t, __m512* out, const PairQ6K* next) {
+    pair_q6_k<C>(pairs, a, t, out, next);
+  };
+  run_k_pairs<kMaxTileQ6K, PairQ6K>(w, r0, r1, t0, t1, y, pair, range);
 #else
   for_each_strip_chunked<kMaxTileQ6K, 4>(w, r0, r1, t0, t1, y, w.cols / 256, range);
 #endif
