@@ -53,6 +53,7 @@ constexpr int kBandRows = 8;
 constexpr int64_t kBandPassBytes = 8 * 1024;
 constexpr int kMaxTiles = 16;  // token tiles of partial sums held at a time
 static_assert(kBandRows % kRows == 0, "a band is whole row tiles");
+static_assert(kBandRows == kStripRows, "a band is one packed strip");
 
 // Loaders: one weight as a scalar (the GGUF rows of the scalar twin and the
 // tail columns), 8 or 16 consecutive packed weights as f32 lanes.
@@ -149,7 +150,7 @@ inline float hsum8(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// A band of kBandRows rows as its packed strip holds them (float_band_at).
+// A band of kBandRows rows as its packed strip holds them (strip_of).
 // Column i (a multiple of 8) of row k starts at band_value(k, i) values into
 // the band; tail column n8 + j of row k at n8 * 8 + k * (n - n8) + j.
 constexpr int64_t kGroupValues = kBandRows * 8;  // one 8-column group of the band
@@ -169,21 +170,6 @@ void pack_float_strip(const uint8_t* const* rows, int64_t cols, uint8_t* out) {
   uint8_t* tail = out + n8 * kBandRows * kBytes;
   const auto tail_bytes = static_cast<size_t>(cols - n8) * kBytes;
   for (int k = 0; k < kBandRows; ++k) std::memcpy(tail + k * tail_bytes, rows[k] + n8 * kBytes, tail_bytes);
-}
-
-// Band s of w (rows 8s .. 8s + 7) in the packed layout: its strip, or for a
-// matrix without one (packed under the scalar path, or never) a copy packed
-// now into this thread's scratch.
-template <size_t kBytes>
-const uint8_t* float_band_at(const WeightMatrix& w, int64_t s) {
-  if (w.packed) return w.packed->strip(s).bytes;
-  const size_t wrow_bytes = static_cast<size_t>(w.cols) * kBytes;
-  const uint8_t* rows[kBandRows];
-  for (int k = 0; k < kBandRows; ++k)
-    rows[k] = static_cast<const uint8_t*>(w.data) + static_cast<size_t>(std::min(s * kBandRows + k, w.rows - 1)) * wrow_bytes;
-  uint8_t* scratch = strip_scratch(float_strip_bytes(kBytes, w.cols));
-  pack_float_strip<kBytes>(rows, w.cols, scratch);
-  return scratch;
 }
 
 // acc[r][c] += the 8-lane products of columns [i0, i1) (multiples of 8) of
@@ -396,7 +382,7 @@ void run(const WeightMatrix& w, const MatmulActs& acts, int64_t row_begin, int64
   for (int64_t r0 = row_begin; r0 < row_end; r0 += kBandRows) {
     const int num_rows = static_cast<int>(std::min<int64_t>(kBandRows, row_end - r0));
     const int64_t s = r0 / kBandRows;
-    const uint8_t* band = float_band_at<Load::kBytes>(w, s);
+    const uint8_t* band = KVLM_KERNEL_ISA::strip_of(w, s).bytes;  // packed now if w has no packed copy
     const uint8_t* next_band = w.packed && r0 + kBandRows < row_end ? w.packed->strip(s + 1).bytes : nullptr;
     const uint8_t* tail = band + n8 * kBandRows * Load::kBytes;
     for (int64_t t0 = tok_begin; t0 < tok_end; t0 += kMaxTiles * kMaxTile) {

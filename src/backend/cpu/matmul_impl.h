@@ -43,7 +43,6 @@ struct alignas(32) Bytes32 {
 struct StripAt {
   const uint8_t* bytes = nullptr;
   int slot = 0;
-  operator const uint8_t*() const { return bytes; }  // for the unpaired kernels
 };
 
 // A matrix in strips of 8 rows (kStripRows); strip s holds rows
@@ -231,6 +230,23 @@ void pack_strip_q6_k(const uint8_t* const* rows, int64_t cols, uint8_t* out, int
 void pack_strip_f32(const uint8_t* const* rows, int64_t cols, uint8_t* out, int slot);
 void pack_strip_half(const uint8_t* const* rows, int64_t cols, uint8_t* out, int slot);
 
+// Strip s of w (rows 8s .. 8s + 7) as the kernels read it: its packed strip,
+// or, for a matrix without one (packed under the scalar path, or never), this
+// path's packing of it made now in the calling thread's scratch (a paired
+// layout: slot 0 of a pair). Rows past the matrix's end repeat its last row.
+inline StripAt strip_of(const WeightMatrix& w, int64_t s) {
+  if (w.packed) return w.packed->strip(s);
+  const size_t wrow_bytes = row_bytes(w.dtype, w.cols);
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  const uint8_t* rows[kStripRows];
+  for (int k = 0; k < kStripRows; ++k)
+    rows[k] = base + static_cast<size_t>(std::min(s * kStripRows + k, w.rows - 1)) * wrow_bytes;
+  const size_t bytes = packed_strip_bytes(w.dtype, w.cols) * (paired_strips(w.dtype) ? 2 : 1);
+  uint8_t* scratch = strip_scratch(bytes);
+  strip_packer(w.dtype)(rows, w.cols, scratch, 0);
+  return StripAt{scratch, 0};
+}
+
 // Drives a strip kernel: for each strip of 8 rows in [row_begin, row_end)
 // (packed already, or packed now into scratch), for each tile of at most
 // kMaxTile tokens, tile.template operator()<C>(strip, first_token, out) fills
@@ -239,22 +255,9 @@ template <int kMaxTile, typename TileFn>
 void for_each_strip(const WeightMatrix& w, int64_t row_begin, int64_t row_end, int64_t tok_begin,
                     int64_t tok_end, float* y, TileFn&& tile) {
   KVLM_ASSERT(row_begin % kStripRows == 0, "matmul: row range not aligned to a strip");
-  const size_t wrow_bytes = row_bytes(w.dtype, w.cols);
-  const auto* base = static_cast<const uint8_t*>(w.data);
   for (int64_t r0 = row_begin; r0 < row_end; r0 += kStripRows) {
     const int num_rows = static_cast<int>(std::min<int64_t>(kStripRows, row_end - r0));
-    StripAt strip;
-    if (w.packed) {
-      strip = w.packed->strip(r0 / kStripRows);
-    } else {
-      const uint8_t* rows[kStripRows];
-      for (int k = 0; k < kStripRows; ++k) rows[k] = base + static_cast<size_t>(r0 + std::min(k, num_rows - 1)) * wrow_bytes;
-      // This path's packer; a paired layout packs slot 0 of a pair.
-      const size_t bytes = packed_strip_bytes(w.dtype, w.cols) * (paired_strips(w.dtype) ? 2 : 1);
-      uint8_t* scratch = strip_scratch(bytes);
-      strip_packer(w.dtype)(rows, w.cols, scratch, 0);
-      strip = StripAt{scratch, 0};
-    }
+    const StripAt strip = strip_of(w, r0 / kStripRows);
     for (int64_t t = tok_begin; t < tok_end; t += kMaxTile) {
       const int n = static_cast<int>(std::min<int64_t>(kMaxTile, tok_end - t));
       __m256 out[kMaxTile];
@@ -273,6 +276,15 @@ void for_each_strip(const WeightMatrix& w, int64_t row_begin, int64_t row_end, i
       }
     }
   }
+}
+
+// A range kernel (for_each_strip_chunked's contract below) as a whole-strip
+// tile (for_each_strip's): blocks [0, num_blocks), the chain from zero.
+template <typename RangeFn>
+auto whole_strip(RangeFn& range, int64_t num_blocks) {
+  return [&range, num_blocks]<int C>(StripAt strip, int64_t t, __m256* acc) {
+    range.template operator()<C>(strip, t, 0, num_blocks, acc);
+  };
 }
 
 // for_each_strip for 8-row kernels on a paired layout (paired_strips()):
@@ -311,9 +323,7 @@ void for_each_strip_chunked(const WeightMatrix& w, int64_t r0, int64_t r1, int64
     }
   }
   if (r < r1) {
-    for_each_strip<kMaxTile>(w, r, r1, t0, t1, y, [&]<int C>(StripAt strip, int64_t t, __m256* out) {
-      range.template operator()<C>(strip, t, 0, num_blocks, out);
-    });
+    for_each_strip<kMaxTile>(w, r, r1, t0, t1, y, whole_strip(range, num_blocks));
   }
 }
 

@@ -626,9 +626,7 @@ template <int kMaxTile, typename Pair, typename PairFn, typename RangeFn>
 void run_k_pairs(const WeightMatrix& w, int64_t r0, int64_t r1, int64_t t0, int64_t t1, float* y, PairFn&& pair,
                  RangeFn&& range) {
   const int64_t num_blocks = w.cols / 256;
-  auto whole = [&]<int C>(StripAt strip, int64_t t, __m256* acc) {
-    range.template operator()<C>(strip, t, 0, num_blocks, acc);
-  };
+  auto whole = whole_strip(range, num_blocks);
   auto two_strips = [&]<int C>(StripAt sa, StripAt sb, int64_t t, __m512* out, StripAt next) {
     if (sa.bytes == sb.bytes && sa.slot == 0) {  // one pair, as the driver's 16-row chunks make them
       pair.template operator()<C>(reinterpret_cast<const Pair*>(sa.bytes), t, out,

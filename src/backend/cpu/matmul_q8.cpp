@@ -460,9 +460,7 @@ void kernel_q8_0(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t
       [&]<int C>(StripAt sa, StripAt sb, int64_t t, __m512* out, StripAt next) {
         pair_q8_0_vnni<C>(sa, sb, a, t, out, next);
       },
-      [&]<int C>(StripAt strip, int64_t t, __m256* out) {
-        range.template operator()<C>(strip, t, 0, num_blocks, out);
-      });
+      whole_strip(range, num_blocks));
 #else
   for_each_strip_chunked<kMaxTile, 16>(w, r0, r1, t0, t1, y, num_blocks, range);
 #endif
@@ -484,9 +482,7 @@ void kernel_q4_0(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t
       [&]<int C>(StripAt sa, StripAt sb, int64_t t, __m512* out, StripAt next) {
         pair_q4_0_vnni<C>(sa, sb, a, t, out, next);
       },
-      [&]<int C>(StripAt strip, int64_t t, __m256* out) {
-        range.template operator()<C>(strip, t, 0, num_blocks, out);
-      });
+      whole_strip(range, num_blocks));
 #else
   for_each_strip_chunked<kMaxTile, 32>(w, r0, r1, t0, t1, y, num_blocks, range);
 #endif
