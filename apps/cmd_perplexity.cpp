@@ -54,7 +54,7 @@ int cmd_perplexity(int argc, char** argv) {
   app.add_option("-f,--file", text_path, "text file")->required();
   app.add_option("-c,--ctx-size", n_ctx, "tokens per chunk")->capture_default_str();
   app.add_option("-t,--threads", threads, "compute threads (default: all cores)");
-  app.add_option("--kv-type", kv_type, "KV cache type: f16, f32, q8_0")->capture_default_str();
+  app.add_option("--kv-type", kv_type, "KV cache type: f16, bf16, f32, q8_0")->capture_default_str();
   app.add_option("--chunks", max_chunks, "score at most this many chunks (0 = all)");
   EngineOptions budget_options;
   add_kv_budget_options(app, budget_options);

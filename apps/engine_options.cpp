@@ -13,7 +13,7 @@ namespace kvlm::apps {
 void add_engine_options(CLI::App& app, EngineOptions& o) {
   app.add_option("-m,--model", o.model_path, "GGUF model file")->required();
   app.add_option("-t,--threads", o.threads, "compute threads (default: all cores)");
-  app.add_option("--kv-type", o.kv_type, "KV cache type: f16, f32, q8_0")->capture_default_str();
+  app.add_option("--kv-type", o.kv_type, "KV cache type: f16, bf16, f32, q8_0")->capture_default_str();
   app.add_option("--block-size", o.block_size, "tokens per KV block")->capture_default_str();
   app.add_option("--kv-mem", o.kv_mem, "KV pool size in bytes (default: from --ctx)");
   app.add_option("--ctx", o.ctx, "KV pool size in tokens (default: --max-seqs full contexts, at most min(RAM/4, 4 GiB))");
@@ -58,8 +58,8 @@ KvBudget make_kv_budget(const EngineOptions& o) {
 
 DType parse_kv_type(const std::string& name) {
   auto kv = dtype_from_name(name);
-  if (!kv || (*kv != DType::kF16 && *kv != DType::kF32 && *kv != DType::kQ8_0))
-    throw_error(ErrorCode::kInvalidArgument, "--kv-type: unknown type '{}' (f16, f32, q8_0)", name);
+  if (!kv || (*kv != DType::kF16 && *kv != DType::kBF16 && *kv != DType::kF32 && *kv != DType::kQ8_0))
+    throw_error(ErrorCode::kInvalidArgument, "--kv-type: unknown type '{}' (f16, bf16, f32, q8_0)", name);
   return *kv;
 }
 

@@ -77,6 +77,12 @@ uint16_t f32_to_bf16(float f) {
   return static_cast<uint16_t>((u + (0x7FFFu + ((u >> 16) & 1u))) >> 16);
 }
 
+uint16_t f32_to_bf16_flush(float f) {
+  const uint32_t u = bits_of(f);
+  if ((u & 0x7F800000u) == 0) return static_cast<uint16_t>((u >> 16) & 0x8000u);
+  return f32_to_bf16(f);
+}
+
 void fp16_to_f32_row(const uint16_t* src, float* dst, int64_t n) {
   int64_t i = 0;
 #if defined(__F16C__) && defined(__AVX__)

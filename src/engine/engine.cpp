@@ -51,9 +51,9 @@ Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> tokenize
     : model_(std::move(model)), tokenizer_(std::move(tokenizer)), config_(config), clock_(clock) {
   set_num_threads(config_.num_threads);
   const ModelConfig& mc = model_->config();
-  KvStorage::check_dtype(*model_, config_.kv_dtype);
   if (config_.block_size < 1 || config_.block_size > 1024)
     throw_error(ErrorCode::kInvalidArgument, "block size {} must be in [1, 1024]", config_.block_size);
+  KvStorage::check_dtype(*model_, config_.kv_dtype, config_.block_size);
   if (config_.max_batched_tokens < 1)
     throw_error(ErrorCode::kInvalidArgument, "max batched tokens must be positive");
   if (config_.max_seqs < 1) throw_error(ErrorCode::kInvalidArgument, "max seqs must be positive");

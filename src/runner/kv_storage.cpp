@@ -4,8 +4,10 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backend/cpu/cpu_path.h"
 #include "common/assert.h"
 #include "common/error.h"
+#include "common/log.h"
 
 namespace kvlm {
 namespace {
@@ -27,10 +29,16 @@ KvLayout make_layout(const Model& model, DType dtype, int32_t block_size) {
 
 }  // namespace
 
-void KvStorage::check_dtype(const Model& model, DType dtype) {
-  if (dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kQ8_0)
-    throw_error(ErrorCode::kInvalidArgument, "KV cache type {} is not supported (f32, f16, q8_0)",
+void KvStorage::check_dtype(const Model& model, DType dtype, int32_t block_size) {
+  if (dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16 && dtype != DType::kQ8_0)
+    throw_error(ErrorCode::kInvalidArgument, "KV cache type {} is not supported (f16, bf16, f32, q8_0)",
                 dtype_name(dtype));
+  // BF16 keeps elements in pairs of dimensions (keys) and of slots (values).
+  if (dtype == DType::kBF16 && (model.config().head_dim % 2 != 0 || block_size % 2 != 0))
+    throw_error(ErrorCode::kInvalidArgument,
+                "KV cache type bf16 needs an even head size and block size; this model's head size is {}, "
+                "the block size {}",
+                model.config().head_dim, block_size);
   int32_t bs = dtype_info(dtype).block_size;
   if (model.config().head_dim % bs != 0)
     throw_error(ErrorCode::kInvalidArgument,
@@ -44,7 +52,10 @@ size_t KvStorage::bytes_per_block(const Model& model, DType dtype, int32_t block
 
 KvStorage::KvStorage(const Model& model, DType dtype, int32_t block_size, int32_t num_blocks)
     : layout_(make_layout(model, dtype, block_size)), num_blocks_(num_blocks) {
-  check_dtype(model, dtype);
+  check_dtype(model, dtype, block_size);
+  if (dtype == DType::kBF16 && !cpu_has_avx512_bf16())
+    log_warn("KV cache type bf16 on a CPU without AVX512-BF16: attention sums its BF16 products in f32, "
+             "slower than with f16 (attention_bf16.cpp)");
   const size_t layer_bytes = layout_.block_bytes() * static_cast<size_t>(num_blocks);
   num_rows_ = max_group_layers(model);
   num_bytes_ = 2 * layer_bytes * num_rows_;

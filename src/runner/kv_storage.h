@@ -26,8 +26,9 @@ class KvStorage {
 
   // Bytes one block takes (K and V, all layers of a group).
   static size_t bytes_per_block(const Model& model, DType dtype, int32_t block_size);
-  // Throws Error(kInvalidArgument) if the model's head size does not suit dtype.
-  static void check_dtype(const Model& model, DType dtype);
+  // Throws Error(kInvalidArgument) if the model's head size or the block
+  // size does not suit dtype.
+  static void check_dtype(const Model& model, DType dtype, int32_t block_size);
 
   KvStorage(const KvStorage&) = delete;
   KvStorage& operator=(const KvStorage&) = delete;

@@ -127,6 +127,43 @@ TEST_F(ModelGolden, BatchedLogitsEqualOneAtATime) {
   }
 }
 
+// The other KV types through the real commands: BF16 and Q8_0 storage round
+// keys and values (BF16 also the query and the softmax weights, attention.h),
+// so their logits sit near the golden, not on it; batching still changes no
+// bit. Measured NMSE on synth-tiny: f16 3e-8, bf16 5e-6, q8_0 4e-5.
+TEST_F(ModelGolden, RoundedKvTypesStayNearTheGoldenAndBatchInvariant) {
+  json golden = load_json(test::shared_path("golden/synth-tiny-F32.logits.json"));
+  const std::string model = test::shared_path("models/synth-tiny-F32.gguf");
+  for (const char* kv : {"bf16", "q8_0"}) {
+    json single = run_logits(model, golden["tokens"], {"--kv-type", kv});
+    EXPECT_LT(nmse(single, golden["logits"]), 2e-4) << kv;
+    EXPECT_GT(nmse(single, golden["logits"]), 1e-7) << kv << ": the KV type changed nothing; was it used?";
+    json batched = run_logits(model, golden["tokens"], {"--kv-type", kv, "--batched"});
+    EXPECT_TRUE(batched == single) << kv << ": NMSE " << nmse(batched, single);
+  }
+}
+
+double stories_perplexity(const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"perplexity", "-m", test::shared_path("models/stories260K.gguf"), "-f",
+                                   test::shared_path("text/tinystories_sample.txt"), "-c", "256"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto r = test::run_kvlm(args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::smatch m;
+  if (!std::regex_search(r.out, m, std::regex("PPL = ([0-9.]+) \\+/- ([0-9.]+)\\n$"))) {
+    ADD_FAILURE() << r.out;
+    return 0;
+  }
+  return std::stod(m[1].str());
+}
+
+// stories260K's head size, 8, takes BF16's element-by-element chain on every
+// path: its perplexity stays within 0.5% of F16 KV's.
+TEST_F(ModelGolden, StoriesPerplexityWithBf16Kv) {
+  const double f16 = stories_perplexity({"--chunks", "3"});
+  EXPECT_NEAR(stories_perplexity({"--chunks", "3", "--kv-type", "bf16"}), f16, f16 * 0.005);
+}
+
 TEST_F(ModelGolden, StoriesGreedyMatchesEveryToken) {
   std::ifstream f(test::shared_path("golden/stories260K-greedy.jsonl"));
   std::string line;

@@ -98,8 +98,24 @@ TEST_P(PagedAttention, MatchesReference) {
   paged_attention(f.layout, f.layer, q.data(), seqs, p, got.data());
   paged_attention_reference(f.layout, f.layer, q.data(), seqs, p, want.data());
   double max_err = 0;
-  for (size_t i = 0; i < got.size(); ++i) max_err = std::max(max_err, std::abs(double(got[i]) - want[i]));
-  EXPECT_LT(max_err, 2e-5) << "largest absolute difference from the reference";
+  size_t num_off = 0;  // elements more than 2e-5 away
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::abs(double(got[i]) - want[i]);
+    max_err = std::max(max_err, err);
+    num_off += err > 2e-5;
+  }
+  if (c.dtype == DType::kBF16) {
+    // The reference rounds the same weights to BF16 (attention.h), but from
+    // double sums: a weight within 1e-7 of a rounding boundary may round the
+    // other way, moving the head_dim outputs of its query by up to 2^-8 of
+    // that weight's share. Seen: one such weight in 20,000. Anything
+    // systematic (a wrong rounding, a slot paired with the wrong weight)
+    // moves most elements.
+    EXPECT_LT(max_err, 1e-2) << "largest absolute difference from the reference";
+    EXPECT_LE(num_off, got.size() / 100) << "elements more than 2e-5 from the reference";
+  } else {
+    EXPECT_LT(max_err, 2e-5) << "largest absolute difference from the reference";
+  }
 
   // Bit-for-bit: each sequence alone, and each query row alone, give the same bits.
   for (size_t i = 0; i < seqs.size(); ++i) {
@@ -175,11 +191,16 @@ INSTANTIATE_TEST_SUITE_P(
                       // Whole GQA groups in one pass: 8 heads per KV head (TinyLlama), 7
                       // (Qwen2.5-0.5B) with a head size and block size that leave tails.
                       Case{DType::kF16, 64, 16, 2, 16, 0, 0.f}, Case{DType::kF32, 20, 14, 2, 5, 0, 0.f},
-                      Case{DType::kF16, 20, 14, 2, 5, 0, 0.f}, Case{DType::kF16, 16, 24, 2, 16, 8, 30.f}),
+                      Case{DType::kF16, 20, 14, 2, 5, 0, 0.f}, Case{DType::kF16, 16, 24, 2, 16, 8, 30.f},
+                      // BF16: the vector kernel's shapes (TinyLlama's, a window, a block of 32)
+                      // and the chain's (odd pairs of slots, a block of 6, a head of 20).
+                      Case{DType::kBF16, 64, 16, 2, 16, 0, 0.f}, Case{DType::kBF16, 16, 4, 2, 16, 8, 50.f},
+                      Case{DType::kBF16, 32, 7, 1, 32, 11, 0.f}, Case{DType::kBF16, 20, 14, 2, 6, 0, 0.f},
+                      Case{DType::kBF16, 128, 32, 4, 16, 0, 0.f}),
     name);
 
 TEST(KvReadBack, KeysAndValuesRoundTrip) {
-  for (DType t : {DType::kF32, DType::kF16, DType::kQ8_0}) {
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0}) {
     KvLayout layout{t, 16, 2, 32};
     std::vector<uint8_t> k(layout.block_bytes() * 4), v(layout.block_bytes() * 4);
     KvLayer layer{k.data(), v.data()};

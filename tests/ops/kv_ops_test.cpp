@@ -131,7 +131,7 @@ TEST_P(KvOpsTest, AttentionStatisticsAreTheReferenceWeights) {
   check_attention_statistics(GetParam(), 40, 7);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllKvTypes, KvOpsTest, ::testing::Values(DType::kF32, DType::kF16, DType::kQ8_0),
+INSTANTIATE_TEST_SUITE_P(AllKvTypes, KvOpsTest, ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace

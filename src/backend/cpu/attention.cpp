@@ -23,7 +23,25 @@ using cpu::KVLM_SIMD_NS::block_head;
 using cpu::KVLM_SIMD_NS::block_of;
 using cpu::KVLM_SIMD_NS::check_layout;
 using cpu::KVLM_SIMD_NS::key_at;
+using cpu::KVLM_SIMD_NS::key_index;
+using cpu::KVLM_SIMD_NS::value_index;
 using cpu::KVLM_SIMD_NS::visible_range;
+
+namespace {
+// BF16 storage, element by element (KvLayout's pairs): one slot's key or value.
+uint16_t* bf16_block(uint8_t* block) { return reinterpret_cast<uint16_t*>(block); }
+
+void store_key_bf16(const KvLayout& layout, uint8_t* kb, int64_t o, const float* src) {
+  for (int64_t c = 0; c < layout.head_dim; ++c) bf16_block(kb)[key_index(layout, c, o)] = f32_to_bf16_flush(src[c]);
+}
+
+void store_value_bf16(const KvLayout& layout, uint8_t* vb, int64_t o, const float* src) {
+  for (int64_t c = 0; c < layout.head_dim; ++c) bf16_block(vb)[value_index(layout, c, o)] = f32_to_bf16_flush(src[c]);
+}
+
+// What BF16 attention computes with: x rounded to BF16 (attention.h).
+float round_bf16(float x) { return bf16_to_f32(f32_to_bf16_flush(x)); }
+}  // namespace
 
 void kv_write(const KvLayout& layout, const KvLayer& layer, const float* k, const float* v, const int64_t* slots,
               int64_t num_tokens) {
@@ -38,6 +56,10 @@ void kv_write(const KvLayout& layout, const KvLayer& layer, const float* k, cons
       uint8_t* kb = block_head(layout, layer.k, block, h);
       uint8_t* vd = block_head(layout, layer.v, block, h) + o * layout.row_bytes();
       switch (layout.dtype) {
+        case DType::kBF16:
+          store_key_bf16(layout, kb, o, ks);
+          store_value_bf16(layout, block_head(layout, layer.v, block, h), o, vs);
+          break;
         case DType::kF32:
           for (int64_t c = 0; c < hd; ++c) reinterpret_cast<float*>(kb)[c * bs + o] = ks[c];
           std::memcpy(vd, vs, sizeof(float) * hd);
@@ -58,7 +80,10 @@ void kv_write(const KvLayout& layout, const KvLayer& layer, const float* k, cons
 void kv_read_key(const KvLayout& layout, const KvLayer& layer, int64_t slot, int32_t kv_head, float* out) {
   const int64_t o = slot % layout.block_size;
   const uint8_t* kb = block_head(layout, layer.k, slot / layout.block_size, kv_head);
-  if (layout.keys_transposed()) {
+  if (layout.pairs_bf16()) {
+    const auto* k16 = reinterpret_cast<const uint16_t*>(kb);
+    for (int64_t c = 0; c < layout.head_dim; ++c) out[c] = bf16_to_f32(k16[key_index(layout, c, o)]);
+  } else if (layout.keys_transposed()) {
     for (int64_t c = 0; c < layout.head_dim; ++c) out[c] = key_at(layout, kb, c, o);
   } else {
     dequantize_row(layout.dtype, kb + o * layout.row_bytes(), out, layout.head_dim);
@@ -66,6 +91,11 @@ void kv_read_key(const KvLayout& layout, const KvLayer& layer, int64_t slot, int
 }
 
 void kv_read_value(const KvLayout& layout, const KvLayer& layer, int64_t slot, int32_t kv_head, float* out) {
+  if (layout.pairs_bf16()) {
+    const auto* v16 = reinterpret_cast<const uint16_t*>(block_head(layout, layer.v, slot / layout.block_size, kv_head));
+    for (int64_t c = 0; c < layout.head_dim; ++c) out[c] = bf16_to_f32(v16[value_index(layout, c, slot % layout.block_size)]);
+    return;
+  }
   const uint8_t* vb = block_head(layout, layer.v, slot / layout.block_size, kv_head) +
                       (slot % layout.block_size) * layout.row_bytes();
   dequantize_row(layout.dtype, vb, out, layout.head_dim);
@@ -82,7 +112,8 @@ void paged_attention_reference(const KvLayout& layout, const KvLayer& layer, con
   check_layout(layout, &params);
   const int32_t hd = layout.head_dim;
   const int32_t group = params.num_heads / layout.num_kv_heads;
-  std::vector<float> krow(hd), vrow(hd);
+  const bool bf16 = layout.pairs_bf16();
+  std::vector<float> krow(hd), vrow(hd), qrow(hd);
   for (const AttentionSeq& seq : seqs) {
     for (int32_t i = 0; i < seq.num_tokens; ++i) {
       int64_t lo, hi;
@@ -91,6 +122,10 @@ void paged_attention_reference(const KvLayout& layout, const KvLayer& layer, con
       for (int32_t h = 0; h < params.num_heads; ++h) {
         const int32_t kvh = h / group;
         const float* qh = q + (token * params.num_heads + h) * hd;
+        if (bf16) {
+          for (int32_t c = 0; c < hd; ++c) qrow[c] = round_bf16(qh[c]);
+          qh = qrow.data();
+        }
         std::vector<double> w;
         double max_score = -INFINITY;
         for (int64_t s = lo; s < hi; ++s) {
@@ -108,6 +143,10 @@ void paged_attention_reference(const KvLayout& layout, const KvLayer& layer, con
         if (seq.attn_stats) {
           float* stat_row = seq.attn_stats + (static_cast<int64_t>(i) * layout.num_kv_heads + kvh) * seq.num_context;
           for (int64_t s = lo; s < hi; ++s) stat_row[s] += static_cast<float>(w[s - lo] / sum);
+        }
+        if (bf16) {  // the weights as the BF16 dot product takes them
+          for (double& x : w) x = round_bf16(static_cast<float>(x / sum));
+          sum = 1.0;
         }
         std::vector<double> acc(hd, 0.0);
         for (int64_t s = lo; s < hi; ++s) {
@@ -137,6 +176,17 @@ void move_transposed(const uint8_t* src_block, uint8_t* dst_block, int64_t head_
   T* dst = reinterpret_cast<T*>(dst_block) + dst_offset;
   for (int64_t c = 0; c < head_dim; ++c) dst[c * block_size] = src[c * block_size];
 }
+
+// One slot's key and value elements in BF16 blocks (KvLayout's pairs).
+void move_bf16(const KvLayout& layout, const uint8_t* kb_src, const uint8_t* vb_src, uint8_t* kb_dst, uint8_t* vb_dst,
+               int64_t src_offset, int64_t dst_offset) {
+  const auto* ks = reinterpret_cast<const uint16_t*>(kb_src);
+  const auto* vs = reinterpret_cast<const uint16_t*>(vb_src);
+  for (int64_t c = 0; c < layout.head_dim; ++c) {
+    bf16_block(kb_dst)[key_index(layout, c, dst_offset)] = ks[key_index(layout, c, src_offset)];
+    bf16_block(vb_dst)[value_index(layout, c, dst_offset)] = vs[value_index(layout, c, src_offset)];
+  }
+}
 }  // namespace
 
 void kv_move_slot(const KvLayout& layout, const KvLayer& layer, int64_t src_slot, int64_t dst_slot) {
@@ -145,6 +195,11 @@ void kv_move_slot(const KvLayout& layout, const KvLayer& layer, int64_t src_slot
   for (int32_t h = 0; h < layout.num_kv_heads; ++h) {
     const uint8_t* kb_src = block_head(layout, layer.k, src_slot / bs, h);
     uint8_t* kb_dst = block_head(layout, layer.k, dst_slot / bs, h);
+    if (layout.pairs_bf16()) {
+      move_bf16(layout, kb_src, block_head(layout, layer.v, src_slot / bs, h), kb_dst,
+                block_head(layout, layer.v, dst_slot / bs, h), src_slot % bs, dst_slot % bs);
+      continue;
+    }
     switch (layout.dtype) {
       case DType::kF32: move_transposed<float>(kb_src, kb_dst, layout.head_dim, bs, src_slot % bs, dst_slot % bs); break;
       case DType::kF16: move_transposed<uint16_t>(kb_src, kb_dst, layout.head_dim, bs, src_slot % bs, dst_slot % bs); break;
@@ -165,6 +220,9 @@ void kv_rotate_key(const KvLayout& layout, const KvLayer& layer, int64_t slot, i
     uint8_t* kb = block_head(layout, layer.k, slot / bs, h);
     const float* src = keys.data() + h * hd;
     switch (layout.dtype) {
+      case DType::kBF16:
+        store_key_bf16(layout, kb, o, src);
+        break;
       case DType::kF32:
         for (int64_t c = 0; c < hd; ++c) reinterpret_cast<float*>(kb)[c * bs + o] = src[c];
         break;

@@ -20,9 +20,16 @@ namespace kvlm {
 //      slots of one dimension are one vector load and a query's scores come
 //      out eight keys at a time, each summed over the head in order;
 //      [block_size][head_dim] for Q8_0, whose blocks run along the head.
+// BF16 pairs its elements for the BF16 dot product (VDPBF16PS), which sums
+// two adjacent products per 32-bit lane:
+//   K: [head_dim / 2][block_size][2]   dimensions 2j and 2j+1 of a slot side by
+//      side, 16 slots of one dimension pair per 64-byte vector;
+//   V: [block_size / 2][head_dim][2]   slots 2i and 2i+1 of a dimension side by
+//      side, 16 dimensions of one slot pair per vector.
 // Either way one block of one KV head is contiguous.
 struct KvLayout {
-  DType dtype = DType::kF16;   // F32, F16 or Q8_0 (Q8_0 needs head_dim % 32 == 0)
+  DType dtype = DType::kF16;   // F32, F16, BF16 (even head_dim and block_size)
+                               // or Q8_0 (head_dim % 32 == 0)
   int32_t block_size = 16;     // token slots per block
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;
@@ -31,6 +38,7 @@ struct KvLayout {
   size_t head_stride() const { return row_bytes() * static_cast<size_t>(block_size); }
   size_t block_bytes() const { return head_stride() * static_cast<size_t>(num_kv_heads); }  // one layer, K or V
   bool keys_transposed() const { return dtype == DType::kF32 || dtype == DType::kF16; }
+  bool pairs_bf16() const { return dtype == DType::kBF16; }
 };
 
 // Base pointers of one layer's K and V storage (each num_blocks * block_bytes()).
@@ -71,7 +79,11 @@ void kv_write(const KvLayout& layout, const KvLayer& layer, const float* k, cons
               const int64_t* slots, int64_t num_tokens);
 
 // out[t, h, :] = softmax(q[t, h, :] . K^T * scale) . V over the visible slots.
-// q, out: [num_tokens_total, num_heads, head_dim] f32.
+// q, out: [num_tokens_total, num_heads, head_dim] f32. With BF16 storage the
+// query and the softmax weights are rounded to BF16, as the BF16 dot product
+// (VDPBF16PS) takes them, and each sum runs over element pairs, the odd
+// product before the even one, subnormal sums flushed (attention_bf16.cpp).
+// So it is as exact on every CPU path, and batch-invariant, as F16 storage.
 void paged_attention(const KvLayout& layout, const KvLayer& layer, const float* q,
                      std::span<const AttentionSeq> seqs, const AttentionParams& params, float* out);
 

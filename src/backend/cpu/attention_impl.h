@@ -34,10 +34,13 @@ inline int64_t block_of(const KvLayout& layout, const AttentionSeq& seq, int64_t
 }
 
 inline void check_layout(const KvLayout& layout, const AttentionParams* params) {
-  KVLM_ASSERT(layout.dtype == DType::kF32 || layout.dtype == DType::kF16 || layout.dtype == DType::kQ8_0,
-              "KV dtype must be F32, F16 or Q8_0");
+  KVLM_ASSERT(layout.dtype == DType::kF32 || layout.dtype == DType::kF16 || layout.dtype == DType::kBF16 ||
+                  layout.dtype == DType::kQ8_0,
+              "KV dtype must be F32, F16, BF16 or Q8_0");
   KVLM_ASSERT(layout.head_dim % dtype_info(layout.dtype).block_size == 0,
               "head_dim must be a multiple of the KV dtype block size");
+  KVLM_ASSERT(!layout.pairs_bf16() || (layout.head_dim % 2 == 0 && layout.block_size % 2 == 0),
+              "BF16 KV pairs need an even head_dim and block_size");
   if (params) KVLM_ASSERT(params->num_heads % layout.num_kv_heads == 0, "GQA head ratio");
 }
 
@@ -49,6 +52,17 @@ inline void visible_range(const AttentionSeq& seq, int32_t i, int32_t window, in
 
 // Bytes of one element of F32/F16 storage.
 inline int64_t kv_elem_bytes(const KvLayout& layout) { return layout.dtype == DType::kF32 ? 4 : 2; }
+
+// Index of element (dim c, slot offset o) in one head's K block, and in its
+// V block, of F32/F16/BF16 storage (attention.h, KvLayout).
+inline int64_t key_index(const KvLayout& layout, int64_t c, int64_t o) {
+  if (layout.pairs_bf16()) return (c >> 1) * 2 * layout.block_size + 2 * o + (c & 1);
+  return c * layout.block_size + o;
+}
+inline int64_t value_index(const KvLayout& layout, int64_t c, int64_t o) {
+  if (layout.pairs_bf16()) return (o >> 1) * 2 * layout.head_dim + 2 * c + (o & 1);
+  return o * layout.head_dim + c;
+}
 
 // Element (dim c, slot offset o) of a transposed K block of one head.
 inline float key_at(const KvLayout& layout, const uint8_t* kb, int64_t c, int64_t o) {

@@ -10,6 +10,7 @@
 
 #include "backend/cpu/attention.h"
 #include "backend/cpu/attention_impl.h"
+#include "backend/cpu/attention_parts.h"
 #include "backend/cpu/local_vector.h"
 #include "backend/cpu/ops_impl.h"
 #include "backend/cpu/simd.h"
@@ -47,17 +48,9 @@ inline __m256 load8(const KvLayout& layout, const uint8_t* p, int64_t idx) {
 }
 #endif
 
-// Query heads of one GQA group handled in one pass over its keys and values:
-// each K and V element is loaded (and converted from F16) once for all of
-// them instead of once per head. 8 covers TinyLlama and Llama-3 (8 heads per
-// KV head) and fits the AVX2 registers (8 accumulators, a key, a broadcast).
-constexpr int kMaxGroupPass = 8;
-
 #if KVLM_ATTN_AVX2
-// The vector parts take the number of heads as a template argument: with a
-// run-time count the compiler keeps the accumulators on the stack and every
-// multiply-add goes through memory (measured 1.5 ms against 0.5 ms for one
-// layer of TinyLlama at 4,096 tokens).
+// (The vector parts take the number of heads as a template argument: see
+// with_num_q, attention_parts.h.)
 
 // Scores of NumQ heads for the 8 slots from o of one transposed K block.
 template <int NumQ>
@@ -108,21 +101,6 @@ void with_kv_type(const KvLayout& layout, Fn&& fn) {
 }
 #endif
 
-// fn.template operator()<N>() for N = num_q in [1, kMaxGroupPass].
-template <typename Fn>
-void with_num_q(int num_q, Fn&& fn) {
-  switch (num_q) {
-    case 1: fn.template operator()<1>(); break;
-    case 2: fn.template operator()<2>(); break;
-    case 3: fn.template operator()<3>(); break;
-    case 4: fn.template operator()<4>(); break;
-    case 5: fn.template operator()<5>(); break;
-    case 6: fn.template operator()<6>(); break;
-    case 7: fn.template operator()<7>(); break;
-    default: fn.template operator()<8>(); break;
-  }
-}
-static_assert(kMaxGroupPass == 8, "with_num_q covers 1..8");
 #endif
 
 // Scores of up to kMaxGroupPass query heads against the keys at offsets
@@ -178,30 +156,6 @@ void accumulate_block(const KvLayout& layout, const uint8_t* vb, int64_t o0, int
   }
 }
 
-// stat_row (nullable): the weights of the num_q heads, in head order, are
-// added to stat_row[lo .. hi).
-void add_weights(float* stat_row, int64_t lo, const float* weights, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) stat_row[lo + j] += weights[j];
-}
-
-// One block's share of a visible range for one KV head: its K and V data,
-// the offsets [o0, o1) it contributes, and the score-row index of its offset
-// 0 (negative when the range enters the block at o0 > 0). The block table is
-// read once per pass, not once per phase.
-struct BlockPart {
-  const uint8_t* k;
-  const uint8_t* v;
-  int32_t o0, o1;
-  int64_t at;
-};
-
-// 16 consecutive slots of one transposed K block (offsets a multiple of 16)
-// and the score-row index of its first slot.
-struct KeyVec {
-  const uint8_t* k;
-  int64_t at;
-};
-
 // Per-thread buffers of one paged_attention call.
 struct Scratch {
   LocalVector<float> keys, values;  // dequantized Q8_0 slots: [visible][head_dim] rows (scalar path),
@@ -219,30 +173,6 @@ struct Scratch {
 // Q8_0 staging is 2 MiB per thread at 4,096 tokens of TinyLlama's shape.
 thread_local Scratch t_scratch;
 
-// Floats of padding before and after each score row: the 16-slot path stores
-// whole vectors, and the first and last vectors of a range may start up to 15
-// slots before it or end up to 15 past it; those lanes land here, unread.
-constexpr int64_t kRowPad = 16;
-
-void collect_parts(const KvLayout& layout, const KvLayer& layer, const AttentionSeq& seq, int32_t kv_head,
-                   int64_t lo, int64_t hi, LocalVector<BlockPart>& parts) {
-  const int32_t bs = layout.block_size;
-  // Byte offsets worked out once per call, not per block (a division and a
-  // dtype lookup each: most of attend_direct's own 6% of a 4,096-slot decode
-  // in a perf profile).
-  const size_t block_bytes = layout.block_bytes();
-  const size_t head_offset = static_cast<size_t>(kv_head) * layout.head_stride();
-  const int64_t first = lo / bs, last = (hi + bs - 1) / bs;  // blocks [first, last)
-  parts.resize(static_cast<size_t>(last - first));
-  for (int64_t b = first; b < last; ++b) {
-    const int64_t start = b * bs;  // logical slot of offset 0
-    const size_t at = static_cast<size_t>(seq.block_table[static_cast<size_t>(b)]) * block_bytes + head_offset;
-    parts[static_cast<size_t>(b - first)] = {layer.k + at, layer.v + at,
-                                             static_cast<int32_t>(std::max<int64_t>(0, lo - start)),
-                                             static_cast<int32_t>(std::min<int64_t>(bs, hi - start)), start - lo};
-  }
-}
-
 #if KVLM_ATTN_AVX512
 // The 16-slot path: F32/F16 storage whose blocks are whole 16-slot vectors
 // (block_size and head_dim multiples of 16; the default block is 16). At long
@@ -250,11 +180,6 @@ void collect_parts(const KvLayout& layout, const KvLayer& layer, const Attention
 // where decode time goes; measured on TinyLlama's shape at 4,096 tokens
 // (bench_attention). Every lane still runs the chains of score_block and
 // accumulate_block, in the same order; only the loops around them differ.
-
-// Vectors (blocks, at the default size) between a load and the prefetch made
-// for it. Blocks are scattered in the pool, so the hardware prefetchers, which
-// follow addresses, cannot run ahead through the block table.
-constexpr size_t kPrefetchAhead = 4;
 
 // Scores of NumQ heads for NumV key vectors: each broadcast query element
 // feeds NumV keys, which halves the broadcasts per multiply-add against one
@@ -375,10 +300,8 @@ void attend_direct(const KvLayout& layout, const KvLayer& layer, const Attention
                    int64_t lo, int64_t hi, const float* const* qs, int num_q, const AttentionParams& params,
                    Scratch& sc, float* const* outs, float* stat_row) {
   const int64_t n = hi - lo;
-  const int64_t row_stride = (n + 2 * kRowPad + 15) / 16 * 16;
-  sc.scores.resize(static_cast<size_t>(num_q * row_stride));
   float* rows[kMaxGroupPass];
-  for (int g = 0; g < num_q; ++g) rows[g] = sc.scores.data() + g * row_stride + kRowPad;
+  make_score_rows(sc.scores, num_q, n, rows);
   collect_parts(layout, layer, seq, kv_head, lo, hi, sc.parts);
   const bool vec16 = use_vec16(layout);
 #if KVLM_ATTN_AVX512
@@ -597,7 +520,7 @@ void run_item(const KvLayout& layout, const KvLayer& layer, const float* q, cons
 #if KVLM_ATTN_AVX2
   StagedKv staged;
 #endif
-  if (!layout.keys_transposed()) {
+  if (!layout.keys_transposed() && !layout.pairs_bf16()) {
     int64_t lo_first, hi_first, lo_last, hi_last;
     visible_range(seq, item.row_begin, params.window, &lo_first, &hi_first);
     visible_range(seq, item.row_end - 1, params.window, &lo_last, &hi_last);
@@ -627,7 +550,9 @@ void run_item(const KvLayout& layout, const KvLayer& layer, const float* q, cons
         qs[g] = q + head * hd;
         outs[g] = out + head * hd;
       }
-      if (layout.keys_transposed()) {
+      if (layout.pairs_bf16()) {
+        attend_bf16(layout, layer, seq, item.kv_head, lo, hi, qs, num_q, params, outs, stat_row);
+      } else if (layout.keys_transposed()) {
         attend_direct(layout, layer, seq, item.kv_head, lo, hi, qs, num_q, params, sc, outs, stat_row);
       } else {
 #if KVLM_ATTN_AVX2

@@ -156,4 +156,13 @@ bool set_cpu_path(CpuPath path) {
   return true;
 }
 
+bool cpu_has_avx512_bf16() {
+#if KVLM_HAVE_ISA_PATHS && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  return cpu_has_path(CpuPath::kAvx512) && __builtin_cpu_supports("avx512bf16");
+#else
+  return false;
+#endif
+}
+
 }  // namespace kvlm

@@ -50,4 +50,9 @@ bool set_cpu_path(CpuPath path);
 // hardware prefetchers (matmul_float.cpp, matmul_q8.cpp; measured on a Zen 5).
 bool cpu_is_amd();
 
+// Whether the CPU has AVX512-BF16 (VDPBF16PS): the avx512 path's attention
+// over BF16 KV storage uses it (attention_bf16.cpp); every other path, and
+// this one without it, runs the same sums in f32 multiply-adds.
+bool cpu_has_avx512_bf16();
+
 }  // namespace kvlm
