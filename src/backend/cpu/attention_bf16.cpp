@@ -192,7 +192,7 @@ KVLM_TARGET_BF16 void score_vecs_bf16(const KeyVec* vecs, const uint8_t* const* 
   for (int64_t d = 0; d < half; ++d) {
     __m512i k[NumV];
     for (int j = 0; j < NumV; ++j) {
-      _mm_prefetch(reinterpret_cast<const char*>(pf[j] + d * pair_bytes), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(pf[j] + d * pair_bytes), _MM_HINT_T1);
       k[j] = _mm512_loadu_si512(vecs[j].k + d * pair_bytes);
     }
     for (int g = 0; g < NumQ; ++g) {
@@ -273,7 +273,7 @@ KVLM_TARGET_BF16 void accumulate_pairs_bf16(std::span<const ValuePair> pairs, si
     for (int g = 0; g < NumQ; ++g) acc[j][g] = _mm512_loadu_ps(out[g] + c + 16 * j);
   for (size_t p = p0; p < p1; ++p) {
     const uint8_t* pf = pairs[std::min(p + kAhead, pairs.size() - 1)].v + 4 * c;
-    for (int64_t l = 0; l < 64 * NumC; l += 64) _mm_prefetch(reinterpret_cast<const char*>(pf + l), _MM_HINT_T0);
+    for (int64_t l = 0; l < 64 * NumC; l += 64) _mm_prefetch(reinterpret_cast<const char*>(pf + l), _MM_HINT_T1);
     const ValuePair& pair = pairs[p];
     __m512i v[NumC];
     // A plain load and then the mask (the whole pair lies inside its block):

@@ -200,7 +200,7 @@ void score_vecs16(const KvLayout& layout, const KeyVec* vecs, const uint8_t* con
   for (int64_t c = 0; c < layout.head_dim; ++c) {
     __m512 k[NumV];
     for (int j = 0; j < NumV; ++j) {
-      _mm_prefetch(reinterpret_cast<const char*>(pf[j] + c * dim_bytes), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(pf[j] + c * dim_bytes), _MM_HINT_T1);
       k[j] = load16(keys[j] + c * stride);
     }
     for (int g = 0; g < NumQ; ++g) {
@@ -257,7 +257,7 @@ void accumulate_parts16(const KvLayout& layout, std::span<const BlockPart> parts
     const uint8_t* pf = parts[std::min(b + kPrefetchAhead, parts.size() - 1)].v + c * esize;
     for (int64_t o = part.o0; o < part.o1; ++o) {
       for (int64_t l = 0; l < 16 * NumC * esize; l += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(pf + o * hd * esize + l), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(pf + o * hd * esize + l), _MM_HINT_T1);
       __m512 v[NumC];
       for (int j = 0; j < NumC; ++j) v[j] = load16(values + o * hd + 16 * j);
       for (int g = 0; g < NumQ; ++g) {

@@ -27,7 +27,13 @@ constexpr int64_t kRowPad = 16;
 
 // Vectors (blocks, at the default size) between a load and the prefetch made
 // for it. Blocks are scattered in the pool, so the hardware prefetchers, which
-// follow addresses, cannot run ahead through the block table.
+// follow addresses, cannot run ahead through the block table. The kernels
+// prefetch into L2 (_MM_HINT_T1), not L1: one KV head's slice of a block is
+// 2 KiB at TinyLlama's shape, and a core reading such slices from scattered
+// blocks got 10 GB/s with prefetches into L1 (as with none: the L1 misses
+// it can keep in flight are the limit) and 19 GB/s into L2 (Zen 5, one
+// thread, 4 MiB a layer). Decode at 4,096 tokens went from 35.7-39.3 to
+// 38.9-40.8 tokens/s (TinyLlama Q4_0, F16 KV, alternated runs).
 constexpr size_t kPrefetchAhead = 4;
 
 // Runs fn.template operator()<N>() for N = num_q in [1, kMaxGroupPass]: the
