@@ -181,6 +181,18 @@ void accumulate_chain(const KvLayout& layout, std::span<const BlockPart> parts, 
 #if KVLM_BF16_DOT
 // ---- AVX512-BF16: 16 slots (scores) or 16 dimensions (values) a vector ----
 
+// A pair of BF16 values in every 32-bit lane, as VDPBF16PS's second operand.
+// Clang 16 crashes (a segfault in code generation) folding a broadcast load
+// into VDPBF16PS; the empty asm keeps the broadcast in a register, where GCC
+// puts it anyway.
+KVLM_TARGET_BF16 inline __m512bh broadcast_pair(uint32_t pair) {
+  __m512i v = _mm512_set1_epi32(static_cast<int>(pair));
+#if defined(__clang__)
+  __asm__("" : "+v"(v));
+#endif
+  return (__m512bh)v;
+}
+
 // Scores of NumQ heads for NumV 16-slot key vectors, as score_vecs16
 // (attention_kernels.cpp) does for F16, a dimension pair per step.
 template <int NumQ, int NumV>
@@ -196,8 +208,8 @@ KVLM_TARGET_BF16 void score_vecs_bf16(const KeyVec* vecs, const uint8_t* const* 
       k[j] = _mm512_loadu_si512(vecs[j].k + d * pair_bytes);
     }
     for (int g = 0; g < NumQ; ++g) {
-      const __m512i qb = _mm512_set1_epi32(static_cast<int>(qp[d * NumQ + g]));
-      for (int j = 0; j < NumV; ++j) acc[j][g] = _mm512_dpbf16_ps(acc[j][g], (__m512bh)k[j], (__m512bh)qb);
+      const __m512bh qb = broadcast_pair(qp[d * NumQ + g]);
+      for (int j = 0; j < NumV; ++j) acc[j][g] = _mm512_dpbf16_ps(acc[j][g], (__m512bh)k[j], qb);
     }
   }
   const __m512 sv = _mm512_set1_ps(scale);
@@ -281,8 +293,8 @@ KVLM_TARGET_BF16 void accumulate_pairs_bf16(std::span<const ValuePair> pairs, si
     // every accumulator to the stack on each step (10% of the kernel's time).
     for (int j = 0; j < NumC; ++j) v[j] = _mm512_maskz_mov_epi16(pair.keep, _mm512_loadu_si512(pair.v + 4 * c + 64 * j));
     for (int g = 0; g < NumQ; ++g) {
-      const __m512i wb = _mm512_set1_epi32(static_cast<int>(pair.w[g]));
-      for (int j = 0; j < NumC; ++j) acc[j][g] = _mm512_dpbf16_ps(acc[j][g], (__m512bh)v[j], (__m512bh)wb);
+      const __m512bh wb = broadcast_pair(pair.w[g]);
+      for (int j = 0; j < NumC; ++j) acc[j][g] = _mm512_dpbf16_ps(acc[j][g], (__m512bh)v[j], wb);
     }
   }
   for (int j = 0; j < NumC; ++j)
