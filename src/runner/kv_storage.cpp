@@ -53,10 +53,11 @@ size_t KvStorage::bytes_per_block(const Model& model, DType dtype, int32_t block
 KvStorage::KvStorage(const Model& model, DType dtype, int32_t block_size, int32_t num_blocks)
     : layout_(make_layout(model, dtype, block_size)), num_blocks_(num_blocks) {
   check_dtype(model, dtype, block_size);
-  if (dtype == DType::kBF16 && (active_cpu_path() != CpuPath::kAvx512 || !cpu_has_avx512_bf16()))
+  const CpuPath path = active_cpu_path();
+  if (dtype == DType::kBF16 && (path != CpuPath::kAvx512 || !cpu_has_avx512_bf16()))
     log_warn("KV cache type bf16 without AVX512-BF16 (CPU path {}): attention sums its BF16 products in f32, "
              "slower than with f16 (attention_bf16.cpp)",
-             cpu_path_name(active_cpu_path()));
+             cpu_path_name(path));
   const size_t layer_bytes = layout_.block_bytes() * static_cast<size_t>(num_blocks);
   num_rows_ = max_group_layers(model);
   num_bytes_ = 2 * layer_bytes * num_rows_;

@@ -28,15 +28,40 @@ using cpu::KVLM_SIMD_NS::value_index;
 using cpu::KVLM_SIMD_NS::visible_range;
 
 namespace {
-// BF16 storage, element by element (KvLayout's pairs): one slot's key or value.
-uint16_t* bf16_block(uint8_t* block) { return reinterpret_cast<uint16_t*>(block); }
+uint16_t* half_block(uint8_t* block) { return reinterpret_cast<uint16_t*>(block); }
 
-void store_key_bf16(const KvLayout& layout, uint8_t* kb, int64_t o, const float* src) {
-  for (int64_t c = 0; c < layout.head_dim; ++c) bf16_block(kb)[key_index(layout, c, o)] = f32_to_bf16_flush(src[c]);
+// Slot o's key, from f32, into one head's K block kb: every KV dtype (kv_write,
+// kv_rotate_key).
+void store_key(const KvLayout& layout, uint8_t* kb, int64_t o, const float* src) {
+  const int64_t hd = layout.head_dim;
+  switch (layout.dtype) {
+    case DType::kF32:
+      for (int64_t c = 0; c < hd; ++c) reinterpret_cast<float*>(kb)[key_index(layout, c, o)] = src[c];
+      break;
+    case DType::kF16:
+      for (int64_t c = 0; c < hd; ++c) half_block(kb)[key_index(layout, c, o)] = f32_to_fp16(src[c]);
+      break;
+    case DType::kBF16:
+      for (int64_t c = 0; c < hd; ++c) half_block(kb)[key_index(layout, c, o)] = f32_to_bf16_flush(src[c]);
+      break;
+    default:
+      quantize_row(layout.dtype, src, kb + o * layout.row_bytes(), hd);
+      break;
+  }
 }
 
-void store_value_bf16(const KvLayout& layout, uint8_t* vb, int64_t o, const float* src) {
-  for (int64_t c = 0; c < layout.head_dim; ++c) bf16_block(vb)[value_index(layout, c, o)] = f32_to_bf16_flush(src[c]);
+// Slot o's value, from f32, into one head's V block vb: every KV dtype.
+void store_value(const KvLayout& layout, uint8_t* vb, int64_t o, const float* src) {
+  const int64_t hd = layout.head_dim;
+  uint8_t* row = vb + o * layout.row_bytes();  // (BF16 pairs slots: element by element)
+  switch (layout.dtype) {
+    case DType::kF32: std::memcpy(row, src, sizeof(float) * hd); break;
+    case DType::kF16: f32_to_fp16_row(src, half_block(row), hd); break;
+    case DType::kBF16:
+      for (int64_t c = 0; c < hd; ++c) half_block(vb)[value_index(layout, c, o)] = f32_to_bf16_flush(src[c]);
+      break;
+    default: quantize_row(layout.dtype, src, row, hd); break;
+  }
 }
 
 // What BF16 attention computes with: x rounded to BF16 (attention.h).
@@ -53,26 +78,8 @@ void kv_write(const KvLayout& layout, const KvLayer& layer, const float* k, cons
     for (int32_t h = 0; h < layout.num_kv_heads; ++h) {
       const float* ks = k + (t * layout.num_kv_heads + h) * hd;
       const float* vs = v + (t * layout.num_kv_heads + h) * hd;
-      uint8_t* kb = block_head(layout, layer.k, block, h);
-      uint8_t* vd = block_head(layout, layer.v, block, h) + o * layout.row_bytes();
-      switch (layout.dtype) {
-        case DType::kBF16:
-          store_key_bf16(layout, kb, o, ks);
-          store_value_bf16(layout, block_head(layout, layer.v, block, h), o, vs);
-          break;
-        case DType::kF32:
-          for (int64_t c = 0; c < hd; ++c) reinterpret_cast<float*>(kb)[c * bs + o] = ks[c];
-          std::memcpy(vd, vs, sizeof(float) * hd);
-          break;
-        case DType::kF16:
-          for (int64_t c = 0; c < hd; ++c) reinterpret_cast<uint16_t*>(kb)[c * bs + o] = f32_to_fp16(ks[c]);
-          f32_to_fp16_row(vs, reinterpret_cast<uint16_t*>(vd), hd);
-          break;
-        default:
-          quantize_row(layout.dtype, ks, kb + o * layout.row_bytes(), hd);
-          quantize_row(layout.dtype, vs, vd, hd);
-          break;
-      }
+      store_key(layout, block_head(layout, layer.k, block, h), o, ks);
+      store_value(layout, block_head(layout, layer.v, block, h), o, vs);
     }
   }
 }
@@ -80,10 +87,7 @@ void kv_write(const KvLayout& layout, const KvLayer& layer, const float* k, cons
 void kv_read_key(const KvLayout& layout, const KvLayer& layer, int64_t slot, int32_t kv_head, float* out) {
   const int64_t o = slot % layout.block_size;
   const uint8_t* kb = block_head(layout, layer.k, slot / layout.block_size, kv_head);
-  if (layout.pairs_bf16()) {
-    const auto* k16 = reinterpret_cast<const uint16_t*>(kb);
-    for (int64_t c = 0; c < layout.head_dim; ++c) out[c] = bf16_to_f32(k16[key_index(layout, c, o)]);
-  } else if (layout.keys_transposed()) {
+  if (layout.keys_transposed() || layout.pairs_bf16()) {
     for (int64_t c = 0; c < layout.head_dim; ++c) out[c] = key_at(layout, kb, c, o);
   } else {
     dequantize_row(layout.dtype, kb + o * layout.row_bytes(), out, layout.head_dim);
@@ -168,24 +172,14 @@ void kv_copy_block(const KvLayout& layout, const KvLayer& layer, int64_t src_blo
 }
 
 namespace {
-// One slot's key elements in a transposed block: stride block_size.
-template <typename T>
-void move_transposed(const uint8_t* src_block, uint8_t* dst_block, int64_t head_dim, int32_t block_size,
-                     int64_t src_offset, int64_t dst_offset) {
-  const T* src = reinterpret_cast<const T*>(src_block) + src_offset;
-  T* dst = reinterpret_cast<T*>(dst_block) + dst_offset;
-  for (int64_t c = 0; c < head_dim; ++c) dst[c * block_size] = src[c * block_size];
-}
-
-// One slot's key and value elements in BF16 blocks (KvLayout's pairs).
-void move_bf16(const KvLayout& layout, const uint8_t* kb_src, const uint8_t* vb_src, uint8_t* kb_dst, uint8_t* vb_dst,
-               int64_t src_offset, int64_t dst_offset) {
-  const auto* ks = reinterpret_cast<const uint16_t*>(kb_src);
-  const auto* vs = reinterpret_cast<const uint16_t*>(vb_src);
-  for (int64_t c = 0; c < layout.head_dim; ++c) {
-    bf16_block(kb_dst)[key_index(layout, c, dst_offset)] = ks[key_index(layout, c, src_offset)];
-    bf16_block(vb_dst)[value_index(layout, c, dst_offset)] = vs[value_index(layout, c, src_offset)];
-  }
+// One slot's elements in a block whose slots are strided (F32/F16 keys,
+// BF16 keys and values): index(layout, c, offset) places element c.
+template <typename T, typename Index>
+void move_elements(const KvLayout& layout, Index index, const uint8_t* src_block, uint8_t* dst_block,
+                   int64_t src_offset, int64_t dst_offset) {
+  const T* src = reinterpret_cast<const T*>(src_block);
+  T* dst = reinterpret_cast<T*>(dst_block);
+  for (int64_t c = 0; c < layout.head_dim; ++c) dst[index(layout, c, dst_offset)] = src[index(layout, c, src_offset)];
 }
 }  // namespace
 
@@ -193,20 +187,22 @@ void kv_move_slot(const KvLayout& layout, const KvLayer& layer, int64_t src_slot
   const int32_t bs = layout.block_size;
   const size_t row = layout.row_bytes();
   for (int32_t h = 0; h < layout.num_kv_heads; ++h) {
+    const int64_t so = src_slot % bs, d = dst_slot % bs;
     const uint8_t* kb_src = block_head(layout, layer.k, src_slot / bs, h);
     uint8_t* kb_dst = block_head(layout, layer.k, dst_slot / bs, h);
-    if (layout.pairs_bf16()) {
-      move_bf16(layout, kb_src, block_head(layout, layer.v, src_slot / bs, h), kb_dst,
-                block_head(layout, layer.v, dst_slot / bs, h), src_slot % bs, dst_slot % bs);
-      continue;
-    }
+    const uint8_t* vb_src = block_head(layout, layer.v, src_slot / bs, h);
+    uint8_t* vb_dst = block_head(layout, layer.v, dst_slot / bs, h);
     switch (layout.dtype) {
-      case DType::kF32: move_transposed<float>(kb_src, kb_dst, layout.head_dim, bs, src_slot % bs, dst_slot % bs); break;
-      case DType::kF16: move_transposed<uint16_t>(kb_src, kb_dst, layout.head_dim, bs, src_slot % bs, dst_slot % bs); break;
-      default: std::memcpy(kb_dst + (dst_slot % bs) * row, kb_src + (src_slot % bs) * row, row); break;
+      case DType::kF32: move_elements<float>(layout, key_index, kb_src, kb_dst, so, d); break;
+      case DType::kF16:
+      case DType::kBF16: move_elements<uint16_t>(layout, key_index, kb_src, kb_dst, so, d); break;
+      default: std::memcpy(kb_dst + d * row, kb_src + so * row, row); break;
     }
-    std::memcpy(block_head(layout, layer.v, dst_slot / bs, h) + (dst_slot % bs) * row,
-                block_head(layout, layer.v, src_slot / bs, h) + (src_slot % bs) * row, row);
+    if (layout.pairs_bf16()) {
+      move_elements<uint16_t>(layout, value_index, vb_src, vb_dst, so, d);
+    } else {
+      std::memcpy(vb_dst + d * row, vb_src + so * row, row);
+    }
   }
 }
 
@@ -216,24 +212,8 @@ void kv_rotate_key(const KvLayout& layout, const KvLayer& layer, int64_t slot, i
   std::vector<float> keys(static_cast<size_t>(layout.num_kv_heads * hd));
   for (int32_t h = 0; h < layout.num_kv_heads; ++h) kv_read_key(layout, layer, slot, h, keys.data() + h * hd);
   rope(keys.data(), &delta, 1, layout.num_kv_heads, hd, rope_params);
-  for (int32_t h = 0; h < layout.num_kv_heads; ++h) {
-    uint8_t* kb = block_head(layout, layer.k, slot / bs, h);
-    const float* src = keys.data() + h * hd;
-    switch (layout.dtype) {
-      case DType::kBF16:
-        store_key_bf16(layout, kb, o, src);
-        break;
-      case DType::kF32:
-        for (int64_t c = 0; c < hd; ++c) reinterpret_cast<float*>(kb)[c * bs + o] = src[c];
-        break;
-      case DType::kF16:
-        for (int64_t c = 0; c < hd; ++c) reinterpret_cast<uint16_t*>(kb)[c * bs + o] = f32_to_fp16(src[c]);
-        break;
-      default:
-        quantize_row(layout.dtype, src, kb + o * layout.row_bytes(), hd);
-        break;
-    }
-  }
+  for (int32_t h = 0; h < layout.num_kv_heads; ++h)
+    store_key(layout, block_head(layout, layer.k, slot / bs, h), o, keys.data() + h * hd);
 }
 
 }  // namespace kvlm

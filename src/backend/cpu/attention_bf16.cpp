@@ -64,7 +64,9 @@ struct Bf16Scratch {
 };
 thread_local Bf16Scratch t_bf16;
 
-// f32_to_bf16_flush (fp16.h), inline for the scalar packing loops.
+// f32_to_bf16_flush (fp16.h) as an inline function of this path's namespace:
+// called per element by the packing loops, and an inline kvlm:: function
+// compiled here could leave a weak AVX-512 copy (local_vector.h).
 inline uint32_t to_bf16(float f) {
   const uint32_t u = std::bit_cast<uint32_t>(f);
   if ((u & 0x7F800000u) == 0) return (u >> 16) & 0x8000u;                   // zero, subnormal

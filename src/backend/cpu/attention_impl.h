@@ -64,11 +64,12 @@ inline int64_t value_index(const KvLayout& layout, int64_t c, int64_t o) {
   return o * layout.head_dim + c;
 }
 
-// Element (dim c, slot offset o) of a transposed K block of one head.
+// Element (dim c, slot offset o) of one head's K block of F32/F16/BF16 storage.
 inline float key_at(const KvLayout& layout, const uint8_t* kb, int64_t c, int64_t o) {
-  const int64_t idx = c * layout.block_size + o;
-  return layout.dtype == DType::kF32 ? reinterpret_cast<const float*>(kb)[idx]
-                                     : fp16_to_f32(reinterpret_cast<const uint16_t*>(kb)[idx]);
+  const int64_t idx = key_index(layout, c, o);
+  if (layout.dtype == DType::kF32) return reinterpret_cast<const float*>(kb)[idx];
+  const uint16_t h = reinterpret_cast<const uint16_t*>(kb)[idx];
+  return layout.pairs_bf16() ? bf16_to_f32(h) : fp16_to_f32(h);
 }
 
 }  // namespace kvlm::cpu::KVLM_SIMD_NS
