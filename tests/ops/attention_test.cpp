@@ -196,7 +196,12 @@ INSTANTIATE_TEST_SUITE_P(
                       // and the chain's (odd pairs of slots, a block of 6, a head of 20).
                       Case{DType::kBF16, 64, 16, 2, 16, 0, 0.f}, Case{DType::kBF16, 16, 4, 2, 16, 8, 50.f},
                       Case{DType::kBF16, 32, 7, 1, 32, 11, 0.f}, Case{DType::kBF16, 20, 14, 2, 6, 0, 0.f},
-                      Case{DType::kBF16, 128, 32, 4, 16, 0, 0.f}),
+                      Case{DType::kBF16, 128, 32, 4, 16, 0, 0.f},
+                      // Q8_0: the VPDPBUSD kernel's shapes (TinyLlama's, a head of 128, a block of
+                      // 32 with a window, a soft cap) and the chain's (a block of 5).
+                      Case{DType::kQ8_0, 64, 16, 2, 16, 0, 0.f}, Case{DType::kQ8_0, 128, 32, 4, 16, 0, 0.f},
+                      Case{DType::kQ8_0, 32, 7, 1, 32, 11, 0.f}, Case{DType::kQ8_0, 32, 4, 2, 16, 8, 50.f},
+                      Case{DType::kQ8_0, 64, 14, 2, 5, 0, 0.f}),
     name);
 
 TEST(KvReadBack, KeysAndValuesRoundTrip) {

@@ -24,6 +24,9 @@ using cpu::KVLM_SIMD_NS::block_of;
 using cpu::KVLM_SIMD_NS::check_layout;
 using cpu::KVLM_SIMD_NS::key_at;
 using cpu::KVLM_SIMD_NS::key_index;
+using cpu::KVLM_SIMD_NS::kMaxQ8Blocks;
+using cpu::KVLM_SIMD_NS::q8_key_quant_offset;
+using cpu::KVLM_SIMD_NS::q8_key_scale_offset;
 using cpu::KVLM_SIMD_NS::value_index;
 using cpu::KVLM_SIMD_NS::visible_range;
 
@@ -44,9 +47,24 @@ void store_key(const KvLayout& layout, uint8_t* kb, int64_t o, const float* src)
     case DType::kBF16:
       for (int64_t c = 0; c < hd; ++c) half_block(kb)[key_index(layout, c, o)] = f32_to_bf16_flush(src[c]);
       break;
-    default:
-      quantize_row(layout.dtype, src, kb + o * layout.row_bytes(), hd);
+    default: {  // Q8_0: quantized as a row, then scattered into its lanes
+      KVLM_ASSERT(layout.keys_q8_0(), "KV key dtype");
+      BlockQ8_0 row[kMaxQ8Blocks];
+      quantize_row(DType::kQ8_0, src, row, hd);
+      for (int64_t b = 0; b < hd / 32; ++b) {
+        std::memcpy(kb + q8_key_scale_offset(layout, b, o), &row[b].d, sizeof(uint16_t));
+        for (int64_t i = 0; i < 32; ++i) kb[q8_key_quant_offset(layout, 32 * b + i, o)] = static_cast<uint8_t>(row[b].qs[i]);
+      }
       break;
+    }
+  }
+}
+
+// Slot o's Q8_0 key, from one head's K block kb, as a Q8_0 row.
+void load_q8_0_key(const KvLayout& layout, const uint8_t* kb, int64_t o, BlockQ8_0* row) {
+  for (int64_t b = 0; b < layout.head_dim / 32; ++b) {
+    std::memcpy(&row[b].d, kb + q8_key_scale_offset(layout, b, o), sizeof(uint16_t));
+    for (int64_t i = 0; i < 32; ++i) row[b].qs[i] = static_cast<int8_t>(kb[q8_key_quant_offset(layout, 32 * b + i, o)]);
   }
 }
 
@@ -87,10 +105,12 @@ void kv_write(const KvLayout& layout, const KvLayer& layer, const float* k, cons
 void kv_read_key(const KvLayout& layout, const KvLayer& layer, int64_t slot, int32_t kv_head, float* out) {
   const int64_t o = slot % layout.block_size;
   const uint8_t* kb = block_head(layout, layer.k, slot / layout.block_size, kv_head);
-  if (layout.keys_transposed() || layout.pairs_bf16()) {
-    for (int64_t c = 0; c < layout.head_dim; ++c) out[c] = key_at(layout, kb, c, o);
+  if (layout.keys_q8_0()) {
+    BlockQ8_0 row[kMaxQ8Blocks];
+    load_q8_0_key(layout, kb, o, row);
+    dequantize_row(DType::kQ8_0, row, out, layout.head_dim);
   } else {
-    dequantize_row(layout.dtype, kb + o * layout.row_bytes(), out, layout.head_dim);
+    for (int64_t c = 0; c < layout.head_dim; ++c) out[c] = key_at(layout, kb, c, o);
   }
 }
 
@@ -118,6 +138,7 @@ void paged_attention_reference(const KvLayout& layout, const KvLayer& layer, con
   const int32_t group = params.num_heads / layout.num_kv_heads;
   const bool bf16 = layout.pairs_bf16();
   std::vector<float> krow(hd), vrow(hd), qrow(hd);
+  std::vector<BlockQ8_0> qblocks(static_cast<size_t>(hd / 32));
   for (const AttentionSeq& seq : seqs) {
     for (int32_t i = 0; i < seq.num_tokens; ++i) {
       int64_t lo, hi;
@@ -128,6 +149,10 @@ void paged_attention_reference(const KvLayout& layout, const KvLayer& layer, con
         const float* qh = q + (token * params.num_heads + h) * hd;
         if (bf16) {
           for (int32_t c = 0; c < hd; ++c) qrow[c] = round_bf16(qh[c]);
+          qh = qrow.data();
+        } else if (layout.keys_q8_0()) {  // the query as the int8 dot products take it
+          quantize_row(DType::kQ8_0, qh, qblocks.data(), hd);
+          dequantize_row(DType::kQ8_0, qblocks.data(), qrow.data(), hd);
           qh = qrow.data();
         }
         std::vector<double> w;
@@ -196,7 +221,14 @@ void kv_move_slot(const KvLayout& layout, const KvLayer& layer, int64_t src_slot
       case DType::kF32: move_elements<float>(layout, key_index, kb_src, kb_dst, so, d); break;
       case DType::kF16:
       case DType::kBF16: move_elements<uint16_t>(layout, key_index, kb_src, kb_dst, so, d); break;
-      default: std::memcpy(kb_dst + d * row, kb_src + so * row, row); break;
+      default: {  // Q8_0: the scales, then the quants
+        KVLM_ASSERT(layout.keys_q8_0(), "KV key dtype");
+        for (int64_t b = 0; b < layout.head_dim / 32; ++b)
+          std::memcpy(kb_dst + q8_key_scale_offset(layout, b, d), kb_src + q8_key_scale_offset(layout, b, so), 2);
+        for (int64_t c = 0; c < layout.head_dim; c += 4)
+          std::memcpy(kb_dst + q8_key_quant_offset(layout, c, d), kb_src + q8_key_quant_offset(layout, c, so), 4);
+        break;
+      }
     }
     if (layout.pairs_bf16()) {
       move_elements<uint16_t>(layout, value_index, vb_src, vb_dst, so, d);

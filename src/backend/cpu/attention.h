@@ -19,7 +19,11 @@ namespace kvlm {
 //   K: [head_dim][block_size]   transposed (F32/F16), so eight consecutive
 //      slots of one dimension are one vector load and a query's scores come
 //      out eight keys at a time, each summed over the head in order;
-//      [block_size][head_dim] for Q8_0, whose blocks run along the head.
+//      for Q8_0, [head_dim / 32][block_size] fp16 scales and then
+//      [head_dim / 4][block_size][4] int8 quants: four dimensions of a slot
+//      in one 32-bit lane, 16 slots per 64-byte vector, as the int8 dot
+//      product (VPDPBUSD) takes them. V keeps Q8_0 rows, [block_size] rows
+//      of head_dim / 32 blocks.
 // BF16 pairs its elements for the BF16 dot product (VDPBF16PS), which sums
 // two adjacent products per 32-bit lane:
 //   K: [head_dim / 2][block_size][2]   dimensions 2j and 2j+1 of a slot side by
@@ -39,6 +43,7 @@ struct KvLayout {
   size_t block_bytes() const { return head_stride() * static_cast<size_t>(num_kv_heads); }  // one layer, K or V
   bool keys_transposed() const { return dtype == DType::kF32 || dtype == DType::kF16; }
   bool pairs_bf16() const { return dtype == DType::kBF16; }
+  bool keys_q8_0() const { return dtype == DType::kQ8_0; }
 };
 
 // Base pointers of one layer's K and V storage (each num_blocks * block_bytes()).
@@ -84,6 +89,11 @@ void kv_write(const KvLayout& layout, const KvLayer& layer, const float* k, cons
 // (VDPBF16PS) takes them, and each sum runs over element pairs, the odd
 // product before the even one, subnormal sums flushed (attention_bf16.cpp).
 // So it is as exact on every CPU path, and batch-invariant, as F16 storage.
+// With Q8_0 storage the query is quantized to Q8_0 as the keys are (as
+// llama.cpp's attention does), each 32-dimension block's dot product is an
+// exact integer sum, and a score adds those blocks in order, each times the
+// product of the two scales (attention_q8_0.cpp); the values are dequantized
+// (scale times quant, in f32) and summed over the slots in order.
 void paged_attention(const KvLayout& layout, const KvLayer& layer, const float* q,
                      std::span<const AttentionSeq> seqs, const AttentionParams& params, float* out);
 

@@ -33,12 +33,15 @@ inline int64_t block_of(const KvLayout& layout, const AttentionSeq& seq, int64_t
   return seq.block_table[static_cast<size_t>(s / layout.block_size)];
 }
 
+constexpr int64_t kMaxQ8Blocks = 16;  // Q8_0 storage: head_dim <= 512 (check_layout)
+
 inline void check_layout(const KvLayout& layout, const AttentionParams* params) {
   KVLM_ASSERT(layout.dtype == DType::kF32 || layout.dtype == DType::kF16 || layout.dtype == DType::kBF16 ||
                   layout.dtype == DType::kQ8_0,
               "KV dtype must be F32, F16, BF16 or Q8_0");
   KVLM_ASSERT(layout.head_dim % dtype_info(layout.dtype).block_size == 0,
               "head_dim must be a multiple of the KV dtype block size");
+  KVLM_ASSERT(!layout.keys_q8_0() || layout.head_dim <= 32 * kMaxQ8Blocks, "Q8_0 KV needs head_dim <= 512");
   KVLM_ASSERT(!layout.pairs_bf16() || (layout.head_dim % 2 == 0 && layout.block_size % 2 == 0),
               "BF16 KV pairs need an even head_dim and block_size");
   if (params) KVLM_ASSERT(params->num_heads % layout.num_kv_heads == 0, "GQA head ratio");
@@ -62,6 +65,17 @@ inline int64_t key_index(const KvLayout& layout, int64_t c, int64_t o) {
 inline int64_t value_index(const KvLayout& layout, int64_t c, int64_t o) {
   if (layout.pairs_bf16()) return (o >> 1) * 2 * layout.head_dim + 2 * c + (o & 1);
   return o * layout.head_dim + c;
+}
+
+// Q8_0 keys (attention.h, KvLayout): one head's K block holds the fp16 scales,
+// [head_dim / 32][block_size], and then the quants, [head_dim / 4][block_size][4].
+// Byte offsets of slot o's scale of Q8_0 block b, and of its quant of dim c.
+inline int64_t q8_key_scale_offset(const KvLayout& layout, int64_t b, int64_t o) {
+  return 2 * (b * layout.block_size + o);
+}
+inline int64_t q8_key_quants_offset(const KvLayout& layout) { return 2 * (layout.head_dim / 32) * layout.block_size; }
+inline int64_t q8_key_quant_offset(const KvLayout& layout, int64_t c, int64_t o) {
+  return q8_key_quants_offset(layout) + ((c >> 2) * layout.block_size + o) * 4 + (c & 3);
 }
 
 // Element (dim c, slot offset o) of one head's K block of F32/F16/BF16 storage.

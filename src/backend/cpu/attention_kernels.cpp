@@ -14,7 +14,6 @@
 #include "backend/cpu/local_vector.h"
 #include "backend/cpu/ops_impl.h"
 #include "backend/cpu/simd.h"
-#include "backend/quant.h"
 #include "backend/thread_pool.h"
 #include "backend/threads.h"
 #include "common/assert.h"
@@ -158,10 +157,6 @@ void accumulate_block(const KvLayout& layout, const uint8_t* vb, int64_t o0, int
 
 // Per-thread buffers of one paged_attention call.
 struct Scratch {
-  LocalVector<float> keys, values;  // dequantized Q8_0 slots: [visible][head_dim] rows (scalar path),
-                                    // or a staging pool's K and V (stage_q8_0)
-  LocalVector<float> tile;          // 8 dequantized key rows (stage_q8_0)
-  LocalVector<int32_t> table;       // the staging pool's block table
   LocalVector<float> scores;        // score rows of one pass (padded: kRowPad)
   LocalVector<BlockPart> parts;
   LocalVector<KeyVec> key_vecs;
@@ -169,8 +164,7 @@ struct Scratch {
 };
 
 // The calling thread's buffers, kept across calls (and layers), so a decode
-// step allocates (and the kernel zeroes fresh pages) only while they grow:
-// Q8_0 staging is 2 MiB per thread at 4,096 tokens of TinyLlama's shape.
+// step allocates (and the kernel zeroes fresh pages) only while they grow.
 thread_local Scratch t_scratch;
 
 #if KVLM_ATTN_AVX512
@@ -332,144 +326,6 @@ void attend_direct(const KvLayout& layout, const KvLayer& layer, const Attention
   }
 }
 
-#if !KVLM_ATTN_AVX2
-// Quantized storage: rows of slots [lo, hi) of one head dequantized to f32.
-void gather_rows(const KvLayout& layout, uint8_t* base, const AttentionSeq& seq, int32_t kv_head, int64_t lo,
-                 int64_t hi, float* dst) {
-  const int64_t hd = layout.head_dim;
-  for (int64_t s = lo; s < hi;) {
-    const int64_t o = s % layout.block_size;
-    const int64_t count = std::min<int64_t>(hi - s, layout.block_size - o);
-    const uint8_t* src = block_head(layout, base, block_of(layout, seq, s), kv_head) + o * layout.row_bytes();
-    dequantize_row(layout.dtype, src, dst, hd * count);
-    dst += hd * count;
-    s += count;
-  }
-}
-
-// Same sums as attend_direct, over dequantized rows (Q8_0 storage).
-void attend_gathered(const KvLayout& layout, const float* keys, const float* values, int64_t lo, int64_t n,
-                     const float* const* qs, int num_q, const AttentionParams& params, LocalVector<float>& scores,
-                     float* const* outs, float* stat_row) {
-  const int64_t hd = layout.head_dim;
-  scores.resize(static_cast<size_t>(n));
-  for (int g = 0; g < num_q; ++g) {
-    for (int64_t j = 0; j < n; ++j) {
-      float acc = 0.f;
-      for (int64_t c = 0; c < hd; ++c) acc = madd(qs[g][c], keys[j * hd + c], acc);
-      scores[j] = acc * params.scale;
-    }
-    if (params.softcap > 0.f) soft_cap(scores.data(), n, params.softcap);
-    softmax(scores.data(), 1, n);
-    if (stat_row) add_weights(stat_row, lo, scores.data(), n);
-    float* out = outs[g];
-    for (int64_t c = 0; c < hd; ++c) {
-      float acc = 0.f;
-      for (int64_t j = 0; j < n; ++j) acc = madd(scores[j], values[j * hd + c], acc);
-      out[c] = acc;
-    }
-  }
-}
-#endif
-
-#if KVLM_ATTN_AVX2
-// r[k] = column k of the 8x8 matrix whose rows were r[0..7].
-inline void transpose8(__m256* r) {
-  __m256 t[8], u[8];
-  for (int k = 0; k < 8; k += 2) {
-    t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
-    t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
-  }
-  for (int k = 0; k < 8; k += 4) {
-    u[k] = _mm256_shuffle_ps(t[k], t[k + 2], 0x44);
-    u[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], 0xEE);
-    u[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0x44);
-    u[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0xEE);
-  }
-  for (int k = 0; k < 4; ++k) {
-    r[k] = _mm256_permute2f128_ps(u[k], u[k + 4], 0x20);
-    r[k + 4] = _mm256_permute2f128_ps(u[k], u[k + 4], 0x31);
-  }
-}
-
-// One Q8_0 row of head_dim values as f32: d * q, as dequantize_row computes it.
-inline void dequantize_q8_0_row(const uint8_t* src, int64_t head_dim, float* dst) {
-  static_assert(sizeof(BlockQ8_0) == 34 && offsetof(BlockQ8_0, qs) == 2, "fp16 scale, then 32 quants");
-  for (int64_t b = 0; b < head_dim / 32; ++b) {
-    const uint8_t* blk = src + b * sizeof(BlockQ8_0);
-    uint16_t d16;
-    std::memcpy(&d16, blk, sizeof(d16));
-    const __m256 d = _mm256_set1_ps(simd::half_to_float(d16));
-    for (int k = 0; k < 4; ++k) {
-      const __m128i q8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 2 + 8 * k));
-      const __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8));
-      _mm256_storeu_ps(dst + 32 * b + 8 * k, _mm256_mul_ps(d, v));
-    }
-  }
-}
-
-// Q8_0 storage through the F32 path: an item's slots [from, end) (from: its
-// first visible slot rounded down to 16) dequantized into a staging pool of
-// one KV head, 16-slot F32 blocks in order (K transposed, as F32 storage
-// keeps it), read by attend_direct as any F32 layer. Its lanes run the chains
-// of attend_gathered, so the bits are the scalar path's, at the vector speed
-// of F16 storage.
-struct StagedKv {
-  KvLayout layout;
-  KvLayer layer;
-  AttentionSeq seq;  // only block_table is read: blocks 0, 1, ... in order
-  int64_t from = 0;
-};
-
-constexpr int32_t kStageBlock = 16;
-
-StagedKv stage_q8_0(const KvLayout& layout, const KvLayer& layer, const AttentionSeq& seq, int32_t kv_head,
-                    int64_t lo, int64_t end, Scratch& sc) {
-  const int64_t hd = layout.head_dim;
-  StagedKv st;
-  st.from = lo / kStageBlock * kStageBlock;
-  const int64_t num_blocks = (end - st.from + kStageBlock - 1) / kStageBlock;
-  st.layout = KvLayout{DType::kF32, kStageBlock, 1, layout.head_dim};
-  sc.keys.resize(static_cast<size_t>(num_blocks * kStageBlock * hd));
-  sc.values.resize(sc.keys.size());
-  sc.tile.resize(static_cast<size_t>(8 * hd));
-  sc.table.resize(static_cast<size_t>(num_blocks));
-  for (int64_t b = 0; b < num_blocks; ++b) sc.table[static_cast<size_t>(b)] = static_cast<int32_t>(b);
-  st.layer = KvLayer{reinterpret_cast<uint8_t*>(sc.keys.data()), reinterpret_cast<uint8_t*>(sc.values.data())};
-  st.seq.block_table = std::span<const int32_t>(sc.table.data(), sc.table.size());
-  const size_t row = layout.row_bytes();
-  // 8 slots at a time: rows dequantized into the value block, then 8 x 8
-  // transposes into the key block. Slots outside [lo, end) are zeros (the
-  // table may be stale before the window), their lanes never read.
-  for (int64_t s0 = st.from; s0 < st.from + num_blocks * kStageBlock; s0 += 8) {
-    float* vrows = sc.values.data() + (s0 - st.from) * hd;
-    for (int64_t k = 0; k < 8; ++k) {
-      const int64_t s = s0 + k;
-      if (s < lo || s >= end) {
-        std::fill(vrows + k * hd, vrows + (k + 1) * hd, 0.f);
-        continue;
-      }
-      dequantize_q8_0_row(block_head(layout, layer.v, block_of(layout, seq, s), kv_head) + (s % layout.block_size) * row,
-                          hd, vrows + k * hd);
-      dequantize_q8_0_row(block_head(layout, layer.k, block_of(layout, seq, s), kv_head) + (s % layout.block_size) * row,
-                          hd, sc.tile.data() + k * hd);
-    }
-    float* kblock = sc.keys.data() + (s0 - st.from) / kStageBlock * kStageBlock * hd;
-    const int64_t o0 = (s0 - st.from) % kStageBlock;
-    for (int64_t c = 0; c < hd; c += 8) {
-      __m256 r[8];
-      for (int64_t k = 0; k < 8; ++k) {
-        const int64_t s = s0 + k;
-        r[k] = s < lo || s >= end ? _mm256_setzero_ps() : _mm256_loadu_ps(sc.tile.data() + k * hd + c);
-      }
-      transpose8(r);
-      for (int k = 0; k < 8; ++k) _mm256_storeu_ps(kblock + (c + k) * kStageBlock + o0, r[k]);
-    }
-  }
-  return st;
-}
-#endif
-
 }  // namespace
 
 namespace {
@@ -516,25 +372,6 @@ void run_item(const KvLayout& layout, const KvLayer& layer, const float* q, cons
   const int32_t hd = layout.head_dim;
   const int32_t num_kv = layout.num_kv_heads;
   const int32_t group = params.num_heads / num_kv;
-  int64_t base = 0, end = 0;
-#if KVLM_ATTN_AVX2
-  StagedKv staged;
-#endif
-  if (!layout.keys_transposed() && !layout.pairs_bf16()) {
-    int64_t lo_first, hi_first, lo_last, hi_last;
-    visible_range(seq, item.row_begin, params.window, &lo_first, &hi_first);
-    visible_range(seq, item.row_end - 1, params.window, &lo_last, &hi_last);
-    base = lo_first;
-    end = hi_last;
-#if KVLM_ATTN_AVX2
-    staged = stage_q8_0(layout, layer, seq, item.kv_head, base, end, sc);
-#else
-    sc.keys.resize(static_cast<size_t>((end - base) * hd));
-    sc.values.resize(static_cast<size_t>((end - base) * hd));
-    gather_rows(layout, layer.k, seq, item.kv_head, base, end, sc.keys.data());
-    gather_rows(layout, layer.v, seq, item.kv_head, base, end, sc.values.data());
-#endif
-  }
   for (int32_t i = item.row_begin; i < item.row_end; ++i) {
     int64_t lo, hi;
     visible_range(seq, i, params.window, &lo, &hi);
@@ -552,16 +389,10 @@ void run_item(const KvLayout& layout, const KvLayer& layer, const float* q, cons
       }
       if (layout.pairs_bf16()) {
         attend_bf16(layout, layer, seq, item.kv_head, lo, hi, qs, num_q, params, outs, stat_row);
-      } else if (layout.keys_transposed()) {
-        attend_direct(layout, layer, seq, item.kv_head, lo, hi, qs, num_q, params, sc, outs, stat_row);
+      } else if (layout.keys_q8_0()) {
+        attend_q8_0(layout, layer, seq, item.kv_head, lo, hi, qs, num_q, params, outs, stat_row);
       } else {
-#if KVLM_ATTN_AVX2
-        attend_direct(staged.layout, staged.layer, staged.seq, 0, lo - staged.from, hi - staged.from, qs, num_q,
-                      params, sc, outs, stat_row != nullptr ? stat_row + staged.from : nullptr);
-#else
-        attend_gathered(layout, &sc.keys[(lo - base) * hd], &sc.values[(lo - base) * hd], lo, hi - lo, qs, num_q,
-                        params, sc.scores, outs, stat_row);
-#endif
+        attend_direct(layout, layer, seq, item.kv_head, lo, hi, qs, num_q, params, sc, outs, stat_row);
       }
     }
   }
