@@ -30,10 +30,20 @@
 namespace kvlm::cpu::KVLM_SIMD_NS {
 namespace {
 
+// KVLM_Q8_DOT: the avx512 path's VPDPBUSD kernels. KVLM_Q8_AVX2: the avx2
+// path's (and the avxvnni path's, which runs it), whose integer sums are f32
+// FMAs over integer-valued floats: every partial sum is an integer below
+// 2^24 (32 products of at most 127 * 127), so each is exact, and the bits
+// are VPDPBUSD's.
 #if KVLM_AVX2 && defined(__AVX512F__)
 #define KVLM_Q8_DOT 1
+#define KVLM_Q8_AVX2 0
+#elif KVLM_AVX2
+#define KVLM_Q8_DOT 0
+#define KVLM_Q8_AVX2 1
 #else
 #define KVLM_Q8_DOT 0
+#define KVLM_Q8_AVX2 0
 #endif
 
 constexpr int64_t kQ8Block = 32;                        // dimensions per Q8_0 block
@@ -55,6 +65,7 @@ struct Q8Scratch {
   LocalVector<int8_t> qq;     // the queries' quants, [num_q][head_dim]
   LocalVector<float> qd;      // their scales, [head_dim / 32][num_q]
   LocalVector<uint32_t> qu;   // quants + 128, four dimensions a lane, [head_dim / 4][num_q]
+  LocalVector<float> qf;      // quants as f32, [head_dim][num_q] (KVLM_Q8_AVX2)
 };
 
 thread_local Q8Scratch t_q8;
@@ -73,6 +84,7 @@ void quantize_queries(const float* const* qs, int num_q, int64_t head_dim, Q8Scr
   sc.qq.resize(static_cast<size_t>(num_q * head_dim));
   sc.qd.resize(static_cast<size_t>(nb * num_q));
   sc.qu.resize(static_cast<size_t>(head_dim / 4 * num_q));
+  sc.qf.resize(static_cast<size_t>(head_dim * num_q));
   for (int g = 0; g < num_q; ++g) {
     quantize_row(DType::kQ8_0, qs[g], blocks, head_dim);
     int8_t* qq = sc.qq.data() + g * head_dim;
@@ -80,6 +92,7 @@ void quantize_queries(const float* const* qs, int num_q, int64_t head_dim, Q8Scr
       sc.qd[b * num_q + g] = fp16_to_f32(blocks[b].d);
       std::memcpy(qq + b * kQ8Block, blocks[b].qs, kQ8Block);
     }
+    for (int64_t c = 0; c < head_dim; ++c) sc.qf[c * num_q + g] = qq[c];
     // VPDPBUSD multiplies unsigned by signed bytes: the query goes as
     // quant + 128 (1..255), and the kernel takes 128 times the keys' sum off.
     for (int64_t j = 0; j < head_dim / 4; ++j) {
@@ -114,7 +127,7 @@ void score_chain(const KvLayout& layout, std::span<const BlockPart> parts, const
   }
 }
 
-#if !KVLM_Q8_DOT
+#if !KVLM_Q8_DOT && !KVLM_Q8_AVX2
 // out[g][...] += the weighted values of every slot of parts, in order, one
 // slot and one Q8_0 block at a time.
 void accumulate_chain(const KvLayout& layout, std::span<const BlockPart> parts, const float* const* w, int num_q,
@@ -231,24 +244,116 @@ void accumulate_all_q8(const KvLayout& layout, std::span<const BlockPart> parts,
 }
 #endif  // KVLM_Q8_DOT
 
-void score(const KvLayout& layout, Q8Scratch& sc, int num_q, float scale, float* const* rows) {
-#if KVLM_Q8_DOT
-  if (layout.block_size % 16 == 0) {  // whole 16-slot key vectors
-    const int64_t quants = q8_key_quants_offset(layout);
-    sc.key_vecs.clear();
-    for (const BlockPart& part : sc.parts)
-      for (int32_t a = part.o0 / 16 * 16; a < part.o1; a += 16)
-        sc.key_vecs.push_back({part.k + quants + 4 * a, part.k + 2 * a, part.at + a});
-    with_num_q(num_q, [&]<int N>() { score_all_q8<N>(layout, sc.key_vecs, sc, scale, rows); });
-    return;
+#if KVLM_Q8_AVX2
+// ---- AVX2: 8 slots a vector (scores), 8 dimensions (values) ----
+
+// Scores of NumQ heads for one 8-slot key vector: a load of a dimension
+// group holds 4 dimensions of each slot, one byte per dimension in each
+// lane; shifting a byte to the top and back (arithmetic) sign-extends it.
+template <int NumQ>
+void score_vec8_q8(const KvLayout& layout, const Q8KeyVec& vec, const Q8KeyVec& pf, const Q8Scratch& sc, float scale,
+                   float* const* rows) {
+  const int64_t group_bytes = 4 * static_cast<int64_t>(layout.block_size);
+  const int64_t scale_bytes = 2 * static_cast<int64_t>(layout.block_size);
+  const int64_t nb = layout.head_dim / kQ8Block;
+  __m256 acc[NumQ];
+  for (int g = 0; g < NumQ; ++g) acc[g] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256 isum[NumQ];
+    for (int g = 0; g < NumQ; ++g) isum[g] = _mm256_setzero_ps();
+    for (int64_t j = b * kQ8Block / 4; j < (b + 1) * kQ8Block / 4; ++j) {
+      _mm_prefetch(reinterpret_cast<const char*>(pf.quants + j * group_bytes), _MM_HINT_T1);
+      const __m256i k4 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(vec.quants + j * group_bytes));
+      const __m256i dims[4] = {_mm256_srai_epi32(_mm256_slli_epi32(k4, 24), 24),
+                               _mm256_srai_epi32(_mm256_slli_epi32(k4, 16), 24),
+                               _mm256_srai_epi32(_mm256_slli_epi32(k4, 8), 24), _mm256_srai_epi32(k4, 24)};
+      for (int d = 0; d < 4; ++d) {
+        const __m256 k = _mm256_cvtepi32_ps(dims[d]);
+        const float* qf = sc.qf.data() + (4 * j + d) * NumQ;
+        for (int g = 0; g < NumQ; ++g) isum[g] = _mm256_fmadd_ps(_mm256_set1_ps(qf[g]), k, isum[g]);
+      }
+    }
+    const __m256 kd =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(vec.scales + b * scale_bytes)));
+    for (int g = 0; g < NumQ; ++g)
+      acc[g] = _mm256_fmadd_ps(isum[g], _mm256_mul_ps(kd, _mm256_set1_ps(sc.qd[b * NumQ + g])), acc[g]);
   }
+  const __m256 sv = _mm256_set1_ps(scale);
+  for (int g = 0; g < NumQ; ++g) _mm256_storeu_ps(rows[g] + vec.at, _mm256_mul_ps(acc[g], sv));
+}
+
+template <int NumQ>
+void score_all8_q8(const KvLayout& layout, std::span<const Q8KeyVec> vecs, const Q8Scratch& sc, float scale,
+                   float* const* rows) {
+  const size_t nv = vecs.size();
+  for (size_t i = 0; i < nv; ++i)
+    score_vec8_q8<NumQ>(layout, vecs[i], vecs[std::min(i + 2 * kPrefetchAhead, nv - 1)], sc, scale, rows);
+}
+
+// out[g][c .. c + 8) += the weighted values of parts [b0, b1), in slot order.
+template <int NumQ>
+void accumulate8_q8(std::span<const BlockPart> parts, size_t b0, size_t b1, int64_t c, size_t row_bytes,
+                    const float* const* w, float* const* out) {
+  __m256 acc[NumQ];
+  for (int g = 0; g < NumQ; ++g) acc[g] = _mm256_loadu_ps(out[g] + c);
+  const size_t at = static_cast<size_t>(c / kQ8Block) * kQ8RowBlockBytes;  // c's Q8_0 block in a row
+  const int64_t in_block = c % kQ8Block;
+  for (size_t b = b0; b < b1; ++b) {
+    const BlockPart& part = parts[b];
+    const uint8_t* pf = parts[std::min(b + kPrefetchAhead, parts.size() - 1)].v + at;
+    for (int32_t o = part.o0; o < part.o1; ++o) {
+      const uint8_t* blk = part.v + o * row_bytes + at;
+      _mm_prefetch(reinterpret_cast<const char*>(pf + o * row_bytes), _MM_HINT_T1);
+      const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 2 + in_block));
+      const __m256 v = _mm256_mul_ps(_mm256_set1_ps(load_scale(blk)), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
+      for (int g = 0; g < NumQ; ++g) acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(w[g][part.at + o]), v, acc[g]);
+    }
+  }
+  for (int g = 0; g < NumQ; ++g) _mm256_storeu_ps(out[g] + c, acc[g]);
+}
+
+template <int NumQ>
+void accumulate_all8_q8(const KvLayout& layout, std::span<const BlockPart> parts, const float* const* w,
+                        float* const* out) {
+  constexpr size_t kSpan = 8;  // blocks whose values stay in L1 across the dimension chunks
+  for (size_t b0 = 0; b0 < parts.size(); b0 += kSpan) {
+    const size_t b1 = std::min(parts.size(), b0 + kSpan);
+    for (int64_t c = 0; c < layout.head_dim; c += 8)
+      accumulate8_q8<NumQ>(parts, b0, b1, c, layout.row_bytes(), w, out);
+  }
+}
+#endif  // KVLM_Q8_AVX2
+
+#if KVLM_Q8_DOT || KVLM_Q8_AVX2
+constexpr int32_t kKeyVecSlots = KVLM_Q8_DOT ? 16 : 8;  // slots per key vector of this path's kernel
 #endif
-  score_chain(layout, sc.parts, sc, num_q, scale, rows);
+
+void score(const KvLayout& layout, Q8Scratch& sc, int num_q, float scale, float* const* rows) {
+#if KVLM_Q8_DOT || KVLM_Q8_AVX2
+  if (layout.block_size % kKeyVecSlots != 0) {  // no whole key vectors
+#endif
+    score_chain(layout, sc.parts, sc, num_q, scale, rows);
+    return;
+#if KVLM_Q8_DOT || KVLM_Q8_AVX2
+  }
+  const int64_t quants = q8_key_quants_offset(layout);
+  sc.key_vecs.clear();
+  for (const BlockPart& part : sc.parts)
+    for (int32_t a = part.o0 / kKeyVecSlots * kKeyVecSlots; a < part.o1; a += kKeyVecSlots)
+      sc.key_vecs.push_back({part.k + quants + 4 * a, part.k + 2 * a, part.at + a});
+#if KVLM_Q8_DOT
+  with_num_q(num_q, [&]<int N>() { score_all_q8<N>(layout, sc.key_vecs, sc, scale, rows); });
+#else
+  with_num_q(num_q, [&]<int N>() { score_all8_q8<N>(layout, sc.key_vecs, sc, scale, rows); });
+#endif
+#endif
 }
 
 void accumulate(const KvLayout& layout, const Q8Scratch& sc, const float* const* rows, int num_q, float* const* outs) {
 #if KVLM_Q8_DOT
   with_num_q(num_q, [&]<int N>() { accumulate_all_q8<N>(layout, sc.parts, rows, outs); });
+#elif KVLM_Q8_AVX2
+  with_num_q(num_q, [&]<int N>() { accumulate_all8_q8<N>(layout, sc.parts, rows, outs); });
 #else
   accumulate_chain(layout, sc.parts, rows, num_q, outs);
 #endif
