@@ -196,7 +196,7 @@ void register_benchmarks() {
     const std::string type(dtype_name(t));
     timing(benchmark::RegisterBenchmark(("BM_MatmulHot/" + type).c_str(), [t, shape](benchmark::State& st) {
       run_matmul(st, t, shape, true, true);
-    }))->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond);
+    }))->Arg(1)->Arg(8)->Arg(16)->Unit(benchmark::kMicrosecond);
     if (!is_quantized(t)) continue;
     timing(benchmark::RegisterBenchmark(("BM_MatmulUnpacked/" + type).c_str(), [t](benchmark::State& st) {
       run_matmul(st, t, Shape{4096, 4096, true}, false, false);

@@ -93,7 +93,7 @@ TEST_P(KvOpsTest, ReRotatingAKeyMovesItsPosition) {
 
 // Statistics for n queries over n slots (one prefill), whole or under a
 // window; with 40 slots and a window of 7 the last rows see only slots past
-// 16, where Q8_0's staging pool (attention_kernels.cpp) starts later.
+// 16, from inside a block (the vector kernels score whole 16-slot vectors).
 void check_attention_statistics(DType dtype, int32_t n, int32_t window) {
   Pool p(dtype, 3);
   std::mt19937 rng(13);

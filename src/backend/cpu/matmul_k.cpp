@@ -342,7 +342,8 @@ inline void q4_k_pair_decode_block(const PairQ4K& p, const int8_t* xq, __m512i& 
 // pairs: the pair's blocks; next: the next pair's (prefetched as this one
 // ends), or nullptr.
 template <int C>
-void pair_q4_k_vnni(const PairQ4K* pairs, const MatmulActs& a, int64_t t0, __m512* out, const PairQ4K* next) {
+void pair_q4_k_vnni(const PairQ4K* pairs, const MatmulActs& a, int64_t t0, __m512* out, const PairQ4K* next,
+                    bool cold) {
   const int64_t num_blocks = a.cols / 256;
   const ActBlockQ8K* x[C];
   for (int c = 0; c < C; ++c) x[c] = a.q8k + (t0 + c) * num_blocks;
@@ -351,7 +352,11 @@ void pair_q4_k_vnni(const PairQ4K* pairs, const MatmulActs& a, int64_t t0, __m51
   for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
   for (int64_t b = 0; b < num_blocks; ++b) {
     const PairQ4K& p = pairs[b];
-    if (prefetch_strips<C>()) prefetch_k_pair(pairs, next, b, num_blocks);
+    if (C > 1 && cold) {
+      prefetch_far(pairs + b, sizeof(PairQ4K));
+    } else if (prefetch_strips<C>()) {
+      prefetch_k_pair(pairs, next, b, num_blocks);
+    }
     const ActBlockQ8K* xb[C];
     for (int c = 0; c < C; ++c) xb[c] = x[c] + b;
     __m512i isum[C];
@@ -522,14 +527,18 @@ inline void q6_k_pair_sub_block(const PairQ6K& p, int h, const ActBlockQ8K* cons
 }
 
 template <int C>
-void pair_q6_k(const PairQ6K* pairs, const MatmulActs& a, int64_t t0, __m512* out, const PairQ6K* next) {
+void pair_q6_k(const PairQ6K* pairs, const MatmulActs& a, int64_t t0, __m512* out, const PairQ6K* next, bool cold) {
   const int64_t num_blocks = a.cols / 256;
   __m512 acc[C];
 #pragma GCC unroll 8
   for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
   for (int64_t b = 0; b < num_blocks; ++b) {
     const PairQ6K& p = pairs[b];
-    if (prefetch_strips<C>()) prefetch_k_pair(pairs, next, b, num_blocks);
+    if (C > 1 && cold) {
+      prefetch_far(pairs + b, sizeof(PairQ6K));
+    } else if (prefetch_strips<C>()) {
+      prefetch_k_pair(pairs, next, b, num_blocks);
+    }
     const ActBlockQ8K* x[C];
     for (int c = 0; c < C; ++c) x[c] = a.q8k + (t0 + c) * num_blocks + b;
     __m512i isum[C];
@@ -620,17 +629,17 @@ void pack_strip_q6_k(const uint8_t* const* rows, int64_t cols, uint8_t* out, int
 
 #if defined(__AVX512F__)
 // The AVX-512 drive of a K-quant: pair.template operator()<C>(pairs, t, out,
-// next) on each pair of strips (next: the next pair's blocks, to prefetch as
+// next, cold) (for_each_strip_pair) on each pair of strips (next: the next pair's blocks, to prefetch as
 // this one ends, or nullptr), range (tile_q4_k's contract) on the rest.
 template <int kMaxTile, typename Pair, typename PairFn, typename RangeFn>
 void run_k_pairs(const WeightMatrix& w, int64_t r0, int64_t r1, int64_t t0, int64_t t1, float* y, PairFn&& pair,
                  RangeFn&& range) {
   const int64_t num_blocks = w.cols / 256;
   auto whole = whole_strip(range, num_blocks);
-  auto two_strips = [&]<int C>(StripAt sa, StripAt sb, int64_t t, __m512* out, StripAt next) {
+  auto two_strips = [&]<int C>(StripAt sa, StripAt sb, int64_t t, __m512* out, StripAt next, bool cold) {
     if (sa.bytes == sb.bytes && sa.slot == 0) {  // one pair, as the driver's 16-row chunks make them
       pair.template operator()<C>(reinterpret_cast<const Pair*>(sa.bytes), t, out,
-                                  reinterpret_cast<const Pair*>(next.bytes));
+                                  reinterpret_cast<const Pair*>(next.bytes), cold);
       return;
     }
     // Strips of two pairs: two 8-row tiles joined, the same arithmetic lane for lane.
@@ -650,8 +659,8 @@ void kernel_q4_k(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t
     tile_q4_k<C>(strip, a, t, b0, b1, acc);
   };
 #if KVLM_VNNI && defined(__AVX512F__)
-  auto pair = [&]<int C>(const PairQ4K* pairs, int64_t t, __m512* out, const PairQ4K* next) {
-    pair_q4_k_vnni<C>(pairs, a, t, out, next);
+  auto pair = [&]<int C>(const PairQ4K* pairs, int64_t t, __m512* out, const PairQ4K* next, bool cold) {
+    pair_q4_k_vnni<C>(pairs, a, t, out, next, cold);
   };
   run_k_pairs<kMaxTileQ4K, PairQ4K>(w, r0, r1, t0, t1, y, pair, range);
 #else
@@ -666,8 +675,8 @@ void kernel_q6_k(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t
     tile_q6_k<C>(strip, a, t, b0, b1, acc);
   };
 #if defined(__AVX512F__) && defined(__AVX512BW__)
-  auto pair = [&]<int C>(const PairQ6K* pairs, int64_t t, __m512* out, const PairQ6K* next) {
-    pair_q6_k<C>(pairs, a, t, out, next);
+  auto pair = [&]<int C>(const PairQ6K* pairs, int64_t t, __m512* out, const PairQ6K* next, bool cold) {
+    pair_q6_k<C>(pairs, a, t, out, next, cold);
   };
   run_k_pairs<kMaxTileQ6K, PairQ6K>(w, r0, r1, t0, t1, y, pair, range);
 #else

@@ -17,6 +17,8 @@
 #include "backend/cpu/simd.h"
 #include "backend/quant.h"
 
+
+
 namespace kvlm::cpu {
 namespace {
 
@@ -358,7 +360,8 @@ constexpr int32_t kFloatBias = 0x4B400000;
 constexpr float kFloatBiasValue = 12582912.0f;
 
 template <int C>
-void pair_q8_0_vnni(StripAt first, StripAt second, const MatmulActs& a, int64_t t0, __m512* out, StripAt next) {
+void pair_q8_0_vnni(StripAt first, StripAt second, const MatmulActs& a, int64_t t0, __m512* out, StripAt next,
+                    bool cold) {
   const int64_t num_blocks = a.cols / 32;
   using Strip = PairedStrip<kQ8StripQuantBytes>;
   const Strip sa(first), sb(second);
@@ -370,7 +373,11 @@ void pair_q8_0_vnni(StripAt first, StripAt second, const MatmulActs& a, int64_t 
   for (int64_t b = 0; b < num_blocks; ++b) {
     const uint8_t* qa = sa.q(b);
     const uint8_t* qb = sb.q(b);
-    if (prefetch_strips<C>()) prefetch_pair<8>(sa, sb, first, second, next, b, num_blocks);
+    if (C > 1 && cold) {
+      prefetch_far(qa, Strip::kStride);
+    } else if (prefetch_strips<C>()) {
+      prefetch_pair<8>(sa, sb, first, second, next, b, num_blocks);
+    }
     __m512i isum[C];  // from kFloatBias; |sum - wbias| < 2^20
 #pragma GCC unroll 16
     for (int c = 0; c < C; ++c) isum[c] = _mm512_set1_epi32(kFloatBias);
@@ -397,7 +404,8 @@ void pair_q8_0_vnni(StripAt first, StripAt second, const MatmulActs& a, int64_t 
 }
 
 template <int C>
-void pair_q4_0_vnni(StripAt first, StripAt second, const MatmulActs& a, int64_t t0, __m512* out, StripAt next) {
+void pair_q4_0_vnni(StripAt first, StripAt second, const MatmulActs& a, int64_t t0, __m512* out, StripAt next,
+                    bool cold) {
   const int64_t num_blocks = a.cols / 32;
   using Strip = PairedStrip<kQ4StripQuantBytes>;
   const Strip sa(first), sb(second);
@@ -409,7 +417,11 @@ void pair_q4_0_vnni(StripAt first, StripAt second, const MatmulActs& a, int64_t 
   for (int64_t b = 0; b < num_blocks; ++b) {
     const uint8_t* qa = sa.q(b);
     const uint8_t* qb = sb.q(b);
-    if (prefetch_strips<C>()) prefetch_pair<16>(sa, sb, first, second, next, b, num_blocks);
+    if (C > 1 && cold) {
+      prefetch_far(qa, Strip::kStride);
+    } else if (prefetch_strips<C>()) {
+      prefetch_pair<16>(sa, sb, first, second, next, b, num_blocks);
+    }
     __m512i isum[C];  // from kFloatBias; |sum| < 2^15
 #pragma GCC unroll 16
     for (int c = 0; c < C; ++c) isum[c] = _mm512_set1_epi32(kFloatBias - 8 * x.sum[c][b]);
@@ -457,8 +469,8 @@ void kernel_q8_0(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t
 #if KVLM_VNNI && defined(__AVX512F__)
   for_each_strip_pair<kMaxTile>(
       w, r0, r1, t0, t1, y,
-      [&]<int C>(StripAt sa, StripAt sb, int64_t t, __m512* out, StripAt next) {
-        pair_q8_0_vnni<C>(sa, sb, a, t, out, next);
+      [&]<int C>(StripAt sa, StripAt sb, int64_t t, __m512* out, StripAt next, bool cold) {
+        pair_q8_0_vnni<C>(sa, sb, a, t, out, next, cold);
       },
       whole_strip(range, num_blocks));
 #else
@@ -479,8 +491,8 @@ void kernel_q4_0(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t
 #if KVLM_VNNI && defined(__AVX512F__)
   for_each_strip_pair<kMaxTile>(
       w, r0, r1, t0, t1, y,
-      [&]<int C>(StripAt sa, StripAt sb, int64_t t, __m512* out, StripAt next) {
-        pair_q4_0_vnni<C>(sa, sb, a, t, out, next);
+      [&]<int C>(StripAt sa, StripAt sb, int64_t t, __m512* out, StripAt next, bool cold) {
+        pair_q4_0_vnni<C>(sa, sb, a, t, out, next, cold);
       },
       whole_strip(range, num_blocks));
 #else
