@@ -66,21 +66,23 @@ print(f"batch step (Q4_0): mean ITL {one['mean']:.2f} ms at 1 stream, {eight['me
 EOF
 
 # 3. Decode at 4,096 tokens of context against an empty one (both engines),
-# with F16 KV (both defaults) and with BF16 KV (llama.cpp: -ctk/-ctv bf16,
-# which needs its flash attention).
+# with F16 KV (both defaults), BF16 and Q8_0 KV (llama.cpp: -ctk/-ctv, which
+# need its flash attention).
 m=$(model q4_0 8192)
 for d in 0 4096; do
   "$KVLM" bench model -m "$m" -t 2 -p 0 -n 32 -r 3 --depth "$d" --json > "$OUT/kvlm-depth-f16-$d.json" 2> /dev/null
   "$LLAMA_BIN/llama-bench" -m "$m" -t 2 -p 0 -n 32 -r 3 -d "$d" -o json > "$OUT/llama-depth-f16-$d.json" 2> /dev/null || true
-  "$KVLM" bench model -m "$m" -t 2 -p 0 -n 32 -r 3 --depth "$d" --kv-type bf16 --json \
-    > "$OUT/kvlm-depth-bf16-$d.json" 2> /dev/null
-  "$LLAMA_BIN/llama-bench" -m "$m" -t 2 -p 0 -n 32 -r 3 -d "$d" -ctk bf16 -ctv bf16 -fa 1 -o json \
-    > "$OUT/llama-depth-bf16-$d.json" 2> /dev/null || true
+  for kv in bf16 q8_0; do
+    "$KVLM" bench model -m "$m" -t 2 -p 0 -n 32 -r 3 --depth "$d" --kv-type "$kv" --json \
+      > "$OUT/kvlm-depth-$kv-$d.json" 2> /dev/null
+    "$LLAMA_BIN/llama-bench" -m "$m" -t 2 -p 0 -n 32 -r 3 -d "$d" -ctk "$kv" -ctv "$kv" -fa 1 -o json \
+      > "$OUT/llama-depth-$kv-$d.json" 2> /dev/null || true
+  done
 done
 python3 - "$OUT" <<'EOF' | tee -a "$SUMMARY"
 import json, sys, os
 out = sys.argv[1]
-for kv in ("f16", "bf16"):
+for kv in ("f16", "bf16", "q8_0"):
     k = [json.load(open(f"{out}/kvlm-depth-{kv}-{d}.json"))["tg"]["tokens_per_s"] for d in (0, 4096)]
     line = f"depth, {kv} KV: kvlm {k[0]:.1f} -> {k[1]:.1f} tok/s ({100 * k[1] / k[0]:.1f}%)"
     try:
