@@ -307,12 +307,7 @@ void attend_direct(const KvLayout& layout, const KvLayer& layer, const Attention
     for (int g = 0; g < num_q; ++g) dst[g] = rows[g] + part.at + part.o0;
     score_block(layout, part.k, qs, num_q, part.o0, part.o1, params.scale, dst);
   }
-  for (int g = 0; g < num_q; ++g) {
-    if (params.softcap > 0.f) soft_cap(rows[g], n, params.softcap);
-    softmax(rows[g], 1, n);
-    if (stat_row) add_weights(stat_row, lo, rows[g], n);
-    std::memset(outs[g], 0, sizeof(float) * layout.head_dim);
-  }
+  weigh_scores(rows, num_q, n, lo, params, stat_row, outs, layout.head_dim);
 #if KVLM_ATTN_AVX512
   if (vec16) {
     accumulate_all16(layout, sc.parts, rows, num_q, outs);

@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "backend/cpu/attention.h"
 #include "backend/cpu/local_vector.h"
+#include "backend/cpu/ops_impl.h"
 #include "backend/cpu/simd.h"
 
 namespace kvlm::cpu::KVLM_SIMD_NS {
@@ -121,6 +123,19 @@ void make_score_rows(LocalVector<float>& buffer, int num_q, int64_t n, float** r
 // added to stat_row[lo .. hi).
 void add_weights(float* stat_row, int64_t lo, const float* weights, int64_t n) {
   for (int64_t j = 0; j < n; ++j) stat_row[lo + j] += weights[j];
+}
+
+// Between the scores and the weighted values, for every kernel: each head's
+// score row (n slots from lo) soft-capped, turned into softmax weights and
+// added to the statistics, and its output zeroed for the value sums.
+void weigh_scores(float* const* rows, int num_q, int64_t n, int64_t lo, const AttentionParams& params,
+                  float* stat_row, float* const* outs, int64_t head_dim) {
+  for (int g = 0; g < num_q; ++g) {
+    if (params.softcap > 0.f) soft_cap(rows[g], n, params.softcap);
+    softmax(rows[g], 1, n);
+    if (stat_row) add_weights(stat_row, lo, rows[g], n);
+    std::memset(outs[g], 0, sizeof(float) * head_dim);
+  }
 }
 
 }  // namespace

@@ -371,12 +371,7 @@ void attend_q8_0(const KvLayout& layout, const KvLayer& layer, const AttentionSe
   collect_parts(layout, layer, seq, kv_head, lo, hi, sc.parts);
   quantize_queries(qs, num_q, layout.head_dim, sc);
   score(layout, sc, num_q, params.scale, rows);
-  for (int g = 0; g < num_q; ++g) {
-    if (params.softcap > 0.f) soft_cap(rows[g], n, params.softcap);
-    softmax(rows[g], 1, n);
-    if (stat_row) add_weights(stat_row, lo, rows[g], n);
-    std::memset(outs[g], 0, sizeof(float) * layout.head_dim);
-  }
+  weigh_scores(rows, num_q, n, lo, params, stat_row, outs, layout.head_dim);
   accumulate(layout, sc, rows, num_q, outs);
 }
 
