@@ -116,6 +116,25 @@ TEST(KvCli, StatNamesAModelsNamespace) {
       << r.out;
 }
 
+// A KV type the model's shape cannot take stops the command before any
+// work, with the reason (stories260K's head size is 8).
+TEST(KvCli, KvTypesAModelCannotTakeAreRefusedWithTheReason) {
+  const std::string model = test::shared_path("models/stories260K.gguf");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--kv-type", "q8_0"}, "needs a head size that is a multiple of 32; this model's is 8"},
+      {{"--kv-type", "bf16", "--block-size", "5"}, "needs an even head size and block size"},
+      {{"--kv-type", "q4_0"}, "unknown type 'q4_0' (f16, bf16, f32, q8_0)"},
+  };
+  for (const auto& [extra, why] : cases) {
+    std::vector<std::string> args = {"run", "-m", model, "-p", "Once", "-n", "2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto r = test::run_kvlm(args);
+    EXPECT_NE(r.exit_code, 0) << extra[1];
+    EXPECT_TRUE(contains(r.err, why)) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+}
+
 TEST(KvCli, BenchOnADiskTierLeavesNothingBehind) {
   const std::string dir = test::temp_dir() + "/kv-bench";
   fs::create_directories(dir);
