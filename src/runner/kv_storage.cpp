@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backend/cpu/attention.h"
 #include "backend/cpu/cpu_path.h"
 #include "common/assert.h"
 #include "common/error.h"
@@ -39,10 +40,9 @@ void KvStorage::check_dtype(const Model& model, DType dtype, int32_t block_size)
                 "KV cache type bf16 needs an even head size and block size; this model's head size is {}, "
                 "the block size {}",
                 model.config().head_dim, block_size);
-  // Q8_0 keys are scattered into int8 lanes through a row of at most 16 blocks.
-  if (dtype == DType::kQ8_0 && model.config().head_dim > 512)
-    throw_error(ErrorCode::kInvalidArgument,
-                "KV cache type q8_0 supports head sizes up to 512; this model's is {}", model.config().head_dim);
+  if (dtype == DType::kQ8_0 && model.config().head_dim > kMaxQ8_0KvHeadDim)
+    throw_error(ErrorCode::kInvalidArgument, "KV cache type q8_0 supports head sizes up to {}; this model's is {}",
+                kMaxQ8_0KvHeadDim, model.config().head_dim);
   int32_t bs = dtype_info(dtype).block_size;
   if (model.config().head_dim % bs != 0)
     throw_error(ErrorCode::kInvalidArgument,

@@ -46,6 +46,9 @@ struct KvLayout {
   bool keys_q8_0() const { return dtype == DType::kQ8_0; }
 };
 
+// Q8_0 storage scatters a key through a row buffer on the stack.
+constexpr int32_t kMaxQ8_0KvHeadDim = 512;
+
 // Base pointers of one layer's K and V storage (each num_blocks * block_bytes()).
 struct KvLayer {
   uint8_t* k = nullptr;

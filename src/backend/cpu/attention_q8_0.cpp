@@ -64,7 +64,7 @@ struct Q8Scratch {
   LocalVector<Q8KeyVec> key_vecs;
   LocalVector<int8_t> qq;     // the queries' quants, [num_q][head_dim]
   LocalVector<float> qd;      // their scales, [head_dim / 32][num_q]
-  LocalVector<uint32_t> qu;   // quants + 128, four dimensions a lane, [head_dim / 4][num_q]
+  LocalVector<uint32_t> qu;   // quants + 128, four dimensions a lane, [head_dim / 4][num_q] (KVLM_Q8_DOT)
   LocalVector<float> qf;      // quants as f32, [head_dim][num_q] (KVLM_Q8_AVX2)
 };
 
@@ -83,8 +83,11 @@ void quantize_queries(const float* const* qs, int num_q, int64_t head_dim, Q8Scr
   BlockQ8_0 blocks[kMaxQ8Blocks];
   sc.qq.resize(static_cast<size_t>(num_q * head_dim));
   sc.qd.resize(static_cast<size_t>(nb * num_q));
+#if KVLM_Q8_DOT
   sc.qu.resize(static_cast<size_t>(head_dim / 4 * num_q));
+#elif KVLM_Q8_AVX2
   sc.qf.resize(static_cast<size_t>(head_dim * num_q));
+#endif
   for (int g = 0; g < num_q; ++g) {
     quantize_row(DType::kQ8_0, qs[g], blocks, head_dim);
     int8_t* qq = sc.qq.data() + g * head_dim;
@@ -92,7 +95,7 @@ void quantize_queries(const float* const* qs, int num_q, int64_t head_dim, Q8Scr
       sc.qd[b * num_q + g] = fp16_to_f32(blocks[b].d);
       std::memcpy(qq + b * kQ8Block, blocks[b].qs, kQ8Block);
     }
-    for (int64_t c = 0; c < head_dim; ++c) sc.qf[c * num_q + g] = qq[c];
+#if KVLM_Q8_DOT
     // VPDPBUSD multiplies unsigned by signed bytes: the query goes as
     // quant + 128 (1..255), and the kernel takes 128 times the keys' sum off.
     for (int64_t j = 0; j < head_dim / 4; ++j) {
@@ -100,6 +103,9 @@ void quantize_queries(const float* const* qs, int num_q, int64_t head_dim, Q8Scr
       for (int k = 0; k < 4; ++k) lane |= static_cast<uint32_t>(static_cast<uint8_t>(qq[4 * j + k] + 128)) << (8 * k);
       sc.qu[j * num_q + g] = lane;
     }
+#elif KVLM_Q8_AVX2
+    for (int64_t c = 0; c < head_dim; ++c) sc.qf[c * num_q + g] = qq[c];
+#endif
   }
 }
 

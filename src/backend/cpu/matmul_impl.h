@@ -230,6 +230,10 @@ inline bool prefetch_strips() {
 // it cost Q6_K prefill 7-10% (53 prefetches a block of cached data). Addresses
 // only: no bit depends on it.
 constexpr int64_t kFarPrefetchBytes = 16 * 1024;
+template <int C>
+inline bool prefetch_far_tile(bool cold) {
+  return C > 1 && cold;
+}
 inline void prefetch_far(const void* at, int64_t bytes) {
   const char* p = static_cast<const char*>(at) + kFarPrefetchBytes;
   for (int64_t l = 0; l < bytes; l += 64) _mm_prefetch(p + l, _MM_HINT_T1);

@@ -352,7 +352,7 @@ void pair_q4_k_vnni(const PairQ4K* pairs, const MatmulActs& a, int64_t t0, __m51
   for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
   for (int64_t b = 0; b < num_blocks; ++b) {
     const PairQ4K& p = pairs[b];
-    if (C > 1 && cold) {
+    if (prefetch_far_tile<C>(cold)) {
       prefetch_far(pairs + b, sizeof(PairQ4K));
     } else if (prefetch_strips<C>()) {
       prefetch_k_pair(pairs, next, b, num_blocks);
@@ -534,7 +534,7 @@ void pair_q6_k(const PairQ6K* pairs, const MatmulActs& a, int64_t t0, __m512* ou
   for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
   for (int64_t b = 0; b < num_blocks; ++b) {
     const PairQ6K& p = pairs[b];
-    if (C > 1 && cold) {
+    if (prefetch_far_tile<C>(cold)) {
       prefetch_far(pairs + b, sizeof(PairQ6K));
     } else if (prefetch_strips<C>()) {
       prefetch_k_pair(pairs, next, b, num_blocks);
@@ -629,8 +629,9 @@ void pack_strip_q6_k(const uint8_t* const* rows, int64_t cols, uint8_t* out, int
 
 #if defined(__AVX512F__)
 // The AVX-512 drive of a K-quant: pair.template operator()<C>(pairs, t, out,
-// next, cold) (for_each_strip_pair) on each pair of strips (next: the next pair's blocks, to prefetch as
-// this one ends, or nullptr), range (tile_q4_k's contract) on the rest.
+// next, cold) on each pair of strips (next: the next pair's blocks, to
+// prefetch as this one ends, or nullptr; cold: see for_each_strip_pair),
+// range (tile_q4_k's contract) on the rest.
 template <int kMaxTile, typename Pair, typename PairFn, typename RangeFn>
 void run_k_pairs(const WeightMatrix& w, int64_t r0, int64_t r1, int64_t t0, int64_t t1, float* y, PairFn&& pair,
                  RangeFn&& range) {

@@ -17,8 +17,6 @@
 #include "backend/cpu/simd.h"
 #include "backend/quant.h"
 
-
-
 namespace kvlm::cpu {
 namespace {
 
@@ -373,7 +371,7 @@ void pair_q8_0_vnni(StripAt first, StripAt second, const MatmulActs& a, int64_t 
   for (int64_t b = 0; b < num_blocks; ++b) {
     const uint8_t* qa = sa.q(b);
     const uint8_t* qb = sb.q(b);
-    if (C > 1 && cold) {
+    if (prefetch_far_tile<C>(cold)) {
       prefetch_far(qa, Strip::kStride);
     } else if (prefetch_strips<C>()) {
       prefetch_pair<8>(sa, sb, first, second, next, b, num_blocks);
@@ -417,7 +415,7 @@ void pair_q4_0_vnni(StripAt first, StripAt second, const MatmulActs& a, int64_t 
   for (int64_t b = 0; b < num_blocks; ++b) {
     const uint8_t* qa = sa.q(b);
     const uint8_t* qb = sb.q(b);
-    if (C > 1 && cold) {
+    if (prefetch_far_tile<C>(cold)) {
       prefetch_far(qa, Strip::kStride);
     } else if (prefetch_strips<C>()) {
       prefetch_pair<16>(sa, sb, first, second, next, b, num_blocks);
