@@ -33,7 +33,6 @@ cpu::RowRangeKernel kernel_of(const cpu::CpuKernels& k, DType t) {
 // The activations of `num_tokens` rows of x in the form the dtype's kernels read.
 struct Acts {
   std::vector<int8_t> qs;
-  std::vector<uint8_t> qs_u;
   std::vector<float> d, f32;
   std::vector<int32_t> sum;
   std::vector<cpu::ActBlockQ8K> k;
@@ -48,11 +47,9 @@ struct Acts {
       for (int64_t i = 0; i < num_tokens; ++i)
         kernels.act_q8_0(x.data() + i * cols, cols, qs.data() + i * cols, d.data() + i * cols / 32,
                          sum.data() + i * cols / 32);
-      for (int8_t q : qs) qs_u.push_back(static_cast<uint8_t>(q ^ 0x80));  // q + 128
       view.q8_qs = qs.data();
       view.q8_d = d.data();
       view.q8_sum = sum.data();
-      if (t == DType::kQ8_0 && kernels.q8_0_biased_acts) view.q8_qs_u = qs_u.data();
     } else if (t == DType::kQ4_K || t == DType::kQ6_K) {
       k.resize(static_cast<size_t>(num_tokens * cols / 256));
       for (int64_t i = 0; i < num_tokens; ++i) kernels.act_q8_k(x.data() + i * cols, cols, k.data() + i * cols / 256);

@@ -61,7 +61,6 @@ struct ActScratch {
   std::vector<int8_t> q8_qs;       // [num_tokens, cols]
   std::vector<float> q8_d;         // [num_tokens, cols / 32]
   std::vector<int32_t> q8_sum;     // [num_tokens, cols / 32]
-  std::vector<uint8_t> q8_qs_u;    // [num_tokens, cols], where the kernels ask for it
   std::vector<ActBlockQ8K> q8k;    // [num_tokens, cols / 256]
 };
 thread_local ActScratch t_scratch;
@@ -107,20 +106,20 @@ KVLM_DECLARE_SIMD_KERNELS
 const CpuKernels& kernels_for(CpuPath path) {
   static const CpuKernels kScalar = {kernel_f32_scalar,  kernel_f16_scalar,  kernel_bf16_scalar, kernel_q8_0_scalar,
                                      kernel_q4_0_scalar, kernel_q4_k_scalar, kernel_q6_k_scalar, no_strip_bytes,
-                                     no_strip_packer,    false,              quantize_act_q8_0,  quantize_act_q8_k};
+                                     no_strip_packer,    quantize_act_q8_0,  quantize_act_q8_k};
   KVLM_ASSERT(cpu_path_supported(path), "matmul: kernels of a CPU path this CPU cannot run");
 #if KVLM_HAVE_ISA_PATHS
   static const CpuKernels kAvx2 = {avx2::kernel_f32,  avx2::kernel_f16,  avx2::kernel_bf16,
                                    avx2::kernel_q8_0, avx2::kernel_q4_0, avx2::kernel_q4_k,
-                                   avx2::kernel_q6_k, avx2::packed_strip_bytes, avx2::strip_packer, false,
+                                   avx2::kernel_q6_k, avx2::packed_strip_bytes, avx2::strip_packer,
       avx2::quantize_act_q8_0, avx2::quantize_act_q8_k};
   static const CpuKernels kAvx512 = {avx512::kernel_f32,  avx512::kernel_f16,  avx512::kernel_bf16,
                                      avx512::kernel_q8_0, avx512::kernel_q4_0, avx512::kernel_q4_k,
-                                     avx512::kernel_q6_k, avx512::packed_strip_bytes, avx512::strip_packer, true,
+                                     avx512::kernel_q6_k, avx512::packed_strip_bytes, avx512::strip_packer,
       avx512::quantize_act_q8_0, avx512::quantize_act_q8_k};
   static const CpuKernels kAvxVnni = {avxvnni::kernel_f32,  avxvnni::kernel_f16,  avxvnni::kernel_bf16,
                                       avxvnni::kernel_q8_0, avxvnni::kernel_q4_0, avxvnni::kernel_q4_k,
-                                      avxvnni::kernel_q6_k, avxvnni::packed_strip_bytes, avxvnni::strip_packer, true,
+                                      avxvnni::kernel_q6_k, avxvnni::packed_strip_bytes, avxvnni::strip_packer,
       avxvnni::quantize_act_q8_0, avxvnni::quantize_act_q8_k};
   if (path == CpuPath::kAvx2) return kAvx2;
   if (path == CpuPath::kAvxVnni) return kAvxVnni;
@@ -139,7 +138,7 @@ struct PreparedActs {
   int64_t block = 0;  // tokens per fork: whole chunks, ~kTokenBlockBytes of activation rows
 };
 
-PreparedActs prepare_acts(const CpuKernels& kernels, ActKind act, bool biased, const float* x, int64_t num_tokens,
+PreparedActs prepare_acts(const CpuKernels& kernels, ActKind act, const float* x, int64_t num_tokens,
                           int64_t cols) {
   PreparedActs p;
   MatmulActs& acts = p.acts;
@@ -162,12 +161,8 @@ PreparedActs prepare_acts(const CpuKernels& kernels, ActKind act, bool biased, c
       acts.q8_qs = scratch.q8_qs.data();
       acts.q8_d = scratch.q8_d.data();
       acts.q8_sum = scratch.q8_sum.data();
-      if (biased) {
-        if (scratch.q8_qs_u.size() < static_cast<size_t>(num_tokens * cols)) scratch.q8_qs_u.resize(num_tokens * cols);
-        acts.q8_qs_u = scratch.q8_qs_u.data();
-      }
       act_bytes_per_token = cols + cols / 8;
-      act_row_bytes = act_bytes_per_token + (biased ? cols : 0);
+      act_row_bytes = act_bytes_per_token;
       break;
     case ActKind::kQ8_K:
       if (scratch.q8k.size() < static_cast<size_t>(num_tokens * cols / 256)) {
@@ -189,10 +184,6 @@ PreparedActs prepare_acts(const CpuKernels& kernels, ActKind act, bool biased, c
       int8_t* qs = scratch.q8_qs.data() + t * cols;
       kernels.act_q8_0(x + t * cols, cols, qs, scratch.q8_d.data() + t * (cols / 32),
                        scratch.q8_sum.data() + t * (cols / 32));
-      if (biased) {
-        uint8_t* qu = scratch.q8_qs_u.data() + t * cols;
-        for (int64_t i = 0; i < cols; ++i) qu[i] = static_cast<uint8_t>(qs[i] ^ 0x80);  // q + 128
-      }
     } else if (act == ActKind::kQ8_K) {
       kernels.act_q8_k(x + t * cols, cols, scratch.q8k.data() + t * (cols / 256));
     }
@@ -238,17 +229,15 @@ void matmul_many_with(CpuPath path, std::span<const MatmulJob> jobs, const float
   const int64_t cols = jobs[0].w->cols;
   const ActKind act = act_kind_for(jobs[0].w->dtype);
   const CpuKernels& kernels = kernels_for(path);
-  bool biased = false;
   int64_t work = 0;
   for (const MatmulJob& job : jobs) {
     const WeightMatrix& w = *job.w;
     KVLM_ASSERT(w.data != nullptr && x != nullptr && job.y != nullptr, "matmul: null buffer");
     KVLM_ASSERT(w.cols % dtype_info(w.dtype).block_size == 0, "matmul: cols not a multiple of the block size");
     KVLM_ASSERT(w.cols == cols && act_kind_for(w.dtype) == act, "matmul_many: matrices with different inputs");
-    biased = biased || (w.dtype == DType::kQ8_0 && kernels.q8_0_biased_acts);
     work += w.rows * cols * num_tokens;
   }
-  const PreparedActs prepared = prepare_acts(kernels, act, biased, x, num_tokens, cols);
+  const PreparedActs prepared = prepare_acts(kernels, act, x, num_tokens, cols);
   const MatmulActs& acts = prepared.acts;
 
   int64_t total_rows = 0;

@@ -97,9 +97,8 @@ struct MatmulActs {
   const float* f32 = nullptr;        // F32/F16/BF16 weights: [num_tokens, cols]
   const int8_t* q8_qs = nullptr;     // Q8_0/Q4_0 weights: [num_tokens, cols] quants
   const float* q8_d = nullptr;       //   [num_tokens, cols / 32] scales (fp16-rounded, as f32)
-  const int32_t* q8_sum = nullptr;   //   [num_tokens, cols / 32] sum of each block's quants (Q4_0's offset 8)
-  const uint8_t* q8_qs_u = nullptr;  //   [num_tokens, cols] quants + 128, for Q8_0 where the kernels ask
-                                     //   (CpuKernels::q8_0_biased_acts: vpdpbusd wants one unsigned side)
+  const int32_t* q8_sum = nullptr;   //   [num_tokens, cols / 32] sum of each block's quants (the offsets of
+                                     //   Q4_0 and of the VNNI kernels' unsigned Q8_0)
   const ActBlockQ8K* q8k = nullptr;  // Q4_K/Q6_K weights: [num_tokens, cols / 256]
 };
 
@@ -141,7 +140,6 @@ struct CpuKernels {
   // Bytes of one packed strip; 0 where the dtype has no packed layout.
   size_t (*strip_bytes)(DType t, int64_t cols);
   StripPacker (*strip_packer)(DType t);  // nullptr where strip_bytes is 0
-  bool q8_0_biased_acts;                 // the q8_0 kernel reads MatmulActs::q8_qs_u
   ActQ8_0Quantizer act_q8_0;             // quantize_act_q8_0 and _q8_k on this path
   ActQ8KQuantizer act_q8_k;
 };
@@ -366,6 +364,16 @@ inline __m512i broadcast4_512(const void* p) {
   int32_t v;
   __builtin_memcpy(&v, p, 4);
   return _mm512_set1_epi32(v);
+}
+// acc + vpdpbusd(u, the 4 signed bytes at s broadcast to every lane), the
+// broadcast folded into the instruction ({1to16}). GCC does not fold
+// _mm512_set1_epi32 of a load into vpdpbusd: it issues a separate broadcast
+// per call and copies accumulators between registers around it, one or two
+// extra uops per vpdpbusd in the tiles of several tokens. Inline asm, as the
+// intrinsic has no memory form.
+inline __m512i dpbusd_bcst(__m512i acc, __m512i u, const void* s) {
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*static_cast<const int32_t*>(s)));
+  return acc;
 }
 
 // for_each_strip for kernels that can take two strips at once in zmm

@@ -165,14 +165,12 @@ inline void prefetch_pair(const Strip& sa, const Strip& sb, StripAt first, Strip
 template <int C>
 struct TokenActs {
   const int8_t* qs[C];
-  const uint8_t* qs_u[C];  // q + 128 (MatmulActs::q8_qs_u), where prepared
   const float* d[C];
   const int32_t* sum[C];
   TokenActs(const MatmulActs& a, int64_t t0) {
     const int64_t num_blocks = a.cols / 32;
     for (int c = 0; c < C; ++c) {
       qs[c] = a.q8_qs + (t0 + c) * a.cols;
-      qs_u[c] = a.q8_qs_u != nullptr ? a.q8_qs_u + (t0 + c) * a.cols : nullptr;
       d[c] = a.q8_d + (t0 + c) * num_blocks;
       sum[c] = a.q8_sum + (t0 + c) * num_blocks;
     }
@@ -265,10 +263,11 @@ template <int C>
 
 #if KVLM_VNNI
 // Q8_0 with vpdpbusd (unsigned x signed bytes, summed in 4s into int32, no
-// intermediate saturation): the activations come biased by 128 (q8_qs_u) and
-// the bias comes back out as 128 sum(w), accumulated by one more vpdpbusd
-// per weight vector for the whole tile. Integer sums equal the maddubs
-// kernel's, so the float steps and the results are the same bits.
+// intermediate saturation): the weights become unsigned as w + 128 (one xor
+// per weight vector, shared by the tile's tokens) and the bias comes back
+// out as 128 sum(x) per token and block, which the activations carry
+// (MatmulActs::q8_sum). Integer sums equal the maddubs kernel's, so the
+// float steps and the results are the same bits.
 template <int C>
 [[gnu::always_inline]] inline void tile_q8_0_vnni(StripAt strip, const MatmulActs& a, int64_t t0, int64_t b0, int64_t b1, __m256* acc_io) {
   const PairedStrip<kQ8StripQuantBytes> s(strip);
@@ -282,22 +281,20 @@ template <int C>
     if (prefetch_strips<C>()) simd::prefetch(s.q(b + 8), kQ8StripQuantBytes + 2 * kStripRows);
     __m256i isum[C];
 #pragma GCC unroll 16
-    for (int c = 0; c < C; ++c) isum[c] = _mm256_setzero_si256();
-    __m256i wbias = _mm256_setzero_si256();  // 128 sum(w) per row
+    for (int c = 0; c < C; ++c) isum[c] = _mm256_set1_epi32(-128 * x.sum[c][b]);
 #pragma GCC unroll 8
     for (int g = 0; g < 8; ++g) {
-      const __m256i wv = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * g));
-      wbias = simd::dpbusd(wbias, bias, wv);
+      const __m256i wu = _mm256_xor_si256(_mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * g)), bias);
 #pragma GCC unroll 16
       for (int c = 0; c < C; ++c) {
-        isum[c] = simd::dpbusd(isum[c], simd::broadcast4(x.qs_u[c] + 32 * b + 4 * g), wv);
+        isum[c] = simd::dpbusd(isum[c], wu, simd::broadcast4(x.qs[c] + 32 * b + 4 * g));
       }
     }
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s.d(b))));
 #pragma GCC unroll 16
     for (int c = 0; c < C; ++c) {
       const __m256 scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(x.d[c] + b));
-      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(isum[c], wbias)), scale, acc[c]);
+      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), scale, acc[c]);
     }
   }
 #pragma GCC unroll 16
@@ -376,24 +373,20 @@ void pair_q8_0_vnni(StripAt first, StripAt second, const MatmulActs& a, int64_t 
     } else if (prefetch_strips<C>()) {
       prefetch_pair<8>(sa, sb, first, second, next, b, num_blocks);
     }
-    __m512i isum[C];  // from kFloatBias; |sum - wbias| < 2^20
+    __m512i isum[C];  // from kFloatBias; the block's |sum| < 2^20
 #pragma GCC unroll 16
-    for (int c = 0; c < C; ++c) isum[c] = _mm512_set1_epi32(kFloatBias);
-    __m512i wbias = _mm512_setzero_si512();
+    for (int c = 0; c < C; ++c) isum[c] = _mm512_set1_epi32(kFloatBias - 128 * x.sum[c][b]);
 #pragma GCC unroll 8
     for (int g = 0; g < 8; ++g) {
-      const __m512i wv = join_strips(qa + 32 * g, qb + 32 * g);
-      wbias = _mm512_dpbusd_epi32(wbias, bias, wv);
+      const __m512i wu = _mm512_xor_si512(join_strips(qa + 32 * g, qb + 32 * g), bias);
 #pragma GCC unroll 16
-      for (int c = 0; c < C; ++c) {
-        isum[c] = _mm512_dpbusd_epi32(isum[c], broadcast4_512(x.qs_u[c] + 32 * b + 4 * g), wv);
-      }
+      for (int c = 0; c < C; ++c) isum[c] = dpbusd_bcst(isum[c], wu, x.qs[c] + 32 * b + 4 * g);
     }
     const __m512 dw = join_scales(sa.d(b), sb.d(b));
 #pragma GCC unroll 16
     for (int c = 0; c < C; ++c) {
       const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(x.d[c][b]));
-      const __m512 sum = _mm512_sub_ps(_mm512_castsi512_ps(_mm512_sub_epi32(isum[c], wbias)), _mm512_set1_ps(kFloatBiasValue));
+      const __m512 sum = _mm512_sub_ps(_mm512_castsi512_ps(isum[c]), _mm512_set1_ps(kFloatBiasValue));
       acc[c] = _mm512_fmadd_ps(sum, scale, acc[c]);
     }
   }
@@ -431,8 +424,8 @@ void pair_q4_0_vnni(StripAt first, StripAt second, const MatmulActs& a, int64_t 
 #pragma GCC unroll 16
       for (int c = 0; c < C; ++c) {
         const int8_t* xb = x.qs[c] + 32 * b + 4 * v;
-        isum[c] = _mm512_dpbusd_epi32(isum[c], lo, broadcast4_512(xb));
-        isum[c] = _mm512_dpbusd_epi32(isum[c], hi, broadcast4_512(xb + 16));
+        isum[c] = dpbusd_bcst(isum[c], lo, xb);
+        isum[c] = dpbusd_bcst(isum[c], hi, xb + 16);
       }
     }
     const __m512 dw = join_scales(sa.d(b), sb.d(b));
