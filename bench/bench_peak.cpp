@@ -66,14 +66,17 @@ __attribute__((target("avx512f,avx512vnni"))) void dpbusd_zmm(int64_t rounds) {
   }
 }
 
-// AVX2 without VNNI: vpmaddubsw + vpmaddwd, 32 byte products per pair.
+// AVX2 without VNNI: vpmaddubsw + vpmaddwd + vpaddd, 32 byte products per
+// triple. Each chain's unsigned bytes are its own accumulator: with a fixed
+// operand pair the product is loop-invariant, and the compiler hoists it (an
+// earlier version measured vpaddd alone, 115 G "multiply-adds" a core).
 __attribute__((target("avx2"))) void maddubs_ymm(int64_t rounds) {
   __m256i a[kChains];
-  const __m256i x = _mm256_set1_epi8(1), y = _mm256_set1_epi8(2), ones = _mm256_set1_epi16(1);
+  const __m256i y = _mm256_set1_epi8(2), ones = _mm256_set1_epi16(1);
   for (int j = 0; j < kChains; ++j) a[j] = _mm256_set1_epi32(j);
   for (int64_t i = 0; i < rounds; ++i) {
     for (int j = 0; j < kChains; ++j)
-      a[j] = _mm256_add_epi32(a[j], _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), ones));
+      a[j] = _mm256_add_epi32(a[j], _mm256_madd_epi16(_mm256_maddubs_epi16(a[j], y), ones));
     KVLM_KEEP12(a);
   }
 }
