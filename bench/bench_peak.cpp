@@ -26,9 +26,9 @@ constexpr int kChains = 12;  // > latency x ports of every instruction below
 // chains; the asm statement after the loop keeps every chain live. The
 // chains stay in registers: an earlier version kept them live with that asm
 // statement inside the loop, and GCC then stored and reloaded all 12 every
-// round, so each chain also waited on store forwarding. The probe measured
-// 85 G vpdpbusd multiply-adds/s a core on the Zen 5 where this one measures
-// ~140 G, below what the Q4_0 prefill kernel achieved.
+// round, so each chain also waited on store forwarding. That probe measured
+// 85-115 G vpdpbusd multiply-adds/s a core on the Zen 5, below what the Q4_0
+// prefill kernel achieved; this one measures 223-230 G there.
 #define KVLM_OPAQUE(x) asm volatile("" : "+v"(x))
 #define KVLM_KEEP12(a)                                                                                   \
   asm volatile("" : "+v"(a[0]), "+v"(a[1]), "+v"(a[2]), "+v"(a[3]), "+v"(a[4]), "+v"(a[5]), "+v"(a[6]), \
