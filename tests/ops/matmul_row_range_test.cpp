@@ -36,10 +36,12 @@ struct Acts {
   std::vector<float> d, f32;
   std::vector<int32_t> sum;
   std::vector<cpu::ActBlockQ8K> k;
+  std::vector<cpu::ActBlockQ8Tile> tiles;
   cpu::MatmulActs view;
 
   Acts(const cpu::CpuKernels& kernels, DType t, const std::vector<float>& x, int64_t num_tokens, int64_t cols) {
     view.cols = cols;
+    view.num_tokens = num_tokens;
     if (t == DType::kQ8_0 || t == DType::kQ4_0) {
       qs.resize(static_cast<size_t>(num_tokens * cols));
       d.resize(static_cast<size_t>(num_tokens * cols / 32));
@@ -50,6 +52,13 @@ struct Acts {
       view.q8_qs = qs.data();
       view.q8_d = d.data();
       view.q8_sum = sum.data();
+      if (kernels.act_q8_tiles) {
+        tiles.resize(d.size());
+        for (int64_t i = 0; i < num_tokens; ++i)
+          cpu::fill_act_q8_tiles(qs.data() + i * cols, d.data() + i * cols / 32, sum.data() + i * cols / 32, cols,
+                                 num_tokens, tiles.data() + i);
+        view.q8_tiles = tiles.data();
+      }
     } else if (t == DType::kQ4_K || t == DType::kQ6_K) {
       k.resize(static_cast<size_t>(num_tokens * cols / 256));
       for (int64_t i = 0; i < num_tokens; ++i) kernels.act_q8_k(x.data() + i * cols, cols, k.data() + i * cols / 256);

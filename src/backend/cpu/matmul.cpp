@@ -61,6 +61,7 @@ struct ActScratch {
   std::vector<int8_t> q8_qs;       // [num_tokens, cols]
   std::vector<float> q8_d;         // [num_tokens, cols / 32]
   std::vector<int32_t> q8_sum;     // [num_tokens, cols / 32]
+  std::vector<ActBlockQ8Tile> q8_tiles;  // [cols / 32, num_tokens]
   std::vector<ActBlockQ8K> q8k;    // [num_tokens, cols / 256]
 };
 thread_local ActScratch t_scratch;
@@ -96,6 +97,19 @@ constexpr int64_t kStreamTokens = 8;
 
 }  // namespace
 
+void fill_act_q8_tiles(const int8_t* qs, const float* d, const int32_t* sums, int64_t cols, int64_t num_tokens,
+                   ActBlockQ8Tile* tiles) {
+  for (int64_t b = 0; b < cols / 32; ++b) {
+    ActBlockQ8Tile& tile = tiles[b * num_tokens];
+    std::memcpy(tile.qs, qs + 32 * b, 32);
+    tile.d = d[b];
+    // Exact: |8 sum| and |128 sum| are below 2^20, far inside float's 2^24.
+    tile.offset_q4_0 = kFloatBiasValue + static_cast<float>(8 * sums[b]);
+    tile.offset_q8_0 = kFloatBiasValue + static_cast<float>(128 * sums[b]);
+    tile.pad = 0.f;
+  }
+}
+
 uint8_t* strip_scratch(size_t bytes) {
   const size_t n = (bytes + 31) / 32;
   if (t_strip_scratch.size() < n) t_strip_scratch.resize(n);
@@ -127,7 +141,7 @@ const CpuKernels& kernels_for(CpuPath path) {
   static const CpuKernels kAvx512 = {avx512::kernel_f32,  avx512::kernel_f16,  avx512::kernel_bf16,
                                      avx512::kernel_q8_0, avx512::kernel_q4_0, avx512::kernel_q4_k,
                                      avx512::kernel_q6_k, avx512::packed_strip_bytes, avx512::strip_packer,
-      avx512::quantize_act_q8_0, avx512::quantize_act_q8_k};
+      avx512::quantize_act_q8_0, avx512::quantize_act_q8_k, /*act_q8_tiles=*/true};
   static const CpuKernels kAvxVnni = {avxvnni::kernel_f32,  avxvnni::kernel_f16,  avxvnni::kernel_bf16,
                                       avxvnni::kernel_q8_0, avxvnni::kernel_q4_0, avxvnni::kernel_q4_k,
                                       avxvnni::kernel_q6_k, avxvnni::packed_strip_bytes, avxvnni::strip_packer,
@@ -154,6 +168,7 @@ PreparedActs prepare_acts(const CpuKernels& kernels, ActKind act, const float* x
   PreparedActs p;
   MatmulActs& acts = p.acts;
   acts.cols = cols;
+  acts.num_tokens = num_tokens;
   int64_t act_bytes_per_token = cols * 4;
   int64_t act_row_bytes = cols * 4;  // all of one token's activations
   ActScratch& scratch = t_scratch;
@@ -172,6 +187,12 @@ PreparedActs prepare_acts(const CpuKernels& kernels, ActKind act, const float* x
       acts.q8_qs = scratch.q8_qs.data();
       acts.q8_d = scratch.q8_d.data();
       acts.q8_sum = scratch.q8_sum.data();
+      if (kernels.act_q8_tiles) {
+        if (scratch.q8_tiles.size() < static_cast<size_t>(num_tokens * cols / 32)) {
+          scratch.q8_tiles.resize(num_tokens * cols / 32);
+        }
+        acts.q8_tiles = scratch.q8_tiles.data();
+      }
       act_bytes_per_token = cols + cols / 8;
       act_row_bytes = act_bytes_per_token;
       break;
@@ -195,6 +216,10 @@ PreparedActs prepare_acts(const CpuKernels& kernels, ActKind act, const float* x
       int8_t* qs = scratch.q8_qs.data() + t * cols;
       kernels.act_q8_0(x + t * cols, cols, qs, scratch.q8_d.data() + t * (cols / 32),
                        scratch.q8_sum.data() + t * (cols / 32));
+      if (acts.q8_tiles != nullptr) {
+        fill_act_q8_tiles(qs, scratch.q8_d.data() + t * (cols / 32), scratch.q8_sum.data() + t * (cols / 32), cols,
+                      num_tokens, scratch.q8_tiles.data() + t);
+      }
     } else if (act == ActKind::kQ8_K) {
       kernels.act_q8_k(x + t * cols, cols, scratch.q8k.data() + t * (cols / 256));
     }

@@ -90,15 +90,37 @@ struct alignas(32) ActBlockQ8K {
   float d;
 };
 
+// One token's Q8_0 activation block as the AVX-512 pair kernels read it
+// (MatmulActs::q8_tiles): its quants, its scale and the float offsets of
+// their VPDPBUSD sums. A kernel starts a block's integer sum from the bits of
+// the float 1.5 * 2^23 (kFloatBias), so the sum's bits read as a float are
+// 1.5 * 2^23 + the sum exactly (|sum| < 2^22); subtracting offset_q4_0 or
+// offset_q8_0 (1.5 * 2^23 + 8 or 128 times the quants' sum, exact too)
+// leaves the block's signed dot product, as an exact float, in one vsubps
+// whose operand is a broadcast load.
+struct ActBlockQ8Tile {
+  int8_t qs[32];
+  float d;
+  float offset_q4_0;  // Q4_0: nibbles 0..15 unsigned, the offset 8 comes back as 8 sum(x)
+  float offset_q8_0;  // Q8_0 on VNNI: weights + 128 unsigned, 128 sum(x) comes back
+  float pad;
+};
+static_assert(sizeof(ActBlockQ8Tile) == 48, "ActBlockQ8Tile: 48 bytes, offsets the kernels name");
+constexpr int32_t kFloatBias = 0x4B400000;       // the bits of 1.5 * 2^23
+constexpr float kFloatBiasValue = 12582912.0f;  // 1.5 * 2^23
+
 // Activations of one call, converted once and shared by every thread.
 // Exactly one representation is set, chosen by the weight dtype.
 struct MatmulActs {
   int64_t cols = 0;
+  int64_t num_tokens = 0;
   const float* f32 = nullptr;        // F32/F16/BF16 weights: [num_tokens, cols]
   const int8_t* q8_qs = nullptr;     // Q8_0/Q4_0 weights: [num_tokens, cols] quants
   const float* q8_d = nullptr;       //   [num_tokens, cols / 32] scales (fp16-rounded, as f32)
   const int32_t* q8_sum = nullptr;   //   [num_tokens, cols / 32] sum of each block's quants (the offsets of
                                      //   Q4_0 and of the VNNI kernels' unsigned Q8_0)
+  const ActBlockQ8Tile* q8_tiles = nullptr;  //   [cols / 32, num_tokens]: the same, block-major, where the
+                                             //   path's kernels read it (CpuKernels::act_q8_tiles)
   const ActBlockQ8K* q8k = nullptr;  // Q4_K/Q6_K weights: [num_tokens, cols / 256]
 };
 
@@ -108,6 +130,11 @@ struct MatmulActs {
 // CpuKernels.
 void quantize_act_q8_0(const float* x, int64_t cols, int8_t* qs, float* d, int32_t* sums);
 void quantize_act_q8_k(const float* x, int64_t cols, ActBlockQ8K* out);
+// Token t's quantized activations (qs, d, sums as quantize_act_q8_0 wrote
+// them) into the block-major tiles of a call of num_tokens tokens: block b
+// at tiles[b * num_tokens + t]; `tiles` points at token t's column.
+void fill_act_q8_tiles(const int8_t* qs, const float* d, const int32_t* sums, int64_t cols, int64_t num_tokens,
+                       ActBlockQ8Tile* tiles);
 using ActQ8_0Quantizer = void (*)(const float* x, int64_t cols, int8_t* qs, float* d, int32_t* sums);
 using ActQ8KQuantizer = void (*)(const float* x, int64_t cols, ActBlockQ8K* out);
 
@@ -142,6 +169,7 @@ struct CpuKernels {
   StripPacker (*strip_packer)(DType t);  // nullptr where strip_bytes is 0
   ActQ8_0Quantizer act_q8_0;             // quantize_act_q8_0 and _q8_k on this path
   ActQ8KQuantizer act_q8_k;
+  bool act_q8_tiles = false;             // whether its Q8_0/Q4_0 kernels read MatmulActs::q8_tiles
 };
 const CpuKernels& kernels_for(CpuPath path);
 

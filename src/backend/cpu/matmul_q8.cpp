@@ -10,6 +10,7 @@
 // (kMaxTile tokens share each weight register), so at T = 16 one weight load
 // feeds 4 tokens x 8 rows x 4 values. Strips come from the load-time packed
 // copy (pack_for_matmul) or are packed here on the fly.
+#include <cstddef>
 #include <cstring>
 #include <vector>
 
@@ -346,13 +347,45 @@ template <int C>
 // float steps per lane. A zmm vpdpbusd does twice a ymm one's work for the
 // same activation broadcast and issue slot (on the Xeons we measure, ymm
 // VNNI reaches ~97 G and zmm ~130 G multiply-adds per second and core).
-// The bit pattern of 1.5 * 2^23: an int32 n added to it (|n| < 2^22) gives
-// the float 1.5 * 2^23 + n exactly. The pair kernels start
-// their block sums there: float(isum) is then as_float(sum) - 1.5 * 2^23,
-// the same bits as vcvtdq2ps but on either FMA port; vcvtdq2ps runs only on
-// port 0, the one vpdpbusd needs (one conversion per 8 vpdpbusd).
-constexpr int32_t kFloatBias = 0x4B400000;
-constexpr float kFloatBiasValue = 12582912.0f;
+//
+// The activations come block-major (MatmulActs::q8_tiles): a tile's C tokens
+// of one block lie side by side, so every operand is one pointer plus a
+// constant, and the tile needs three registers of addresses where it had
+// three per token (GCC kept 30 pointers on the stack and in xmm registers,
+// and rebuilt each block's start value through a general register). A block
+// sum starts from kFloatBias (matmul_impl.h) and ends as the float
+// as_float(sum) - offset, the offset a broadcast operand of the subtraction:
+// the same bits as vcvtdq2ps of the sum less the offset in integers, but on
+// the add ports, not the ones vpdpbusd needs.
+template <int C>
+struct TileBlocks {
+  const uint8_t* at;  // the tile's first token of the current block
+  int64_t stride;     // bytes from a block to the next
+  TileBlocks(const MatmulActs& a, int64_t t0)
+      : at(reinterpret_cast<const uint8_t*>(a.q8_tiles + t0)),
+        stride(a.num_tokens * static_cast<int64_t>(sizeof(ActBlockQ8Tile))) {}
+  const uint8_t* qs(int c) const { return at + c * sizeof(ActBlockQ8Tile); }
+  float field(int c, size_t offset) const {
+    float v;
+    std::memcpy(&v, at + c * sizeof(ActBlockQ8Tile) + offset, 4);
+    return v;
+  }
+  __m512 d(int c) const { return _mm512_set1_ps(field(c, offsetof(ActBlockQ8Tile, d))); }
+  __m512 offset(int c, size_t which) const { return _mm512_set1_ps(field(c, which)); }
+};
+
+// acc[c] += the block's float step for token c: isum[c] (from kFloatBias)
+// less its offset, times dw * dx.
+template <int C>
+[[gnu::always_inline]] inline void block_steps(const TileBlocks<C>& x, size_t offset, const __m512i* isum, __m512 dw,
+                                               __m512* acc) {
+#pragma GCC unroll 16
+  for (int c = 0; c < C; ++c) {
+    const __m512 scale = _mm512_mul_ps(dw, x.d(c));
+    const __m512 sum = _mm512_sub_ps(_mm512_castsi512_ps(isum[c]), x.offset(c, offset));
+    acc[c] = _mm512_fmadd_ps(sum, scale, acc[c]);
+  }
+}
 
 template <int C>
 void pair_q8_0_vnni(StripAt first, StripAt second, const MatmulActs& a, int64_t t0, __m512* out, StripAt next,
@@ -360,12 +393,13 @@ void pair_q8_0_vnni(StripAt first, StripAt second, const MatmulActs& a, int64_t 
   const int64_t num_blocks = a.cols / 32;
   using Strip = PairedStrip<kQ8StripQuantBytes>;
   const Strip sa(first), sb(second);
-  const TokenActs<C> x(a, t0);
+  TileBlocks<C> x(a, t0);
   const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i start = _mm512_set1_epi32(kFloatBias);
   __m512 acc[C];
 #pragma GCC unroll 16
   for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < num_blocks; ++b) {
+  for (int64_t b = 0; b < num_blocks; ++b, x.at += x.stride) {
     const uint8_t* qa = sa.q(b);
     const uint8_t* qb = sb.q(b);
     if (prefetch_far_tile<C>(cold)) {
@@ -373,22 +407,16 @@ void pair_q8_0_vnni(StripAt first, StripAt second, const MatmulActs& a, int64_t 
     } else if (prefetch_strips<C>()) {
       prefetch_pair<8>(sa, sb, first, second, next, b, num_blocks);
     }
-    __m512i isum[C];  // from kFloatBias; the block's |sum| < 2^20
+    __m512i isum[C];  // from kFloatBias; |sum of (w + 128) x| < 2^20
 #pragma GCC unroll 16
-    for (int c = 0; c < C; ++c) isum[c] = _mm512_set1_epi32(kFloatBias - 128 * x.sum[c][b]);
+    for (int c = 0; c < C; ++c) isum[c] = start;
 #pragma GCC unroll 8
     for (int g = 0; g < 8; ++g) {
       const __m512i wu = _mm512_xor_si512(join_strips(qa + 32 * g, qb + 32 * g), bias);
 #pragma GCC unroll 16
-      for (int c = 0; c < C; ++c) isum[c] = dpbusd_bcst(isum[c], wu, x.qs[c] + 32 * b + 4 * g);
+      for (int c = 0; c < C; ++c) isum[c] = dpbusd_bcst(isum[c], wu, x.qs(c) + 4 * g);
     }
-    const __m512 dw = join_scales(sa.d(b), sb.d(b));
-#pragma GCC unroll 16
-    for (int c = 0; c < C; ++c) {
-      const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(x.d[c][b]));
-      const __m512 sum = _mm512_sub_ps(_mm512_castsi512_ps(isum[c]), _mm512_set1_ps(kFloatBiasValue));
-      acc[c] = _mm512_fmadd_ps(sum, scale, acc[c]);
-    }
+    block_steps<C>(x, offsetof(ActBlockQ8Tile, offset_q8_0), isum, join_scales(sa.d(b), sb.d(b)), acc);
   }
 #pragma GCC unroll 16
   for (int c = 0; c < C; ++c) out[c] = acc[c];
@@ -400,12 +428,13 @@ void pair_q4_0_vnni(StripAt first, StripAt second, const MatmulActs& a, int64_t 
   const int64_t num_blocks = a.cols / 32;
   using Strip = PairedStrip<kQ4StripQuantBytes>;
   const Strip sa(first), sb(second);
-  const TokenActs<C> x(a, t0);
+  TileBlocks<C> x(a, t0);
   const __m512i low4 = _mm512_set1_epi8(0x0F);
+  const __m512i start = _mm512_set1_epi32(kFloatBias);
   __m512 acc[C];
 #pragma GCC unroll 16
   for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < num_blocks; ++b) {
+  for (int64_t b = 0; b < num_blocks; ++b, x.at += x.stride) {
     const uint8_t* qa = sa.q(b);
     const uint8_t* qb = sb.q(b);
     if (prefetch_far_tile<C>(cold)) {
@@ -413,9 +442,9 @@ void pair_q4_0_vnni(StripAt first, StripAt second, const MatmulActs& a, int64_t 
     } else if (prefetch_strips<C>()) {
       prefetch_pair<16>(sa, sb, first, second, next, b, num_blocks);
     }
-    __m512i isum[C];  // from kFloatBias; |sum| < 2^15
+    __m512i isum[C];  // from kFloatBias; |sum of nibbles x| < 2^16
 #pragma GCC unroll 16
-    for (int c = 0; c < C; ++c) isum[c] = _mm512_set1_epi32(kFloatBias - 8 * x.sum[c][b]);
+    for (int c = 0; c < C; ++c) isum[c] = start;
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v) {
       const __m512i bytes = join_strips(qa + 32 * v, qb + 32 * v);
@@ -423,18 +452,11 @@ void pair_q4_0_vnni(StripAt first, StripAt second, const MatmulActs& a, int64_t 
       const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), low4);
 #pragma GCC unroll 16
       for (int c = 0; c < C; ++c) {
-        const int8_t* xb = x.qs[c] + 32 * b + 4 * v;
-        isum[c] = dpbusd_bcst(isum[c], lo, xb);
-        isum[c] = dpbusd_bcst(isum[c], hi, xb + 16);
+        isum[c] = dpbusd_bcst(isum[c], lo, x.qs(c) + 4 * v);
+        isum[c] = dpbusd_bcst(isum[c], hi, x.qs(c) + 16 + 4 * v);
       }
     }
-    const __m512 dw = join_scales(sa.d(b), sb.d(b));
-#pragma GCC unroll 16
-    for (int c = 0; c < C; ++c) {
-      const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(x.d[c][b]));
-      const __m512 sum = _mm512_sub_ps(_mm512_castsi512_ps(isum[c]), _mm512_set1_ps(kFloatBiasValue));
-      acc[c] = _mm512_fmadd_ps(sum, scale, acc[c]);
-    }
+    block_steps<C>(x, offsetof(ActBlockQ8Tile, offset_q4_0), isum, join_scales(sa.d(b), sb.d(b)), acc);
   }
 #pragma GCC unroll 16
   for (int c = 0; c < C; ++c) out[c] = acc[c];
