@@ -34,8 +34,13 @@ constexpr int kMaxTileQ4K = 4;
 #define KVLM_VNNI 0
 constexpr int kMaxTileQ4K = 4;
 #endif
-// Q6_K: four assembled 6-bit vectors stay live while the tokens use them.
+// Q6_K: four assembled 6-bit vectors stay live while the tokens use them;
+// with AVX-512 VNNI a token needs only its int32 and float sums.
+#if defined(__AVX512VNNI__) && defined(__AVX512F__)
+constexpr int kMaxTileQ6K = 8;
+#else
 constexpr int kMaxTileQ6K = 4;
+#endif
 
 #ifndef KVLM_KERNEL_ISA
 // Scalar twins: the GGUF layout, one (row, token) at a time, the same float steps.
