@@ -180,6 +180,30 @@ TEST(Ops, SoftmaxSimdPathsGiveTheSameBits) {
   }
 }
 
+// e^x over its whole range: the avx512 path scales by 2^n with vscalefps,
+// the avx2 path with two exact-then-rounded multiplies; both must round the
+// same way where the result is subnormal (softmax weights 87 below the
+// maximum) or overflows (silu of large negative gates).
+TEST(Ops, ExpGivesTheSameBitsOnBothSimdPathsOverItsRange) {
+  if (!cpu_path_supported(CpuPath::kAvx2) || !cpu_path_supported(CpuPath::kAvx512))
+    GTEST_SKIP() << "needs the avx2 and avx512 paths";
+  const int64_t n = 20000;
+  std::vector<float> x(n);
+  for (int64_t i = 0; i < n; ++i) x[i] = -110.f + 110.f * static_cast<float>(i) / static_cast<float>(n - 1);  // max 0
+  auto y2 = x, y512 = x;
+  cpu::ops_kernels_for(CpuPath::kAvx2).softmax(y2.data(), 1, n);
+  cpu::ops_kernels_for(CpuPath::kAvx512).softmax(y512.data(), 1, n);
+  int subnormal = 0;
+  for (float v : y2) subnormal += v != 0.f && std::fpclassify(v) == FP_SUBNORMAL;
+  EXPECT_GT(subnormal, 100) << "the row should reach e^x's subnormal results";
+  ASSERT_EQ(y2, y512);
+  std::vector<float> gate(n), up(n, 1.f), out2(n), out512(n);
+  for (int64_t i = 0; i < n; ++i) gate[i] = -100.f + 200.f * static_cast<float>(i) / static_cast<float>(n - 1);
+  cpu::ops_kernels_for(CpuPath::kAvx2).swiglu(gate.data(), up.data(), out2.data(), n);
+  cpu::ops_kernels_for(CpuPath::kAvx512).swiglu(gate.data(), up.data(), out512.data(), n);
+  ASSERT_EQ(out2, out512);
+}
+
 // Large element-wise calls are cut into pieces across the threads
 // (ops_dispatch.cpp); every op gives the same bits on 1 thread and on 3.
 TEST(Ops, ThreadCountDoesNotChangeBits) {

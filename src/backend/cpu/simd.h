@@ -137,13 +137,20 @@ inline __m256 exp_ps(__m256 x) {
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
   p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.f)));
-  // Scale by 2^n in two steps so n = 128 (x near 88.7) does not overflow the exponent.
+  // Scale by 2^n in two steps so n = 128 (x near 88.7) does not overflow the
+  // exponent. p * 2^(n/2) is exact (p is within [0.7, 1.5]), so the result
+  // is p * 2^n rounded once: what AVX-512's vscalefps gives in one instruction
+  // for nine, the same bits.
+#if defined(__AVX512F__) && defined(__AVX512VL__)
+  __m256 y = _mm256_scalef_ps(p, n);
+#else
   const __m256i ni = _mm256_cvtps_epi32(n);
   const __m256i n1 = _mm256_srai_epi32(ni, 1);
   const __m256i n2 = _mm256_sub_epi32(ni, n1);
   const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, _mm256_set1_epi32(127)), 23));
   const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, _mm256_set1_epi32(127)), 23));
   __m256 y = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+#endif
   y = _mm256_andnot_ps(too_low, y);
   return _mm256_blendv_ps(y, _mm256_set1_ps(__builtin_huge_valf()), too_high);
 }
@@ -192,12 +199,8 @@ inline __m512 exp_ps16(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
   p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.f)));
-  const __m512i ni = _mm512_maskz_cvtps_epi32(kAll, n);
-  const __m512i n1 = _mm512_maskz_srai_epi32(kAll, ni, 1);
-  const __m512i n2 = _mm512_sub_epi32(ni, n1);
-  const __m512 s1 = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kAll, _mm512_add_epi32(n1, _mm512_set1_epi32(127)), 23));
-  const __m512 s2 = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kAll, _mm512_add_epi32(n2, _mm512_set1_epi32(127)), 23));
-  const __m512 y = _mm512_maskz_mov_ps(static_cast<__mmask16>(~too_low), _mm512_mul_ps(_mm512_mul_ps(p, s1), s2));
+  // p * 2^n rounded once, as exp_ps's two exact-then-rounded steps give it.
+  const __m512 y = _mm512_maskz_scalef_ps(static_cast<__mmask16>(~too_low), p, n);
   return _mm512_mask_blend_ps(too_high, y, _mm512_set1_ps(__builtin_huge_valf()));
 }
 #endif  // __AVX512F__
