@@ -98,7 +98,7 @@ constexpr int64_t kStreamTokens = 8;
 }  // namespace
 
 void fill_act_q8_tiles(const int8_t* qs, const float* d, const int32_t* sums, int64_t cols, int64_t num_tokens,
-                   ActBlockQ8Tile* tiles) {
+                       ActBlockQ8Tile* tiles) {
   for (int64_t b = 0; b < cols / 32; ++b) {
     ActBlockQ8Tile& tile = tiles[b * num_tokens];
     std::memcpy(tile.qs, qs + 32 * b, 32);
@@ -218,7 +218,7 @@ PreparedActs prepare_acts(const CpuKernels& kernels, ActKind act, const float* x
                        scratch.q8_sum.data() + t * (cols / 32));
       if (acts.q8_tiles != nullptr) {
         fill_act_q8_tiles(qs, scratch.q8_d.data() + t * (cols / 32), scratch.q8_sum.data() + t * (cols / 32), cols,
-                      num_tokens, scratch.q8_tiles.data() + t);
+                          num_tokens, scratch.q8_tiles.data() + t);
       }
     } else if (act == ActKind::kQ8_K) {
       kernels.act_q8_k(x + t * cols, cols, scratch.q8k.data() + t * (cols / 256));

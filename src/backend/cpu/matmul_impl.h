@@ -110,7 +110,8 @@ constexpr int32_t kFloatBias = 0x4B400000;       // the bits of 1.5 * 2^23
 constexpr float kFloatBiasValue = 12582912.0f;  // 1.5 * 2^23
 
 // Activations of one call, converted once and shared by every thread.
-// Exactly one representation is set, chosen by the weight dtype.
+// Exactly one representation is set, chosen by the weight dtype (Q8_0's
+// with its block-major copy where the path's kernels read that).
 struct MatmulActs {
   int64_t cols = 0;
   int64_t num_tokens = 0;
