@@ -36,7 +36,7 @@ constexpr int kMaxTileQ4K = 4;
 #endif
 // Q6_K: four assembled 6-bit vectors stay live while the tokens use them;
 // with AVX-512 VNNI a token needs only its int32 and float sums.
-#if defined(__AVX512VNNI__) && defined(__AVX512F__)
+#if KVLM_VNNI && defined(__AVX512F__)
 constexpr int kMaxTileQ6K = 8;
 #else
 constexpr int kMaxTileQ6K = 4;
@@ -474,11 +474,9 @@ template <int C>
   for (int c = 0; c < C; ++c) acc_io[c] = acc[c];
 }
 
-#if defined(__AVX512F__) && defined(__AVX512BW__)
+#if KVLM_VNNI && defined(__AVX512F__)
 // q6_k_sub_block on a pair of strips at once (for_each_strip_pair): slot 0's
-// rows in lanes 0-7, slot 1's in lanes 8-15, the same integers (with VNNI
-// through vpdpbusd; without, the maddubs/madd route in zmm, whose byte
-// shuffles work per 128-bit lane, so the ymm patterns repeat).
+// rows in lanes 0-7, slot 1's in lanes 8-15, the same integers.
 template <int C, int S>
 inline void q6_k_pair_sub_block(const PairQ6K& p, int h, const ActBlockQ8K* const* x, __m512i* isum) {
   const __m512i low4 = _mm512_set1_epi8(0x0F);
@@ -494,13 +492,13 @@ inline void q6_k_pair_sub_block(const PairQ6K& p, int h, const ActBlockQ8K* cons
     if constexpr (kBit > 4) hi = _mm512_srli_epi16(hi, kBit - 4);
     q[u] = _mm512_or_si512(_mm512_and_si512(lo, low4), _mm512_and_si512(hi, bits45));
   }
-#if defined(__AVX512VNNI__)
   // vpdpbusd sums each row's 16 products in int32 (the quants are unsigned
   // 0..63), then times the sub-block's scale, the byte S % 2 of each row's
-  // pair sign-extended: 6 instructions a token where the maddubs route below
-  // takes 10. The same integers: that route never saturates. With several
-  // tokens (it served decode alone before) Q6_K's 8-token tile went from
-  // 161-174 to 210-224 GFLOP/s on a Zen 5 core.
+  // pair sign-extended: 6 instructions a token where tile_q6_k's maddubs
+  // route takes 10. The same integers: that route never saturates. With
+  // several tokens (it served decode alone before; tiles of several tokens
+  // took the maddubs route in zmm) Q6_K's 8-token tile went from 161-174 to
+  // 210-224 GFLOP/s on a Zen 5 core.
   const __m512i pair16 =
       _mm512_cvtepi16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.scale_pairs[4 * h + S / 2])));
   const __m512i sc32 = S % 2 == 0 ? _mm512_srai_epi32(_mm512_slli_epi32(pair16, 24), 24) : _mm512_srai_epi32(pair16, 8);
@@ -513,25 +511,6 @@ inline void q6_k_pair_sub_block(const PairQ6K& p, int h, const ActBlockQ8K* cons
     d32 = dpbusd_bcst(d32, q[3], xq + 12);
     isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(d32, sc32));
   }
-#else
-  const __m512i pairs =
-      _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.scale_pairs[4 * h + S / 2])));
-  // Within each 32-bit lane (one row): both int16 halves take the sub-block's
-  // scale, int16 2k (S even) or 2k + 1 (S odd) of the pairs; the shuffle's
-  // byte indices count within each 128-bit lane.
-  const __m128i dup = S % 2 == 0 ? _mm_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13)
-                                 : _mm_setr_epi8(2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15);
-  const __m512i sc = _mm512_shuffle_epi8(pairs, _mm512_broadcast_i32x4(dup));
-#pragma GCC unroll 8
-  for (int c = 0; c < C; ++c) {
-    const int8_t* xq = x[c]->qs + 128 * h + 16 * S;
-    const __m512i p01 = _mm512_add_epi16(_mm512_maddubs_epi16(q[0], broadcast4_512(xq)),
-                                         _mm512_maddubs_epi16(q[1], broadcast4_512(xq + 4)));
-    const __m512i p23 = _mm512_add_epi16(_mm512_maddubs_epi16(q[2], broadcast4_512(xq + 8)),
-                                         _mm512_maddubs_epi16(q[3], broadcast4_512(xq + 12)));
-    isum[c] = _mm512_add_epi32(isum[c], _mm512_add_epi32(_mm512_madd_epi16(p01, sc), _mm512_madd_epi16(p23, sc)));
-  }
-#endif
 }
 
 template <int C>
@@ -578,7 +557,7 @@ void pair_q6_k(const PairQ6K* pairs, const MatmulActs& a, int64_t t0, __m512* ou
 #pragma GCC unroll 8
   for (int c = 0; c < C; ++c) out[c] = acc[c];
 }
-#endif  // __AVX512F__ && __AVX512BW__
+#endif  // KVLM_VNNI && __AVX512F__ (Q6_K)
 
 }  // namespace
 
@@ -683,7 +662,7 @@ void kernel_q6_k(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t
   auto range = [&]<int C>(StripAt strip, int64_t t, int64_t b0, int64_t b1, __m256* acc) {
     tile_q6_k<C>(strip, a, t, b0, b1, acc);
   };
-#if defined(__AVX512F__) && defined(__AVX512BW__)
+#if KVLM_VNNI && defined(__AVX512F__)
   auto pair = [&]<int C>(const PairQ6K* pairs, int64_t t, __m512* out, const PairQ6K* next, bool cold) {
     pair_q6_k<C>(pairs, a, t, out, next, cold);
   };
