@@ -357,7 +357,6 @@ template <int C>
 // as_float(sum) - offset, the offset a broadcast operand of the subtraction:
 // the same bits as vcvtdq2ps of the sum less the offset in integers, but on
 // the add ports, not the ones vpdpbusd needs.
-template <int C>
 struct TileBlocks {
   const uint8_t* at;  // the tile's first token of the current block
   int64_t stride;     // bytes from a block to the next
@@ -365,24 +364,23 @@ struct TileBlocks {
       : at(reinterpret_cast<const uint8_t*>(a.q8_tiles + t0)),
         stride(a.num_tokens * static_cast<int64_t>(sizeof(ActBlockQ8Tile))) {}
   const uint8_t* qs(int c) const { return at + c * sizeof(ActBlockQ8Tile); }
-  float field(int c, size_t offset) const {
+  // Token c's float at byte `field` of its ActBlockQ8Tile, in every lane.
+  __m512 broadcast(int c, size_t field) const {
     float v;
-    std::memcpy(&v, at + c * sizeof(ActBlockQ8Tile) + offset, 4);
-    return v;
+    std::memcpy(&v, at + c * sizeof(ActBlockQ8Tile) + field, 4);
+    return _mm512_set1_ps(v);
   }
-  __m512 d(int c) const { return _mm512_set1_ps(field(c, offsetof(ActBlockQ8Tile, d))); }
-  __m512 offset(int c, size_t which) const { return _mm512_set1_ps(field(c, which)); }
 };
 
 // acc[c] += the block's float step for token c: isum[c] (from kFloatBias)
 // less its offset, times dw * dx.
 template <int C>
-[[gnu::always_inline]] inline void block_steps(const TileBlocks<C>& x, size_t offset, const __m512i* isum, __m512 dw,
+[[gnu::always_inline]] inline void block_steps(const TileBlocks& x, size_t offset, const __m512i* isum, __m512 dw,
                                                __m512* acc) {
 #pragma GCC unroll 16
   for (int c = 0; c < C; ++c) {
-    const __m512 scale = _mm512_mul_ps(dw, x.d(c));
-    const __m512 sum = _mm512_sub_ps(_mm512_castsi512_ps(isum[c]), x.offset(c, offset));
+    const __m512 scale = _mm512_mul_ps(dw, x.broadcast(c, offsetof(ActBlockQ8Tile, d)));
+    const __m512 sum = _mm512_sub_ps(_mm512_castsi512_ps(isum[c]), x.broadcast(c, offset));
     acc[c] = _mm512_fmadd_ps(sum, scale, acc[c]);
   }
 }
@@ -393,7 +391,7 @@ void pair_q8_0_vnni(StripAt first, StripAt second, const MatmulActs& a, int64_t 
   const int64_t num_blocks = a.cols / 32;
   using Strip = PairedStrip<kQ8StripQuantBytes>;
   const Strip sa(first), sb(second);
-  TileBlocks<C> x(a, t0);
+  TileBlocks x(a, t0);
   const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
   const __m512i start = _mm512_set1_epi32(kFloatBias);
   __m512 acc[C];
@@ -428,7 +426,7 @@ void pair_q4_0_vnni(StripAt first, StripAt second, const MatmulActs& a, int64_t 
   const int64_t num_blocks = a.cols / 32;
   using Strip = PairedStrip<kQ4StripQuantBytes>;
   const Strip sa(first), sb(second);
-  TileBlocks<C> x(a, t0);
+  TileBlocks x(a, t0);
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   const __m512i start = _mm512_set1_epi32(kFloatBias);
   __m512 acc[C];
