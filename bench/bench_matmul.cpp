@@ -26,7 +26,9 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/cpu_path.h"
 #include "backend/cpu/matmul.h"
+#include "backend/cpu/matmul_impl.h"
 #include "backend/quant.h"
 #include "backend/thread_pool.h"
 #include "backend/threads.h"
@@ -157,6 +159,33 @@ void BM_Memcpy(benchmark::State& state) {
       static_cast<double>(state.iterations()) * 2.0 * static_cast<double>(n) * 1e-9, benchmark::Counter::kIsRate);
 }
 
+// The activation quantizer of Q8_0/Q4_0 calls on one thread: 8 tokens of
+// TinyLlama's FFN width (a batch-8 step's down projection), with the
+// block-major copy where the path's kernels read it.
+void BM_QuantizeActQ8_0(benchmark::State& state) {
+  const int64_t cols = 5632, num_tokens = 8;
+  const std::vector<float> x = random_floats(static_cast<size_t>(cols * num_tokens), 5, 1.f);
+  std::vector<int8_t> qs(x.size());
+  std::vector<float> d(x.size() / 32);
+  std::vector<int32_t> sums(d.size());
+  std::vector<cpu::ActBlockQ8Tile> tiles(d.size());
+  const cpu::CpuKernels& kernels = cpu::kernels_for(active_cpu_path());
+  for (auto _ : state) {
+    for (int64_t t = 0; t < num_tokens; ++t) {
+      cpu::ActQ8Out out{qs.data() + t * cols, d.data() + t * cols / 32, sums.data() + t * cols / 32};
+      if (kernels.act_q8_tiles) {
+        out.tiles = tiles.data() + t;
+        out.tile_stride = num_tokens;
+      }
+      kernels.act_q8_0(x.data() + t * cols, cols, out);
+    }
+    benchmark::DoNotOptimize(qs.data());
+    benchmark::DoNotOptimize(tiles.data());
+  }
+  state.counters["values/s"] = benchmark::Counter(static_cast<double>(state.iterations()) *
+                                                      static_cast<double>(x.size()), benchmark::Counter::kIsRate);
+}
+
 // Wall-clock time by default. KVLM_BENCH_CPU_TIME=1 rates by the main
 // thread's CPU time instead: with OMP_NUM_THREADS=1 that is the per-core
 // speed even on a machine shared with other work.
@@ -169,6 +198,7 @@ void register_benchmarks() {
   };
   timing(benchmark::RegisterBenchmark("BM_MemoryRead", BM_MemoryRead))->Unit(benchmark::kMillisecond);
   timing(benchmark::RegisterBenchmark("BM_Memcpy", BM_Memcpy))->Unit(benchmark::kMillisecond);
+  timing(benchmark::RegisterBenchmark("BM_QuantizeActQ8_0", BM_QuantizeActQ8_0))->Unit(benchmark::kMicrosecond);
   const DType all[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K};
   const Shape shapes[] = {{4096, 4096, true}, {768, 256, false}, {256, 768, false}};
   for (const Shape& shape : shapes) {

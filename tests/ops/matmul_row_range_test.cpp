@@ -46,19 +46,19 @@ struct Acts {
       qs.resize(static_cast<size_t>(num_tokens * cols));
       d.resize(static_cast<size_t>(num_tokens * cols / 32));
       sum.resize(d.size());
-      for (int64_t i = 0; i < num_tokens; ++i)
-        kernels.act_q8_0(x.data() + i * cols, cols, qs.data() + i * cols, d.data() + i * cols / 32,
-                         sum.data() + i * cols / 32);
+      if (kernels.act_q8_tiles) tiles.resize(d.size());
+      for (int64_t i = 0; i < num_tokens; ++i) {
+        cpu::ActQ8Out out{qs.data() + i * cols, d.data() + i * cols / 32, sum.data() + i * cols / 32};
+        if (kernels.act_q8_tiles) {
+          out.tiles = tiles.data() + i;
+          out.tile_stride = num_tokens;
+        }
+        kernels.act_q8_0(x.data() + i * cols, cols, out);
+      }
       view.q8_qs = qs.data();
       view.q8_d = d.data();
       view.q8_sum = sum.data();
-      if (kernels.act_q8_tiles) {
-        tiles.resize(d.size());
-        for (int64_t i = 0; i < num_tokens; ++i)
-          cpu::fill_act_q8_tiles(qs.data() + i * cols, d.data() + i * cols / 32, sum.data() + i * cols / 32, cols,
-                                 num_tokens, tiles.data() + i);
-        view.q8_tiles = tiles.data();
-      }
+      if (kernels.act_q8_tiles) view.q8_tiles = tiles.data();
     } else if (t == DType::kQ4_K || t == DType::kQ6_K) {
       k.resize(static_cast<size_t>(num_tokens * cols / 256));
       for (int64_t i = 0; i < num_tokens; ++i) kernels.act_q8_k(x.data() + i * cols, cols, k.data() + i * cols / 256);

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -302,13 +303,26 @@ TEST(MatmulActivations, QuantizersMatchQuantizeRow) {
   x[258] = -3.5f;
   x[259] = -0.5f;
   for (int64_t i = 512; i < 544; ++i) x[i] = 0.f;  // an all-zero Q8_0 block
+  // Scales at the edges of their fp16 rounding: a subnormal fp16 (the quants
+  // still use the unrounded scale), one past fp16's range (d is inf), and
+  // two exact ties between fp16 neighbours (1 + 2^-11 rounds down to even,
+  // 1 + 3 * 2^-11 up).
+  const float amax_of_scale[] = {5e-4f, 1e7f, 127.f * (1.f + 0x1p-11f), 127.f * (1.f + 3 * 0x1p-11f)};
+  for (int k = 0; k < 4; ++k) {
+    for (int j = 0; j < 32; ++j) x[576 + 32 * k + j] = amax_of_scale[k] * static_cast<float>(j - 15) / 17.f;
+    x[576 + 32 * k + 7] = -amax_of_scale[k];
+  }
 
   std::vector<BlockQ8_0> ref0(cols / 32);
   quantize_row(DType::kQ8_0, x.data(), ref0.data(), cols);
   std::vector<int8_t> qs(cols);
   std::vector<float> d(cols / 32);
   std::vector<int32_t> sums(cols / 32);
-  cpu::kernels_for(active_cpu_path()).act_q8_0(x.data(), cols, qs.data(), d.data(), sums.data());
+  // The block-major copy, as in a call of 3 tokens where this is token 1.
+  constexpr int64_t kTokens = 3;
+  std::vector<cpu::ActBlockQ8Tile> tiles(cols / 32 * kTokens);
+  const cpu::CpuKernels& kernels = cpu::kernels_for(active_cpu_path());
+  kernels.act_q8_0(x.data(), cols, {qs.data(), d.data(), sums.data(), tiles.data() + 1, kTokens});
   for (int64_t b = 0; b < cols / 32; ++b) {
     ASSERT_EQ(d[b], fp16_to_f32(ref0[b].d)) << b;
     int32_t sum = 0;
@@ -317,10 +331,20 @@ TEST(MatmulActivations, QuantizersMatchQuantizeRow) {
       sum += ref0[b].qs[j];
     }
     ASSERT_EQ(sums[b], sum) << b;
+    const cpu::ActBlockQ8Tile& tile = tiles[b * kTokens + 1];
+    ASSERT_EQ(std::memcmp(tile.qs, ref0[b].qs, 32), 0) << b;
+    ASSERT_EQ(tile.d, d[b]) << b;
+    ASSERT_EQ(tile.offset_q4_0, cpu::kFloatBiasValue + static_cast<float>(8 * sum)) << b;
+    ASSERT_EQ(tile.offset_q8_0, cpu::kFloatBiasValue + static_cast<float>(128 * sum)) << b;
   }
   EXPECT_EQ(qs[1], 3);
   EXPECT_EQ(qs[2], -4);
   EXPECT_EQ(qs[3], 1);
+  EXPECT_GT(d[18], 0.f);
+  EXPECT_LT(d[18], 0x1p-14f);  // subnormal in fp16
+  EXPECT_TRUE(std::isinf(d[19]));
+  EXPECT_EQ(d[20], 1.f);
+  EXPECT_EQ(d[21], 1.f + 0x1p-9f);
 
   std::vector<BlockQ8_K> refk(cols / 256);
   quantize_row(DType::kQ8_K, x.data(), refk.data(), cols);

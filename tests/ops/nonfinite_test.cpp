@@ -50,7 +50,7 @@ TEST(NonFinite, ActivationQuantizersStayInTheirBlock) {
       auto sums = std::make_unique<int32_t[]>(8);
       std::copy(r.begin(), r.end(), x.get());
       x[static_cast<size_t>(at)] = poison;
-      cpu::kernels_for(active_cpu_path()).act_q8_0(x.get(), 256, qs.get(), d.get(), sums.get());
+      cpu::kernels_for(active_cpu_path()).act_q8_0(x.get(), 256, {qs.get(), d.get(), sums.get()});
       EXPECT_TRUE(std::isnan(d[at / 32])) << poison << " at " << at;
       EXPECT_FALSE(std::isnan(d[(at / 32 + 1) % 8]));  // other blocks keep their scale
     }

@@ -97,19 +97,6 @@ constexpr int64_t kStreamTokens = 8;
 
 }  // namespace
 
-void fill_act_q8_tiles(const int8_t* qs, const float* d, const int32_t* sums, int64_t cols, int64_t num_tokens,
-                       ActBlockQ8Tile* tiles) {
-  for (int64_t b = 0; b < cols / 32; ++b) {
-    ActBlockQ8Tile& tile = tiles[b * num_tokens];
-    std::memcpy(tile.qs, qs + 32 * b, 32);
-    tile.d = d[b];
-    // Exact: |8 sum| and |128 sum| are below 2^20, far inside float's 2^24.
-    tile.offset_q4_0 = kFloatBiasValue + static_cast<float>(8 * sums[b]);
-    tile.offset_q8_0 = kFloatBiasValue + static_cast<float>(128 * sums[b]);
-    tile.pad = 0.f;
-  }
-}
-
 uint8_t* strip_scratch(size_t bytes) {
   const size_t n = (bytes + 31) / 32;
   if (t_strip_scratch.size() < n) t_strip_scratch.resize(n);
@@ -213,13 +200,13 @@ PreparedActs prepare_acts(const CpuKernels& kernels, ActKind act, const float* x
 
   auto quantize_token = [&](int64_t t) {
     if (act == ActKind::kQ8_0) {
-      int8_t* qs = scratch.q8_qs.data() + t * cols;
-      kernels.act_q8_0(x + t * cols, cols, qs, scratch.q8_d.data() + t * (cols / 32),
-                       scratch.q8_sum.data() + t * (cols / 32));
+      cpu::ActQ8Out out{scratch.q8_qs.data() + t * cols, scratch.q8_d.data() + t * (cols / 32),
+                        scratch.q8_sum.data() + t * (cols / 32)};
       if (acts.q8_tiles != nullptr) {
-        fill_act_q8_tiles(qs, scratch.q8_d.data() + t * (cols / 32), scratch.q8_sum.data() + t * (cols / 32), cols,
-                          num_tokens, scratch.q8_tiles.data() + t);
+        out.tiles = scratch.q8_tiles.data() + t;
+        out.tile_stride = num_tokens;
       }
+      kernels.act_q8_0(x + t * cols, cols, out);
     } else if (act == ActKind::kQ8_K) {
       kernels.act_q8_k(x + t * cols, cols, scratch.q8k.data() + t * (cols / 256));
     }

@@ -125,18 +125,33 @@ struct MatmulActs {
   const ActBlockQ8K* q8k = nullptr;  // Q4_K/Q6_K weights: [num_tokens, cols / 256]
 };
 
+// Where quantize_act_q8_0 puts one token's blocks: the token-major arrays
+// (qs: cols quants; d, sums: cols / 32), and where `tiles` is set the
+// block-major copy too, block b at tiles[b * tile_stride] (in a call of T
+// tokens: token t's column of MatmulActs::q8_tiles, stride T).
+struct ActQ8Out {
+  int8_t* qs = nullptr;
+  float* d = nullptr;
+  int32_t* sums = nullptr;
+  ActBlockQ8Tile* tiles = nullptr;
+  int64_t tile_stride = 0;
+};
+
+// A block's tile but its quants: its scale and the offsets of its quants' sum.
+inline void set_act_tile_scales(ActBlockQ8Tile& tile, float d, int32_t sum) {
+  tile.d = d;
+  // Exact: |8 sum| and |128 sum| are below 2^20, far inside float's 2^24.
+  tile.offset_q4_0 = kFloatBiasValue + static_cast<float>(8 * sum);
+  tile.offset_q8_0 = kFloatBiasValue + static_cast<float>(128 * sum);
+  tile.pad = 0.f;
+}
+
 // Quantizes one activation row exactly as quantize_row(kQ8_0 / kQ8_K) would
-// (same rounding, bit for bit), into the layouts above. sums: [cols / 32].
-// These are the scalar twins (matmul_acts.cpp); every path has its copy in
-// CpuKernels.
-void quantize_act_q8_0(const float* x, int64_t cols, int8_t* qs, float* d, int32_t* sums);
+// (same rounding, bit for bit), into the layouts above. These are the scalar
+// twins (matmul_acts.cpp); every path has its copy in CpuKernels.
+void quantize_act_q8_0(const float* x, int64_t cols, const ActQ8Out& out);
 void quantize_act_q8_k(const float* x, int64_t cols, ActBlockQ8K* out);
-// Token t's quantized activations (qs, d, sums as quantize_act_q8_0 wrote
-// them) into the block-major tiles of a call of num_tokens tokens: block b
-// at tiles[b * num_tokens + t]; `tiles` points at token t's column.
-void fill_act_q8_tiles(const int8_t* qs, const float* d, const int32_t* sums, int64_t cols, int64_t num_tokens,
-                       ActBlockQ8Tile* tiles);
-using ActQ8_0Quantizer = void (*)(const float* x, int64_t cols, int8_t* qs, float* d, int32_t* sums);
+using ActQ8_0Quantizer = void (*)(const float* x, int64_t cols, const ActQ8Out& out);
 using ActQ8KQuantizer = void (*)(const float* x, int64_t cols, ActBlockQ8K* out);
 
 // Computes y[t][r] for rows [row_begin, row_end) and tokens [tok_begin, tok_end).
@@ -219,7 +234,7 @@ uint8_t* strip_scratch(size_t bytes);
   void kernel_q6_k(const WeightMatrix&, const MatmulActs&, int64_t, int64_t, int64_t, int64_t, float*); \
   size_t packed_strip_bytes(DType t, int64_t cols);                                                    \
   StripPacker strip_packer(DType t);                                                                    \
-  void quantize_act_q8_0(const float* x, int64_t cols, int8_t* qs, float* d, int32_t* sums);            \
+  void quantize_act_q8_0(const float* x, int64_t cols, const ActQ8Out& out);                            \
   void quantize_act_q8_k(const float* x, int64_t cols, ActBlockQ8K* out);
 
 #if defined(KVLM_KERNEL_ISA) && KVLM_AVX2
