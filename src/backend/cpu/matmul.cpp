@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/chunk_regions.h"
 #include "backend/cpu/matmul_impl.h"
 #include "backend/cpu/simd.h"
 #include "backend/quant.h"
@@ -84,10 +85,10 @@ constexpr int64_t kSerialActElements = 16 * 1024;
 // Weights handed to a thread at a time (see matmul()).
 constexpr int64_t kRowChunkBytes = 96 * 1024;
 // The same for a call of at most kStreamTokens tokens (decode, small
-// batches), which streams the weights once: each chunk starts a new stream
-// that a core's hardware prefetcher must pick up again (the two threads take
-// chunks in turn, so a thread's next chunk is never the bytes after its
-// last), and at 96 KiB those restarts cost a fifth of decode. Zen 5, TinyLlama,
+// batches), which streams the weights once: when the threads took chunks in
+// turn, each chunk started a new stream that a core's hardware prefetcher
+// had to pick up again, and at 96 KiB those restarts cost a fifth of decode
+// (such calls now walk ChunkRegions). Zen 5, TinyLlama,
 // 2 threads, four or five alternated runs: Q4_0 decode 40.5-46.0 -> 47.9-55.1
 // tokens/s, Q8_0 25.6-30.5 -> 26.2-35.5, F16 11.7-13.1 -> 13.0-14.3. Prefill
 // keeps 96 KiB (232-261 against 223-237 tokens/s with 256 KiB): there the
@@ -295,7 +296,12 @@ void matmul_many_with(CpuPath path, std::span<const MatmulJob> jobs, const float
         part.kernel(*part.w, acts, row_begin, row_end, t0, std::min(b1, t0 + prepared.chunk), part.y);
       }
     };
-    if (num_threads_used > 1) {
+    if (num_threads_used > 1 && num_tokens <= kStreamTokens) {
+      ChunkRegions regions(num_chunks, num_threads_used);
+      parallel_for(num_threads_used, [&](int64_t, int worker) {
+        for (int64_t rc = regions.next(worker); rc >= 0; rc = regions.next(worker)) run_chunk(rc, worker);
+      });
+    } else if (num_threads_used > 1) {
       parallel_for(num_chunks, run_chunk);
     } else {
       for (int64_t rc = 0; rc < num_chunks; ++rc) run_chunk(rc, 0);
