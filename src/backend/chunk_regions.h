@@ -1,4 +1,4 @@
-// ChunkRegions: work split for calls that stream their data once.
+// ChunkRegions: how a matmul call splits its row chunks between the threads.
 #pragma once
 
 #include <algorithm>
