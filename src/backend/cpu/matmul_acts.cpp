@@ -106,7 +106,7 @@ inline QuantizedBlock quantize_block_q8_0(const float* xb, int8_t* qs, int8_t* t
   for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(xb + 8 * k);
   __m256 z = _mm256_setzero_ps();
   for (int k = 0; k < 4; ++k) z = accumulate_nonfinite(z, v[k]);
-  // The SIMD max may have dropped a NaN; the check above does not.
+  // Checked apart from the max, which may drop a NaN (max_ps keeps or drops one by operand order).
   if (any_nan(z)) return {false, 0.f, 0};
   const __m256 m = _mm256_max_ps(_mm256_max_ps(simd::abs_ps(v[0]), simd::abs_ps(v[1])),
                                  _mm256_max_ps(simd::abs_ps(v[2]), simd::abs_ps(v[3])));
