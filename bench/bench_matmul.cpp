@@ -172,12 +172,9 @@ void BM_QuantizeActQ8_0(benchmark::State& state) {
   const cpu::CpuKernels& kernels = cpu::kernels_for(active_cpu_path());
   for (auto _ : state) {
     for (int64_t t = 0; t < num_tokens; ++t) {
-      cpu::ActQ8Out out{qs.data() + t * cols, d.data() + t * cols / 32, sums.data() + t * cols / 32};
-      if (kernels.act_q8_tiles) {
-        out.tiles = tiles.data() + t;
-        out.tile_stride = num_tokens;
-      }
-      kernels.act_q8_0(x.data() + t * cols, cols, out);
+      kernels.act_q8_0(x.data() + t * cols, cols,
+                       cpu::act_q8_out_for_token(qs.data(), d.data(), sums.data(),
+                                                 kernels.act_q8_tiles ? tiles.data() : nullptr, cols, num_tokens, t));
     }
     benchmark::DoNotOptimize(qs.data());
     benchmark::DoNotOptimize(tiles.data());

@@ -48,12 +48,9 @@ struct Acts {
       sum.resize(d.size());
       if (kernels.act_q8_tiles) tiles.resize(d.size());
       for (int64_t i = 0; i < num_tokens; ++i) {
-        cpu::ActQ8Out out{qs.data() + i * cols, d.data() + i * cols / 32, sum.data() + i * cols / 32};
-        if (kernels.act_q8_tiles) {
-          out.tiles = tiles.data() + i;
-          out.tile_stride = num_tokens;
-        }
-        kernels.act_q8_0(x.data() + i * cols, cols, out);
+        kernels.act_q8_0(x.data() + i * cols, cols,
+                         cpu::act_q8_out_for_token(qs.data(), d.data(), sum.data(),
+                                                   kernels.act_q8_tiles ? tiles.data() : nullptr, cols, num_tokens, i));
       }
       view.q8_qs = qs.data();
       view.q8_d = d.data();

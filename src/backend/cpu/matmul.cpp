@@ -201,13 +201,10 @@ PreparedActs prepare_acts(const CpuKernels& kernels, ActKind act, const float* x
 
   auto quantize_token = [&](int64_t t) {
     if (act == ActKind::kQ8_0) {
-      cpu::ActQ8Out out{scratch.q8_qs.data() + t * cols, scratch.q8_d.data() + t * (cols / 32),
-                        scratch.q8_sum.data() + t * (cols / 32)};
-      if (acts.q8_tiles != nullptr) {
-        out.tiles = scratch.q8_tiles.data() + t;
-        out.tile_stride = num_tokens;
-      }
-      kernels.act_q8_0(x + t * cols, cols, out);
+      kernels.act_q8_0(x + t * cols, cols,
+                       act_q8_out_for_token(scratch.q8_qs.data(), scratch.q8_d.data(), scratch.q8_sum.data(),
+                                            acts.q8_tiles != nullptr ? scratch.q8_tiles.data() : nullptr, cols,
+                                            num_tokens, t));
     } else if (act == ActKind::kQ8_K) {
       kernels.act_q8_k(x + t * cols, cols, scratch.q8k.data() + t * (cols / 256));
     }

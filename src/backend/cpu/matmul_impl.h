@@ -137,6 +137,15 @@ struct ActQ8Out {
   int64_t tile_stride = 0;
 };
 
+// Token t's ActQ8Out in a call of num_tokens tokens of cols values: its rows
+// of the token-major arrays (qs, d, sums as MatmulActs lays them out) and,
+// where `tiles` is set, its column of the block-major copy.
+inline ActQ8Out act_q8_out_for_token(int8_t* qs, float* d, int32_t* sums, ActBlockQ8Tile* tiles, int64_t cols,
+                                     int64_t num_tokens, int64_t t) {
+  return {qs + t * cols, d + t * (cols / 32), sums + t * (cols / 32), tiles != nullptr ? tiles + t : nullptr,
+          tiles != nullptr ? num_tokens : 0};
+}
+
 // A block's tile but its quants: its scale and the offsets of its quants' sum.
 inline void set_act_tile_scales(ActBlockQ8Tile& tile, float d, int32_t sum) {
   tile.d = d;
