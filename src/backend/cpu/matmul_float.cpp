@@ -142,14 +142,6 @@ void run_scalar(const WeightMatrix& w, const MatmulActs& acts, int64_t row_begin
 
 #if KVLM_AVX2
 
-// The same reduction on a register: lanes (k, k + 4), then (k, k + 2), then (0, 1).
-inline float hsum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
 // A band of kBandRows rows as its packed strip holds them (strip_of).
 // Column i (a multiple of 8) of row k starts at band_value(k, i) values into
 // the band; tail column n8 + j of row k at n8 * 8 + k * (n - n8) + j.
@@ -248,9 +240,10 @@ inline void accumulate_pairs(const uint8_t* group, const float* x, int64_t n, in
     for (int c = 0; c < C; ++c) acc[h][c] = a[h][c];
 }
 
-// The band's columns [i0, i1) widened to f32 once, in the same order: with
-// several token tiles per pass every tile would otherwise widen the same
-// weights again. The values are exact, so the sums are the same bits.
+// The band's columns [i0, i1) widened to f32 once, in the same order, where
+// widening costs FMA ports (kWidenInLoop false): with several token tiles per
+// pass every tile would otherwise widen the same weights again. The values
+// are exact, so the sums are the same bits either way.
 template <typename Load>
 void widen_band(const uint8_t* band, int64_t i0, int64_t i1, float* out) {
   const uint8_t* from = band + band_value(0, i0) * Load::kBytes;
@@ -261,16 +254,49 @@ void widen_band(const uint8_t* band, int64_t i0, int64_t i1, float* out) {
 // Partial sums of one band: [token tile][row tile], up to kMaxTiles * kMaxTile tokens.
 #if KVLM_ZMM
 using BandSums = __m512[kMaxTiles][kBandRows / kRows][kPairs][kMaxTile];
-// Row k's 8 lanes of partial sums for token c of one token tile.
-inline __m256 row_sums(const BandSums& acc, int tt, int k, int c) {
-  const __m512 v = acc[tt][k / kRows][(k % kRows) / 2][c];
-  return k % 2 == 0 ? _mm512_castps512_ps256(v) : _mm512_extractf32x8_ps(v, 1);
-}
 inline __m512 zero_sums() { return _mm512_setzero_ps(); }
+
+// hsum8 of all 8 rows of the band for token c of tile tt, as one vector
+// (row k in lane k), with hsum8's additions in its order: one 32-byte store
+// per token instead of 8 scalar ones a line apart (the scalar epilogue was
+// 5% of F16 prefill's kernel time in perf). A zmm holds rows 2h | 2h + 1.
+inline __m256 band_sums(const BandSums& acc, int tt, int c) {
+  const __m512 z0 = acc[tt][0][0][c], z1 = acc[tt][0][1][c], z2 = acc[tt][0][2][c], z3 = acc[tt][0][3][c];
+  // Lanes (k, k + 4): quarters [row 0, row 1, row 2, row 3] and [row 4 .. row 7].
+  const __m512 s03 = _mm512_add_ps(_mm512_shuffle_f32x4(z0, z1, _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_f32x4(z0, z1, _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512 s47 = _mm512_add_ps(_mm512_shuffle_f32x4(z2, z3, _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_f32x4(z2, z3, _MM_SHUFFLE(3, 1, 3, 1)));
+  // Lanes (k, k + 2): quarter j = [row j: t0, t1, row j + 4: t0, t1].
+  const __m512 t = _mm512_add_ps(_mm512_shuffle_ps(s03, s47, _MM_SHUFFLE(1, 0, 1, 0)),
+                                 _mm512_shuffle_ps(s03, s47, _MM_SHUFFLE(3, 2, 3, 2)));
+  // Lanes (0, 1): row j's sum in lane 4j, row j + 4's in lane 4j + 2.
+  const __m512 r = _mm512_add_ps(t, _mm512_permute_ps(t, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm512_castps512_ps256(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 0, 0, 0, 0, 0, 0, 0, 0), r));
+}
 #else
 using BandSums = __m256[kMaxTiles][kBandRows / kRows][kRows][kMaxTile];
+// Row k's 8 lanes of partial sums for token c of one token tile.
 inline __m256 row_sums(const BandSums& acc, int tt, int k, int c) { return acc[tt][k / kRows][k % kRows][c]; }
 inline __m256 zero_sums() { return _mm256_setzero_ps(); }
+
+// As the AVX-512 band_sums, from 8 ymm (one a row).
+inline __m256 band_sums(const BandSums& acc, int tt, int c) {
+  __m256 s[4];  // lanes (k, k + 4): s[p] = [row 2p | row 2p + 1]
+  for (int p = 0; p < 4; ++p) {
+    const __m256 a = row_sums(acc, tt, 2 * p, c), b = row_sums(acc, tt, 2 * p + 1, c);
+    s[p] = _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+  }
+  // Lanes (k, k + 2): t0 = [rows 0, 2 | rows 1, 3], t1 the same for rows 4-7, as (t0, t1) pairs.
+  const __m256 t0 = _mm256_add_ps(_mm256_shuffle_ps(s[0], s[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                  _mm256_shuffle_ps(s[0], s[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m256 t1 = _mm256_add_ps(_mm256_shuffle_ps(s[2], s[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                  _mm256_shuffle_ps(s[2], s[3], _MM_SHUFFLE(3, 2, 3, 2)));
+  // Lanes (0, 1): [rows 0, 2, 4, 6 | rows 1, 3, 5, 7].
+  const __m256 r = _mm256_add_ps(_mm256_shuffle_ps(t0, t1, _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm256_shuffle_ps(t0, t1, _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
 #endif
 
 // acc += the band's rows' products with the token tile x (C tokens) over
@@ -298,6 +324,19 @@ constexpr int64_t kStreamSliceCols = 64;
 // against 8.4 on one thread. Addresses only: the sums are the same bits.
 inline const bool kPrefetchNextBand = !cpu_is_amd();
 
+// Whether half-precision weights are widened to f32 in the loop that
+// multiplies them, rather than once a pass for every token tile to read.
+// On a Zen 5 the conversions issue beside the FMAs: in a probe of the 8-row
+// x 6-token tile from L1, 4 vcvtph2ps per 24 FMAs ran at the same 3.4-3.5 G
+// FMA/s as 4 f32 loads. The pass then skips the widening (4.8% of F16
+// prefill's kernel time, its stores missing L1) and keeps half the bytes
+// in L1, so it takes 1,024 columns. F16 prefill of TinyLlama's shape 76-91
+// -> 86-92 tokens/s (7 alternated runs); 4096 x 4096 x 64 and 256 tokens on
+// one core: F16 +1-5%, BF16 +5%. On Intel cores the conversions take the
+// FMA ports (vcvtph2ps p0 + p5, vpmovzxwd p5), so widening once stays.
+inline const bool kWidenInLoop = cpu_is_amd();
+constexpr int64_t kLoopWidenPassBytes = 16 * 1024;
+
 // One token tile (decode, or a batch of up to kMaxTile tokens): the band
 // streams once, in column slices, while the next band (next_band, next_len
 // bytes) is prefetched at the pace this one is read.
@@ -318,49 +357,66 @@ void stream_band(const uint8_t* band, const float* x, int64_t n, int num, BandSu
   });
 }
 
+// The band after this one, for prefetching: the next strip of the matrix
+// (nullptr past its last), and whether the caller's row range holds it.
+struct NextBand {
+  const uint8_t* bytes;
+  size_t len;
+  bool in_range;
+};
+
 // Adds the products of the band's rows and tokens [t0, t1) to sums, pass by
-// pass over the columns. next_band: the following band (nullptr for the last).
+// pass over the columns.
 template <typename Load>
 void band_passes(const uint8_t* band, const float* x0, int64_t n, int64_t t0, int64_t t1, BandSums& acc,
-                 [[maybe_unused]] float* wide_band, const uint8_t* next_band, size_t next_len) {
+                 [[maybe_unused]] float* wide_band, const NextBand& next) {
   const int64_t n8 = n / 8 * 8;
   const int num_tiles = static_cast<int>((t1 - t0 + kMaxTile - 1) / kMaxTile);
   if (num_tiles == 1) {
-    stream_band<Load>(band, x0 + t0 * n, n, static_cast<int>(t1 - t0), acc, next_band, next_len);
+    stream_band<Load>(band, x0 + t0 * n, n, static_cast<int>(t1 - t0), acc, next.in_range ? next.bytes : nullptr,
+                      next.len);
     return;
   }
   // Column passes: the band's weights and one token tile's activations
   // stay in L1 while the band meets every token tile.
-  const int64_t col_block = kBandPassBytes / (kBandRows * static_cast<int64_t>(Load::kBytes));
+  const bool widen_in_loop = Load::kBytes == 2 && kWidenInLoop;
+  const int64_t pass_bytes = widen_in_loop ? kLoopWidenPassBytes : kBandPassBytes;
+  const int64_t col_block = pass_bytes / (kBandRows * static_cast<int64_t>(Load::kBytes));
   for (int64_t i0 = 0; i0 < n8; i0 += col_block) {
     const int64_t i1 = std::min(n8, i0 + col_block);
     // The band's next pass, while this one computes (see simd::prefetch): a
     // share before each token tile, as one burst of them all stalls on the
-    // line fill buffers (6% of prefill in perf).
-    const uint8_t* next_pass = band + band_value(0, i1) * Load::kBytes;
-    const size_t next_bytes = static_cast<size_t>(std::min(col_block, n8 - i1) * kBandRows) * Load::kBytes;
+    // line fill buffers (6% of prefill in perf). During the last pass, the
+    // next band's first, even past the caller's rows: ChunkRegions hands a
+    // thread the chunk after its last, and a first pass read from DRAM on
+    // demand cost 8% of F16 prefill's kernel time in perf.
+    const bool last_pass = i1 == n8;
+    const uint8_t* next_pass = last_pass ? next.bytes : band + band_value(0, i1) * Load::kBytes;
+    const size_t next_bytes =
+        next_pass == nullptr ? 0
+                             : static_cast<size_t>(std::min(col_block, last_pass ? n8 : n8 - i1) * kBandRows) * Load::kBytes;
 #if KVLM_ZMM
-    // F32 is its own widened form.
-    const uint8_t* wide = band;
-    int64_t wide_i0 = 0;
-    if constexpr (Load::kBytes != 4) {
-      widen_band<Load>(band, i0, i1, wide_band);
-      wide = reinterpret_cast<const uint8_t*>(wide_band);
-      wide_i0 = i0;
-    }
+    // Half weights widened once a pass, or where they are multiplied
+    // (widen_in_loop); F32 is its own widened form.
+    const bool widen_pass = Load::kBytes != 4 && !widen_in_loop;
+    if (widen_pass) widen_band<Load>(band, i0, i1, wide_band);
 #endif
     for (int tt = 0; tt < num_tiles; ++tt) {
       const int64_t t = t0 + tt * kMaxTile;
       const int num = static_cast<int>(std::min<int64_t>(kMaxTile, t1 - t));
       const float* x = x0 + t * n;
-      if (i1 < n8) {
+      if (next_bytes != 0) {
         const size_t from = next_bytes * tt / num_tiles / 64 * 64;
         const size_t to = tt + 1 == num_tiles ? next_bytes : next_bytes * (tt + 1) / num_tiles / 64 * 64;
         simd::prefetch(next_pass + from, to - from);
       }
       dispatch_tile<kMaxTile>(num, [&]<int C>() {
 #if KVLM_ZMM
-        accumulate_pairs<LoadF32, C>(wide + band_value(0, i0 - wide_i0) * 4, x, n, i0, i1, acc[tt][0]);
+        if (widen_pass) {
+          accumulate_pairs<LoadF32, C>(reinterpret_cast<const uint8_t*>(wide_band), x, n, i0, i1, acc[tt][0]);
+        } else {
+          accumulate_pairs<Load, C>(band + band_value(0, i0) * Load::kBytes, x, n, i0, i1, acc[tt][0]);
+        }
 #else
         accumulate_band<Load, C>(band, x, n, i0, i1, acc, tt);
 #endif
@@ -383,7 +439,8 @@ void run(const WeightMatrix& w, const MatmulActs& acts, int64_t row_begin, int64
     const int num_rows = static_cast<int>(std::min<int64_t>(kBandRows, row_end - r0));
     const int64_t s = r0 / kBandRows;
     const uint8_t* band = KVLM_KERNEL_ISA::strip_of(w, s).bytes;  // packed now if w has no packed copy
-    const uint8_t* next_band = w.packed && r0 + kBandRows < row_end ? w.packed->strip(s + 1).bytes : nullptr;
+    const bool has_next = w.packed && r0 + kBandRows < w.rows;
+    const NextBand next{has_next ? w.packed->strip(s + 1).bytes : nullptr, band_bytes, r0 + kBandRows < row_end};
     const uint8_t* tail = band + n8 * kBandRows * Load::kBytes;
     for (int64_t t0 = tok_begin; t0 < tok_end; t0 += kMaxTiles * kMaxTile) {
       const int64_t t1 = std::min(tok_end, t0 + kMaxTiles * kMaxTile);
@@ -392,17 +449,20 @@ void run(const WeightMatrix& w, const MatmulActs& acts, int64_t row_begin, int64
         for (auto& tile : acc[tt])
           for (auto& row : tile)
             for (auto& v : row) v = zero_sums();
-      band_passes<Load>(band, acts.f32, n, t0, t1, acc, wide_band, next_band, band_bytes);
-      for (int tt = 0; tt < num_tiles; ++tt) {
-        const int64_t t = t0 + tt * kMaxTile;
-        const int num = static_cast<int>(std::min<int64_t>(kMaxTile, t1 - t));
+      band_passes<Load>(band, acts.f32, n, t0, t1, acc, wide_band, next);
+      for (int64_t t = t0; t < t1; ++t) {
+        const __m256 sums = band_sums(acc, static_cast<int>((t - t0) / kMaxTile), static_cast<int>((t - t0) % kMaxTile));
+        float* out = y + t * w.rows + r0;
+        if (num_rows == kBandRows && n8 == n) {
+          _mm256_storeu_ps(out, sums);
+          continue;
+        }
+        alignas(32) float sum[kBandRows];
+        _mm256_store_ps(sum, sums);
+        const float* x = acts.f32 + t * n;
         for (int k = 0; k < num_rows; ++k) {
-          for (int c = 0; c < num; ++c) {
-            float sum = hsum8(row_sums(acc, tt, k, c));
-            const float* x = acts.f32 + (t + c) * n;
-            for (int64_t i = n8; i < n; ++i) sum = std::fma(Load::scalar(tail + k * (n - n8) * Load::kBytes, i - n8), x[i], sum);
-            y[(t + c) * w.rows + r0 + k] = sum;
-          }
+          for (int64_t i = n8; i < n; ++i) sum[k] = std::fma(Load::scalar(tail + k * (n - n8) * Load::kBytes, i - n8), x[i], sum[k]);
+          out[k] = sum[k];
         }
       }
     }
