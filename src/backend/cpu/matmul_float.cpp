@@ -330,12 +330,16 @@ inline const bool kPrefetchNextBand = !cpu_is_amd();
 // x 6-token tile from L1, 4 vcvtph2ps per 24 FMAs ran at the same 3.4-3.5 G
 // FMA/s as 4 f32 loads. The pass then skips the widening (4.8% of F16
 // prefill's kernel time, its stores missing L1) and keeps half the bytes
-// in L1, so it takes 1,024 columns. F16 prefill of TinyLlama's shape 76-91
-// -> 86-92 tokens/s (7 alternated runs); 4096 x 4096 x 64 and 256 tokens on
-// one core: F16 +1-5%, BF16 +5%. On Intel cores the conversions take the
-// FMA ports (vcvtph2ps p0 + p5, vpmovzxwd p5), so widening once stays.
+// in L1. F16 prefill of TinyLlama's shape 76-91 -> 86-92 tokens/s (7
+// alternated runs, 1,024-column passes); 4096 x 4096 x 64 and 256 tokens on
+// one core: F16 +1-5%, BF16 +5%. Passes of 2,048 columns (a whole row of
+// TinyLlama's attention and gate/up matrices): 89-97 against 81-95 tokens/s
+// (11 alternated runs; whole rows of every matrix 91-97), though on one core
+// at 4096 x 4096 x 64 tokens 1,024 columns ran 7% faster. On Intel cores the
+// conversions take the FMA ports (vcvtph2ps p0 + p5, vpmovzxwd p5), so
+// widening once stays.
 inline const bool kWidenInLoop = cpu_is_amd();
-constexpr int64_t kLoopWidenPassBytes = 16 * 1024;
+constexpr int64_t kLoopWidenPassBytes = 32 * 1024;
 
 // One token tile (decode, or a batch of up to kMaxTile tokens): the band
 // streams once, in column slices, while the next band (next_band, next_len
