@@ -220,9 +220,9 @@ TEST_P(MatmulTest, EveryTokenEqualsItsSingleTokenResult) {
 
 // Wide rows: a call's tokens span several token blocks (matmul.cpp keeps
 // about 1 MiB of whole activation rows per block, here 16 to 48 tokens; 8 MiB
-// of f32 rows for float weights, 128 tokens), the float kernels make 16 or
-// more column passes, and the results must be those of one token at a time
-// and of the scalar path.
+// of f32 rows for float weights, 128 tokens), the float kernels make 8 to 64
+// column passes (2,048 to 256 columns each), and the results must be those of
+// one token at a time and of the scalar path.
 TEST_P(MatmulTest, TokenBlocksChangeNothing) {
   const MatmulCase c = param();
   const int64_t rows = 24;
