@@ -98,7 +98,49 @@ __attribute__((target("avx2"))) void maddubs_ymm(int64_t rounds) {
   KVLM_KEEP12(a);
 }
 
-void run(benchmark::State& state, CpuPath needs, void (*fn)(int64_t), double macs_per_instruction) {
+// The int8 matmul recipe (matmul_impl.h) on 16 rows, 8 tokens, one 32-column
+// block a round, from registers: 8 vpdpbusd a token, then its float step
+// (the sum from the 1.5 * 2^23 bias less its offset, times dw * dx, added).
+// GMAC/s counts the vpdpbusd multiply-adds only, so it reads against
+// int8_dpbusd_zmm: the gap is what the recipe's steps cost this core. Zen 5
+// with two zmm VPDPBUSD a cycle (2026-12-02): 418-444 G alone, 329-351 G here
+// (79%); a probe of the Q4_0 tile of 8 tokens from L1, with its broadcast
+// loads and nibble unpacking, ran 355-375 G without the steps and 275-285 G
+// with them (the vsubps alone cost 10%), and kernel_q4_0 itself 264 G.
+#define KVLM_KEEP8(a)                                                                                    \
+  asm volatile("" : "+v"(a[0]), "+v"(a[1]), "+v"(a[2]), "+v"(a[3]), "+v"(a[4]), "+v"(a[5]), "+v"(a[6]), \
+               "+v"(a[7]))
+__attribute__((target("avx512f,avx512vnni"))) void q8_steps_zmm(int64_t rounds) {
+  constexpr int kTokens = 8;
+  __m512i x[kTokens];
+  __m512 acc[kTokens];
+  // Bytes 0x40 + c: read as floats (the scales and offsets) they are ~3, not denormal.
+  for (int c = 0; c < kTokens; ++c) x[c] = _mm512_set1_epi8(static_cast<char>(0x40 + c));
+  for (int c = 0; c < kTokens; ++c) acc[c] = _mm512_setzero_ps();
+  __m512i w = _mm512_set1_epi8(3);
+  const __m512i start = _mm512_set1_epi32(0x4B400000);
+  __m512 dw = _mm512_set1_ps(0.01f);
+  for (int64_t i = 0; i < rounds; ++i) {
+    KVLM_OPAQUE(w);
+    KVLM_OPAQUE(dw);  // each block has its own weight scales
+    __m512i sum[kTokens];
+#pragma GCC unroll 8
+    for (int c = 0; c < kTokens; ++c) sum[c] = start;
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; ++g)
+#pragma GCC unroll 8
+      for (int c = 0; c < kTokens; ++c) sum[c] = _mm512_dpbusd_epi32(sum[c], w, x[c]);
+#pragma GCC unroll 8
+    for (int c = 0; c < kTokens; ++c) {
+      const __m512 dx = _mm512_castsi512_ps(x[c]);
+      const __m512 exact = _mm512_sub_ps(_mm512_castsi512_ps(sum[c]), dx);
+      acc[c] = _mm512_fmadd_ps(exact, _mm512_mul_ps(dw, dx), acc[c]);
+    }
+  }
+  KVLM_KEEP8(acc);
+}
+
+void run(benchmark::State& state, CpuPath needs, void (*fn)(int64_t), double macs_per_round) {
   if (!cpu_path_supported(needs)) {
     state.SkipWithError("this CPU lacks the instruction");
     return;
@@ -106,15 +148,17 @@ void run(benchmark::State& state, CpuPath needs, void (*fn)(int64_t), double mac
   constexpr int64_t kRounds = 1 << 20;
   for (auto _ : state) fn(kRounds);
   state.counters["GMAC/s"] = benchmark::Counter(
-      static_cast<double>(state.iterations()) * kRounds * kChains * macs_per_instruction / 1e9,
+      static_cast<double>(state.iterations()) * kRounds * macs_per_round / 1e9,
       benchmark::Counter::kIsRate);
 }
 
-BENCHMARK_CAPTURE(run, fma_ymm, CpuPath::kAvx2, fma_ymm, 8.0);
-BENCHMARK_CAPTURE(run, fma_zmm, CpuPath::kAvx512, fma_zmm, 16.0);
-BENCHMARK_CAPTURE(run, int8_maddubs_ymm, CpuPath::kAvx2, maddubs_ymm, 32.0);
-BENCHMARK_CAPTURE(run, int8_dpbusd_ymm, CpuPath::kAvx512, dpbusd_ymm, 32.0);
-BENCHMARK_CAPTURE(run, int8_dpbusd_zmm, CpuPath::kAvx512, dpbusd_zmm, 64.0);
+// The last argument: multiply-adds a round (chains x lanes x multiply-adds a lane).
+BENCHMARK_CAPTURE(run, fma_ymm, CpuPath::kAvx2, fma_ymm, kChains * 8.0);
+BENCHMARK_CAPTURE(run, fma_zmm, CpuPath::kAvx512, fma_zmm, kChains * 16.0);
+BENCHMARK_CAPTURE(run, int8_maddubs_ymm, CpuPath::kAvx2, maddubs_ymm, kChains * 32.0);
+BENCHMARK_CAPTURE(run, int8_dpbusd_ymm, CpuPath::kAvx512, dpbusd_ymm, kChains * 32.0);
+BENCHMARK_CAPTURE(run, int8_dpbusd_zmm, CpuPath::kAvx512, dpbusd_zmm, kChains * 64.0);
+BENCHMARK_CAPTURE(run, int8_dpbusd_zmm_with_q8_steps, CpuPath::kAvx512, q8_steps_zmm, 8 * 8 * 64.0);
 
 }  // namespace
 }  // namespace kvlm
