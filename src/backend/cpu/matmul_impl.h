@@ -292,7 +292,10 @@ inline bool prefetch_far_tile(bool cold) {
 // (2026-12-02), TinyLlama, 2 threads, three alternated runs: Q6_K decode
 // 30.9-33.9 -> 51.5-54.1 tokens/s, Q4_K 64.6-66.7 -> 76.4-77.9; the same
 // prefetch cost Q8_0 decode 9% (42.0-42.2 against 36.6-38.6) and left Q4_0
-// within noise, so they keep the hardware's alone.
+// within noise, so they keep the hardware's alone. The 8-row K-quant tiles
+// (the AVX2 and AVX-VNNI paths) take it for one token on AMD as well, on the
+// same machine: Q6_K decode 18.8-19.5 -> 28.7-30.2 (AVX2) and 20.1-23.0 ->
+// 27.3-28.4 (AVX-VNNI), Q4_K 49.3-53.3 -> 55.8-59.5 and 48.7-50.8 -> 54.6-56.4.
 template <int C>
 inline bool prefetch_far_k_tile(bool cold) {
   return (C > 1 || kStripsCpuIsAmd) && cold;

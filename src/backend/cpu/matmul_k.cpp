@@ -231,7 +231,13 @@ template <int C>
   for (int c = 0; c < C; ++c) acc[c] = b0 == 0 ? _mm256_setzero_ps() : acc_io[c];
   for (int64_t b = b0; b < b1; ++b) {
     const BlockQ4KOf blk = s.block(b);
-    if (prefetch_strips<C>() && strip.slot == 0) simd::prefetch(s.pairs + b + 2, sizeof(PairQ4K));
+    if (strip.slot == 0) {
+      if (prefetch_strips<C>()) {
+        simd::prefetch(s.pairs + b + 2, sizeof(PairQ4K));
+      } else if (prefetch_far_k_tile<C>(true)) {  // one token on AMD
+        prefetch_far(s.pairs + b, sizeof(PairQ4K));
+      }
+    }
     __m256i isum[C];
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) isum[c] = _mm256_setzero_si256();
@@ -440,7 +446,13 @@ template <int C>
   for (int c = 0; c < C; ++c) acc[c] = b0 == 0 ? _mm256_setzero_ps() : acc_io[c];
   for (int64_t b = b0; b < b1; ++b) {
     const BlockQ6KOf blk = s.block(b);
-    if (prefetch_strips<C>() && strip.slot == 0) simd::prefetch(s.pairs + b + 2, sizeof(PairQ6K));
+    if (strip.slot == 0) {
+      if (prefetch_strips<C>()) {
+        simd::prefetch(s.pairs + b + 2, sizeof(PairQ6K));
+      } else if (prefetch_far_k_tile<C>(true)) {  // one token on AMD
+        prefetch_far(s.pairs + b, sizeof(PairQ6K));
+      }
+    }
     const ActBlockQ8K* x[C];
     for (int c = 0; c < C; ++c) x[c] = a.q8k + (t0 + c) * num_blocks + b;
     __m256i isum[C];
