@@ -285,20 +285,21 @@ template <int C>
 inline bool prefetch_far_tile(bool cold) {
   return C > 1 && cold;
 }
-// The K-quant pair kernels (Q4_K, Q6_K) prefetch far ahead in decode too on
-// AMD, where nothing else prefetches one token's strips (prefetch_strips):
-// per byte they compute several times what Q4_0 and Q8_0 do, so the loads a
-// core keeps in flight cover too little of the stream. A full-width Zen 5
-// (2026-12-02), TinyLlama, 2 threads, three alternated runs: Q6_K decode
-// 30.9-33.9 -> 51.5-54.1 tokens/s, Q4_K 64.6-66.7 -> 76.4-77.9; the same
-// prefetch cost Q8_0 decode 9% (42.0-42.2 against 36.6-38.6) and left Q4_0
-// within noise, so they keep the hardware's alone. The 8-row K-quant tiles
-// (the AVX2 and AVX-VNNI paths) take it for one token on AMD as well, on the
-// same machine: Q6_K decode 18.8-19.5 -> 28.7-30.2 (AVX2) and 20.1-23.0 ->
-// 27.3-28.4 (AVX-VNNI), Q4_K 49.3-53.3 -> 55.8-59.5 and 48.7-50.8 -> 54.6-56.4.
+// Decode (one token) on AMD, where prefetch_strips leaves the stream to the
+// hardware: the kernels that compute most per byte prefetch far ahead too,
+// as the loads a core keeps in flight cover too little of the stream. A
+// full-width Zen 5 (2026-12-02), TinyLlama, 2 threads, three or four
+// alternated runs, tokens/s: the K-quant pairs (AVX-512) Q6_K 29.3-30.0 ->
+// 48.6-52.2 (61.5% -> 100% of the limit in a fast-memory minute), Q4_K
+// 64.6-66.7 -> 76.4-77.9; the 8-row tiles (KVLM_CPU_PATH=avx2 | avxvnni)
+// Q6_K 18.8-19.5 -> 28.7-30.2 | 20.1-23.0 -> 27.3-28.4, Q4_K +10-13%, Q4_0
+// 37.6-48.8 -> 46.7-57.8 | 49.0-50.8 -> 62.7-65.7, Q8_0 24.3-32.1 ->
+// 30.2-34.2 | unchanged. The AVX-512 Q8_0 and Q4_0 pairs keep the hardware's
+// alone: there it cost Q8_0 9% (42.0-42.2 against 36.6-38.6) and left Q4_0
+// within noise.
 template <int C>
-inline bool prefetch_far_k_tile(bool cold) {
-  return (C > 1 || kStripsCpuIsAmd) && cold;
+inline bool prefetch_far_decode() {
+  return C == 1 && kStripsCpuIsAmd;
 }
 inline void prefetch_far(const void* at, int64_t bytes) {
   const char* p = static_cast<const char*>(at) + kFarPrefetchBytes;

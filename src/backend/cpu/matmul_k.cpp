@@ -234,7 +234,7 @@ template <int C>
     if (strip.slot == 0) {
       if (prefetch_strips<C>()) {
         simd::prefetch(s.pairs + b + 2, sizeof(PairQ4K));
-      } else if (prefetch_far_k_tile<C>(true)) {  // one token on AMD
+      } else if (prefetch_far_decode<C>()) {
         prefetch_far(s.pairs + b, sizeof(PairQ4K));
       }
     }
@@ -363,7 +363,7 @@ void pair_q4_k_vnni(const PairQ4K* pairs, const MatmulActs& a, int64_t t0, __m51
   for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
   for (int64_t b = 0; b < num_blocks; ++b) {
     const PairQ4K& p = pairs[b];
-    if (prefetch_far_k_tile<C>(cold)) {
+    if (prefetch_far_tile<C>(cold) || prefetch_far_decode<C>()) {
       prefetch_far(pairs + b, sizeof(PairQ4K));
     } else if (prefetch_strips<C>()) {
       prefetch_k_pair(pairs, next, b, num_blocks);
@@ -449,7 +449,7 @@ template <int C>
     if (strip.slot == 0) {
       if (prefetch_strips<C>()) {
         simd::prefetch(s.pairs + b + 2, sizeof(PairQ6K));
-      } else if (prefetch_far_k_tile<C>(true)) {  // one token on AMD
+      } else if (prefetch_far_decode<C>()) {
         prefetch_far(s.pairs + b, sizeof(PairQ6K));
       }
     }
@@ -533,7 +533,7 @@ void pair_q6_k(const PairQ6K* pairs, const MatmulActs& a, int64_t t0, __m512* ou
   for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
   for (int64_t b = 0; b < num_blocks; ++b) {
     const PairQ6K& p = pairs[b];
-    if (prefetch_far_k_tile<C>(cold)) {
+    if (prefetch_far_tile<C>(cold) || prefetch_far_decode<C>()) {
       prefetch_far(pairs + b, sizeof(PairQ6K));
     } else if (prefetch_strips<C>()) {
       prefetch_k_pair(pairs, next, b, num_blocks);

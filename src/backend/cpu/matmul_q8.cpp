@@ -192,6 +192,7 @@ template <int C>
   for (int64_t b = b0; b < b1; ++b) {
     const uint8_t* q = s.q(b);
     if (prefetch_strips<C>()) simd::prefetch(s.q(b + 8), kQ8StripQuantBytes + 2 * kStripRows);
+    else if (prefetch_far_decode<C>()) prefetch_far(s.q(b), kQ8StripQuantBytes + 2 * kStripRows);
     __m256i isum[C];
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) isum[c] = _mm256_setzero_si256();
@@ -234,6 +235,7 @@ template <int C>
   for (int64_t b = b0; b < b1; ++b) {
     const uint8_t* q = s.q(b);
     if (prefetch_strips<C>()) simd::prefetch(s.q(b + 16), kQ4StripQuantBytes + 2 * kStripRows);
+    else if (prefetch_far_decode<C>()) prefetch_far(s.q(b), kQ4StripQuantBytes + 2 * kStripRows);
     __m256i p16[C];
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) p16[c] = _mm256_setzero_si256();
@@ -280,6 +282,7 @@ template <int C>
   for (int64_t b = b0; b < b1; ++b) {
     const uint8_t* q = s.q(b);
     if (prefetch_strips<C>()) simd::prefetch(s.q(b + 8), kQ8StripQuantBytes + 2 * kStripRows);
+    else if (prefetch_far_decode<C>()) prefetch_far(s.q(b), kQ8StripQuantBytes + 2 * kStripRows);
     __m256i isum[C];
 #pragma GCC unroll 16
     for (int c = 0; c < C; ++c) isum[c] = _mm256_set1_epi32(-128 * x.sum[c][b]);
@@ -315,6 +318,7 @@ template <int C>
   for (int64_t b = b0; b < b1; ++b) {
     const uint8_t* q = s.q(b);
     if (prefetch_strips<C>()) simd::prefetch(s.q(b + 16), kQ4StripQuantBytes + 2 * kStripRows);
+    else if (prefetch_far_decode<C>()) prefetch_far(s.q(b), kQ4StripQuantBytes + 2 * kStripRows);
     __m256i isum[C];
 #pragma GCC unroll 16
     for (int c = 0; c < C; ++c) isum[c] = _mm256_set1_epi32(-8 * x.sum[c][b]);
