@@ -162,6 +162,20 @@ inline void prefetch_pair(const Strip& sa, const Strip& sb, StripAt first, Strip
     simd::prefetch(next.bytes + (b - (num_blocks - kAhead)) * Strip::kStride, Strip::kStride);
 }
 
+// An 8-row tile's software prefetch for block b of its strip (the strip's
+// quants and scales of that pair block): kAhead blocks on where
+// prefetch_strips asks for it, else far ahead in decode on AMD
+// (prefetch_far_decode).
+template <int C, int64_t kAhead, int64_t kQuantBytes>
+inline void prefetch_tile(const PairedStrip<kQuantBytes>& s, int64_t b) {
+  constexpr int64_t kBytes = kQuantBytes + 2 * kStripRows;
+  if (prefetch_strips<C>()) {
+    simd::prefetch(s.q(b + kAhead), kBytes);
+  } else if (prefetch_far_decode<C>()) {
+    prefetch_far(s.q(b), kBytes);
+  }
+}
+
 // Pointers to the C tokens' activation quants and scales.
 template <int C>
 struct TokenActs {
@@ -191,8 +205,7 @@ template <int C>
   for (int c = 0; c < C; ++c) acc[c] = b0 == 0 ? _mm256_setzero_ps() : acc_io[c];
   for (int64_t b = b0; b < b1; ++b) {
     const uint8_t* q = s.q(b);
-    if (prefetch_strips<C>()) simd::prefetch(s.q(b + 8), kQ8StripQuantBytes + 2 * kStripRows);
-    else if (prefetch_far_decode<C>()) prefetch_far(s.q(b), kQ8StripQuantBytes + 2 * kStripRows);
+    prefetch_tile<C, 8>(s, b);
     __m256i isum[C];
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) isum[c] = _mm256_setzero_si256();
@@ -234,8 +247,7 @@ template <int C>
   for (int c = 0; c < C; ++c) acc[c] = b0 == 0 ? _mm256_setzero_ps() : acc_io[c];
   for (int64_t b = b0; b < b1; ++b) {
     const uint8_t* q = s.q(b);
-    if (prefetch_strips<C>()) simd::prefetch(s.q(b + 16), kQ4StripQuantBytes + 2 * kStripRows);
-    else if (prefetch_far_decode<C>()) prefetch_far(s.q(b), kQ4StripQuantBytes + 2 * kStripRows);
+    prefetch_tile<C, 16>(s, b);
     __m256i p16[C];
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) p16[c] = _mm256_setzero_si256();
@@ -281,8 +293,7 @@ template <int C>
   for (int c = 0; c < C; ++c) acc[c] = b0 == 0 ? _mm256_setzero_ps() : acc_io[c];
   for (int64_t b = b0; b < b1; ++b) {
     const uint8_t* q = s.q(b);
-    if (prefetch_strips<C>()) simd::prefetch(s.q(b + 8), kQ8StripQuantBytes + 2 * kStripRows);
-    else if (prefetch_far_decode<C>()) prefetch_far(s.q(b), kQ8StripQuantBytes + 2 * kStripRows);
+    prefetch_tile<C, 8>(s, b);
     __m256i isum[C];
 #pragma GCC unroll 16
     for (int c = 0; c < C; ++c) isum[c] = _mm256_set1_epi32(-128 * x.sum[c][b]);
@@ -317,8 +328,7 @@ template <int C>
   for (int c = 0; c < C; ++c) acc[c] = b0 == 0 ? _mm256_setzero_ps() : acc_io[c];
   for (int64_t b = b0; b < b1; ++b) {
     const uint8_t* q = s.q(b);
-    if (prefetch_strips<C>()) simd::prefetch(s.q(b + 16), kQ4StripQuantBytes + 2 * kStripRows);
-    else if (prefetch_far_decode<C>()) prefetch_far(s.q(b), kQ4StripQuantBytes + 2 * kStripRows);
+    prefetch_tile<C, 16>(s, b);
     __m256i isum[C];
 #pragma GCC unroll 16
     for (int c = 0; c < C; ++c) isum[c] = _mm256_set1_epi32(-8 * x.sum[c][b]);
