@@ -434,16 +434,6 @@ inline __m512i broadcast4_512(const void* p) {
   __builtin_memcpy(&v, p, 4);
   return _mm512_set1_epi32(v);
 }
-// acc + vpdpbusd(u, the 4 signed bytes at s broadcast to every lane), the
-// broadcast folded into the instruction ({1to16}). GCC does not fold
-// _mm512_set1_epi32 of a load into vpdpbusd: it issues a separate broadcast
-// per call and copies accumulators between registers around it, one or two
-// extra uops per vpdpbusd in the tiles of several tokens. Inline asm, as the
-// intrinsic has no memory form.
-inline __m512i dpbusd_bcst(__m512i acc, __m512i u, const void* s) {
-  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*static_cast<const int32_t*>(s)));
-  return acc;
-}
 
 // for_each_strip for kernels that can take two strips at once in zmm
 // registers (rows 8s .. 8s+15: lanes 0-7 from strip s, 8-15 from strip s+1),

@@ -319,7 +319,7 @@ inline void q4_k_pair_sub_block(const PairQ4K& p, int j, const ActBlockQ8K* cons
   for (int v = 0; v < 8; ++v) {
     const __m512i q = _mm512_and_si512(_mm512_srl_epi16(load512(p.qs[8 * (j / 2) + v]), shift), low4);
 #pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) d32[c] = dpbusd_bcst(d32[c], q, xb[c]->qs + 32 * j + 4 * v);
+    for (int c = 0; c < C; ++c) d32[c] = simd::dpbusd_bcst(d32[c], q, xb[c]->qs + 32 * j + 4 * v);
   }
   const __m512i sc32 = scales_u8_to_i32(p.scales[j][0]);
 #pragma GCC unroll 8
@@ -342,8 +342,8 @@ inline void q4_k_pair_decode_block(const PairQ4K& p, const int8_t* xq, __m512i& 
       const __m512i q = load512(p.qs[8 * k + v]);
       const __m512i ql = _mm512_and_si512(q, low4);
       const __m512i qh = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
-      lo[v % 2] = dpbusd_bcst(lo[v % 2], ql, xq + 64 * k + 4 * v);
-      hi[v % 2] = dpbusd_bcst(hi[v % 2], qh, xq + 64 * k + 32 + 4 * v);
+      lo[v % 2] = simd::dpbusd_bcst(lo[v % 2], ql, xq + 64 * k + 4 * v);
+      hi[v % 2] = simd::dpbusd_bcst(hi[v % 2], qh, xq + 64 * k + 32 + 4 * v);
     }
     isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(_mm512_add_epi32(lo[0], lo[1]), scales_u8_to_i32(p.scales[2 * k][0])));
     isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(_mm512_add_epi32(hi[0], hi[1]), scales_u8_to_i32(p.scales[2 * k + 1][0])));
@@ -517,10 +517,10 @@ inline void q6_k_pair_sub_block(const PairQ6K& p, int h, const ActBlockQ8K* cons
 #pragma GCC unroll 8
   for (int c = 0; c < C; ++c) {
     const int8_t* xq = x[c]->qs + 128 * h + 16 * S;
-    __m512i d32 = dpbusd_bcst(_mm512_setzero_si512(), q[0], xq);
-    d32 = dpbusd_bcst(d32, q[1], xq + 4);
-    d32 = dpbusd_bcst(d32, q[2], xq + 8);
-    d32 = dpbusd_bcst(d32, q[3], xq + 12);
+    __m512i d32 = simd::dpbusd_bcst(_mm512_setzero_si512(), q[0], xq);
+    d32 = simd::dpbusd_bcst(d32, q[1], xq + 4);
+    d32 = simd::dpbusd_bcst(d32, q[2], xq + 8);
+    d32 = simd::dpbusd_bcst(d32, q[3], xq + 12);
     isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(d32, sc32));
   }
 }

@@ -426,7 +426,7 @@ void pair_q8_0_vnni(StripAt first, StripAt second, const MatmulActs& a, int64_t 
     for (int g = 0; g < 8; ++g) {
       const __m512i wu = _mm512_xor_si512(join_strips(qa + 32 * g, qb + 32 * g), bias);
 #pragma GCC unroll 16
-      for (int c = 0; c < C; ++c) isum[c] = dpbusd_bcst(isum[c], wu, x.qs(c) + 4 * g);
+      for (int c = 0; c < C; ++c) isum[c] = simd::dpbusd_bcst(isum[c], wu, x.qs(c) + 4 * g);
     }
     block_steps<C>(x, offsetof(ActBlockQ8Tile, offset_q8_0), isum, join_scales(sa.d(b), sb.d(b)), acc);
   }
@@ -464,8 +464,8 @@ void pair_q4_0_vnni(StripAt first, StripAt second, const MatmulActs& a, int64_t 
       const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), low4);
 #pragma GCC unroll 16
       for (int c = 0; c < C; ++c) {
-        isum[c] = dpbusd_bcst(isum[c], lo, x.qs(c) + 4 * v);
-        isum[c] = dpbusd_bcst(isum[c], hi, x.qs(c) + 16 + 4 * v);
+        isum[c] = simd::dpbusd_bcst(isum[c], lo, x.qs(c) + 4 * v);
+        isum[c] = simd::dpbusd_bcst(isum[c], hi, x.qs(c) + 16 + 4 * v);
       }
     }
     block_steps<C>(x, offsetof(ActBlockQ8Tile, offset_q4_0), isum, join_scales(sa.d(b), sb.d(b)), acc);

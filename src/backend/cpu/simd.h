@@ -116,6 +116,19 @@ inline __m256i dpbusd(__m256i acc, __m256i u, __m256i s) {
 #define KVLM_VNNI256 0
 #endif
 
+#if defined(__AVX512VNNI__)
+// acc + vpdpbusd(u, the 4 signed bytes at s broadcast to every lane), the
+// broadcast folded into the instruction ({1to16}). GCC does not fold
+// _mm512_set1_epi32 of a load into vpdpbusd: it issues a separate broadcast
+// per call and copies accumulators between registers around it, one or two
+// extra uops per vpdpbusd in the tiles of several tokens. Inline asm, as the
+// intrinsic has no memory form.
+inline __m512i dpbusd_bcst(__m512i acc, __m512i u, const void* s) {
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*static_cast<const int32_t*>(s)));
+  return acc;
+}
+#endif
+
 // e^x for f32 lanes: range reduction x = n ln2 + r, |r| <= ln2/2, and a
 // degree-6 polynomial for e^r (max relative error ~2 ulp over [-87, 88]).
 // Inputs below -87.3 give 0, above 88.7 give +inf.
