@@ -175,9 +175,9 @@ void accumulate_chain(const KvLayout& layout, std::span<const BlockPart> parts, 
 // the signed operand, so its four quants reach each VPDPBUSD as a broadcast
 // from memory inside the instruction, and one flip of the key's sign bits
 // serves every head (with the query as the unsigned operand, each head took
-// a broadcast instruction and the keys' own sum another VPDPBUSD: 51% of a
-// 4,096-slot layer's time against 22% now, bench_attention on one thread).
-// Integer sums are exact: the bits are the same.
+// a broadcast instruction and the keys' own sum another VPDPBUSD: the scores
+// took ~68 us of a 4,096-slot layer against ~55 now, bench_attention on one
+// thread, perf). Integer sums are exact: the bits are the same.
 template <int NumQ>
 void score_vec_q8(const KvLayout& layout, const Q8KeyVec& vec, const Q8KeyVec& pf, const Q8Scratch& sc, float scale,
                   float* const* rows) {
