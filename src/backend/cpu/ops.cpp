@@ -251,14 +251,14 @@ void softmax(float* x, int64_t num_rows, int64_t n) {
     // it, low then high, so the bits are those of the 8-lane loop.
     const __m512 mv16 = _mm512_set1_ps(max);
     for (; i + 16 <= n; i += 16) {
-      const __m512 e = simd::exp_ps16(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv16));
+      const __m512 e = simd::exp_ps16<true>(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv16));  // x <= max
       _mm512_storeu_ps(x + i, e);
       acc = _mm256_add_ps(acc, _mm512_maskz_extractf32x8_ps(0xFF, e, 0));
       acc = _mm256_add_ps(acc, _mm512_maskz_extractf32x8_ps(0xFF, e, 1));
     }
 #endif
     for (; i + 8 <= n; i += 8) {
-      const __m256 e = simd::exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
+      const __m256 e = simd::exp_ps<true>(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
       _mm256_storeu_ps(x + i, e);
       acc = _mm256_add_ps(acc, e);
     }
