@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (clang-16, ASan+UBSan, tests/fuzz/) and runs
-# each for SECONDS (default 60), one after the other, from seed corpora that
+# each for SECONDS (default 60), one a core at a time, from seed corpora that
 # tests/fuzz/make_corpus.py writes from ../shared. Prints one line per target:
 #   fuzz: gguf: 60 s, 12345 runs (205/s), cov 4321, ft 9876, corpus 210: ok
 # and exits non-zero if any target crashed, leaked, hit a sanitizer report,
@@ -10,6 +10,7 @@
 #   FUZZ_BUILD_DIR=build-fuzz   the clang build (configured here if needed)
 #   FUZZ_TARGETS="gguf openai"  a subset (default: all)
 #   FUZZ_NO_BUILD=1             run what is built
+#   FUZZ_JOBS=N                 targets run at once (default: nproc)
 #   KVLM_SHARED=../shared       the shared data (models, vocabularies, templates)
 # The corpus a run grows stays in $BUILD/fuzz-corpus/<target>, so the next run
 # starts where this one stopped; delete it to start over from the seeds.
@@ -40,32 +41,50 @@ if [[ ! -d "$seeds" || tests/fuzz/make_corpus.py -nt "$seeds" ]]; then
 fi
 mkdir -p "$BUILD/fuzz-artifacts" "$BUILD/fuzz-logs"
 
-failed=0
-for t in "${TARGETS[@]}"; do
-  corpus="$BUILD/fuzz-corpus/$t"
+# One target's run; its summary line goes to $BUILD/fuzz-logs/<target>.result.
+run_target() {
+  local t=$1
+  local corpus="$BUILD/fuzz-corpus/$t"
   mkdir -p "$corpus"
-  dict=()
+  local dict=()
   if [[ -f "tests/fuzz/$t.dict" ]]; then dict=(-dict="tests/fuzz/$t.dict"); fi
   if [[ -f "$seeds/$t.dict" ]]; then dict=(-dict="$seeds/$t.dict"); fi
-  log="$BUILD/fuzz-logs/$t.log"
-  rc=0
+  local log="$BUILD/fuzz-logs/$t.log"
+  local rc=0
   # -timeout: one input taking 25 s is a hang; -rss_limit_mb: ASan's shadow
   # included, well above what any input should need.
   "$BUILD/fuzz/kvlm_fuzz_$t" -max_total_time="$SECONDS_EACH" -timeout=25 -rss_limit_mb=3072 \
     -print_final_stats=1 -artifact_prefix="$BUILD/fuzz-artifacts/$t-" "${dict[@]}" \
     "$corpus" "$seeds/$t" >"$log" 2>&1 || rc=$?
+  local runs rate last cov ft corp verdict=ok
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
   last=$(grep -E '^#[0-9]+' "$log" | tail -1 || true)
   cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$last")
   ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$last")
   corp=$(sed -n 's/.* corp: \([0-9]*\).*/\1/p' <<<"$last")
-  verdict=ok
   if ((rc != 0)); then
-    verdict="FAILED (exit $rc; log $log; input $(ls -t "$BUILD/fuzz-artifacts/$t-"* 2>/dev/null | head -1))"
-    failed=1
+    verdict="FAILED (exit $rc; log $log; input $(ls -t "$BUILD/fuzz-artifacts/$t-"* 2>/dev/null | head -1 || true))"
     grep -E 'ERROR|SUMMARY|^ +#[0-9]+ ' "$log" | head -30 >&2 || true
   fi
-  echo "fuzz: $t: ${SECONDS_EACH} s, ${runs:-0} runs (${rate:-0}/s), cov ${cov:-?}, ft ${ft:-?}, corpus ${corp:-?}: $verdict"
+  echo "fuzz: $t: ${SECONDS_EACH} s, ${runs:-0} runs (${rate:-0}/s), cov ${cov:-?}, ft ${ft:-?}, corpus ${corp:-?}: $verdict" \
+    >"$BUILD/fuzz-logs/$t.result"
+}
+
+# The targets run side by side, one a core (FUZZ_JOBS, default nproc): each
+# is single-threaded, so each still gets its SECONDS of a core, and on CI's
+# 2 cores the phase takes 3 rounds of SECONDS instead of 5.
+jobs_max="${FUZZ_JOBS:-$(nproc)}"
+for t in "${TARGETS[@]}"; do
+  rm -f "$BUILD/fuzz-logs/$t.result"
+  while (($(jobs -rp | wc -l) >= jobs_max)); do wait -n || true; done
+  run_target "$t" &
+done
+wait
+failed=0
+for t in "${TARGETS[@]}"; do
+  result="$BUILD/fuzz-logs/$t.result"
+  if [[ -f "$result" ]]; then cat "$result"; else echo "fuzz: $t: FAILED (no result)"; fi
+  grep -q ': ok$' "$result" 2>/dev/null || failed=1
 done
 exit $failed
