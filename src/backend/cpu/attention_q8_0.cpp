@@ -106,11 +106,8 @@ void quantize_queries(const float* const* qs, int num_q, int64_t head_dim, Q8Scr
     // VPDPBUSD multiplies unsigned by signed bytes: the keys go as quant +
     // 128 (0..255) and the query as it is, so each block's sum comes out 128
     // times the query block's quant sum too high; the sums start that low.
-    for (int64_t j = 0; j < head_dim / 4; ++j) {
-      uint32_t lane = 0;
-      for (int k = 0; k < 4; ++k) lane |= static_cast<uint32_t>(static_cast<uint8_t>(qq[4 * j + k])) << (8 * k);
-      sc.q4[j * num_q + g] = lane;
-    }
+    // Four quants a 32-bit lane, in memory order (the broadcast reads them so).
+    for (int64_t j = 0; j < head_dim / 4; ++j) std::memcpy(&sc.q4[j * num_q + g], qq + 4 * j, 4);
     for (int64_t b = 0; b < nb; ++b) sc.qoff[b * num_q + g] = -128 * sums[b];
 #elif KVLM_Q8_AVX2
     for (int64_t c = 0; c < head_dim; ++c) sc.qf[c * num_q + g] = qq[c];
