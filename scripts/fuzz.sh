@@ -16,6 +16,7 @@
 # starts where this one stopped; delete it to start over from the seeds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/cmake_generator.sh
 SECONDS_EACH="${1:-60}"
 BUILD="${FUZZ_BUILD_DIR:-build-fuzz}"
 export KVLM_SHARED="${KVLM_SHARED:-$(cd .. && pwd)/shared}"
@@ -28,7 +29,7 @@ if [[ "${FUZZ_NO_BUILD:-0}" != 1 ]]; then
     if command -v ccache >/dev/null; then
       launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
     fi
-    CC=clang-16 CXX=clang++-16 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DKVLM_FUZZ=ON \
+    CC=clang-16 CXX=clang++-16 cmake $(cmake_generator "$BUILD") -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DKVLM_FUZZ=ON \
       -DKVLM_BUILD_BENCH=OFF "${launcher[@]}" >/dev/null
   fi
   cmake --build "$BUILD" -j"${FUZZ_BUILD_JOBS:-$(nproc)}" --target "${TARGETS[@]/#/kvlm_fuzz_}"

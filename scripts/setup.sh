@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(
-  build-essential cmake pkg-config git
+  build-essential cmake ninja-build pkg-config git
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcpp-httplib-dev libcli11-dev
   libpcre2-dev libxxhash-dev libfmt-dev
@@ -40,6 +40,8 @@ if [[ "${1:-}" != "--no-install" ]]; then
 fi
 
 BUILD_DIR="${BUILD_DIR:-build}"
+source scripts/cmake_generator.sh
 # Unity batches: a fresh build in about half the time (CMakeLists.txt, KVLM_UNITY_BUILD).
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DKVLM_UNITY_BUILD=ON >/dev/null
+# shellcheck disable=SC2046  # the generator's words split on purpose
+cmake $(cmake_generator "$BUILD_DIR") -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DKVLM_UNITY_BUILD=ON >/dev/null
 cmake --build "$BUILD_DIR" -j"$(nproc)"

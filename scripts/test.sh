@@ -16,6 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 JOBS="$(nproc)"
+source scripts/cmake_generator.sh
 PHASES=()
 
 phase() {  # phase NAME COMMAND...: runs it, prints and records its time
@@ -49,7 +50,7 @@ asan_build() {
   local targets=(kvlm_unit_common kvlm_unit_kv kvlm_unit_kvstore kvlm_unit_sched kvlm_unit_tokenizer
                  kvlm_unit_model kvlm_unit_engine kvlm_unit_chat kvlm_unit_constrain kvlm_ops)
   if [[ ! -f build-fuzz/CMakeCache.txt ]]; then
-    CC=clang-16 CXX=clang++-16 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Release -DKVLM_FUZZ=ON -DKVLM_UNITY_BUILD=ON \
+    CC=clang-16 CXX=clang++-16 cmake $(cmake_generator build-fuzz) -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Release -DKVLM_FUZZ=ON -DKVLM_UNITY_BUILD=ON \
       -DKVLM_BUILD_BENCH=OFF >/dev/null
   fi
   cmake --build build-fuzz -j"$JOBS" --target "${targets[@]}" kvlm_fuzz_record kvlm_fuzz_openai \
@@ -72,7 +73,7 @@ tsan_build() {
     # Keep the ISA kernel copies: with scalar kernels the TSan server is too
     # slow for the drain and body-limit tests (they timed out), and leaving
     # the copies out saved no build time.
-    CC=clang-16 CXX=clang++-16 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Release -DKVLM_TSAN=ON -DKVLM_UNITY_BUILD=ON \
+    CC=clang-16 CXX=clang++-16 cmake $(cmake_generator build-tsan) -S . -B build-tsan -DCMAKE_BUILD_TYPE=Release -DKVLM_TSAN=ON -DKVLM_UNITY_BUILD=ON \
       -DKVLM_BUILD_BENCH=OFF >/dev/null
   fi
   cmake --build build-tsan -j"$JOBS" --target kvlm kvlm_unit_engine
