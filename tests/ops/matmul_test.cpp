@@ -46,16 +46,22 @@ struct Problem {
   WeightMatrix matrix(DType t) const { return {w.data(), t, rows, cols, nullptr}; }
 };
 
+// The same weights with num_tokens new activations (seed for x).
+Problem with_tokens(DType t, Problem p, int64_t num_tokens, uint32_t seed) {
+  p.num_tokens = num_tokens;
+  p.x = test::random_floats(static_cast<size_t>(num_tokens * p.cols), seed, 1.f, 0.1f);
+  const DType at = act_type_for(t);
+  const auto xq = test::quantize_matrix(at, p.x, num_tokens, p.cols);
+  p.x_act = test::dequantize_matrix(at, xq.data(), num_tokens, p.cols);
+  return p;
+}
+
 Problem make_problem(DType t, int64_t rows, int64_t cols, int64_t num_tokens, uint32_t seed) {
-  Problem p{rows, cols, num_tokens, {}, {}, {}, {}};
+  Problem p{rows, cols, 0, {}, {}, {}, {}};
   const auto w = test::random_floats(static_cast<size_t>(rows * cols), seed, 0.02f);
   p.w = test::quantize_matrix(t, w, rows, cols);
   p.w_f32 = test::dequantize_matrix(t, p.w.data(), rows, cols);
-  p.x = test::random_floats(static_cast<size_t>(num_tokens * cols), seed + 1, 1.f, 0.1f);
-  const DType at = act_type_for(t);
-  const auto xq = test::quantize_matrix(at, p.x, num_tokens, cols);
-  p.x_act = test::dequantize_matrix(at, xq.data(), num_tokens, cols);
-  return p;
+  return with_tokens(t, std::move(p), num_tokens, seed + 1);
 }
 
 struct MatmulCase {
@@ -91,10 +97,13 @@ std::vector<std::pair<int64_t, int64_t>> shapes_for(DType t) {
 TEST_P(MatmulTest, MatchesReferenceAndExactDot) {
   const MatmulCase c = param();
   for (const auto& [rows, cols] : shapes_for(c.dtype)) {
+    // One weight matrix a shape (quantizing it is most of this test's time
+    // under the sanitizers); new activations for every token count.
+    const Problem weights = make_problem(c.dtype, rows, cols, 1, static_cast<uint32_t>(rows * 31 + cols));
     for (int64_t num_tokens = 1; num_tokens <= 17; ++num_tokens) {
       SCOPED_TRACE(testing::Message() << dtype_name(c.dtype) << " rows=" << rows << " cols=" << cols
                                       << " T=" << num_tokens);
-      const Problem p = make_problem(c.dtype, rows, cols, num_tokens, static_cast<uint32_t>(rows * 31 + cols + num_tokens));
+      const Problem p = with_tokens(c.dtype, weights, num_tokens, static_cast<uint32_t>(rows * 31 + cols + num_tokens + 1));
       const WeightMatrix w = p.matrix(c.dtype);
       std::vector<float> y(static_cast<size_t>(num_tokens * rows), NAN);
       std::vector<float> y_ref(y.size(), NAN);
@@ -103,14 +112,15 @@ TEST_P(MatmulTest, MatchesReferenceAndExactDot) {
       // The packed copy and the scalar twins compute the same bits.
       std::vector<float> y_packed(y.size(), NAN);
       std::vector<float> y_scalar(y.size(), NAN);
-      matmul(pack_for_matmul(w), p.x.data(), num_tokens, y_packed.data());
+      const WeightMatrix packed = pack_for_matmul(w);
+      matmul(packed, p.x.data(), num_tokens, y_packed.data());
       cpu::matmul_with(CpuPath::kScalar, w, p.x.data(), num_tokens, y_scalar.data());
       ASSERT_EQ(y_packed, y);
       ASSERT_EQ(y_scalar, y);
       // A matrix packed for this path serves every other SIMD path too.
       for (CpuPath other : supported_cpu_paths()) {
         std::vector<float> y_other(y.size(), NAN);
-        cpu::matmul_with(other, pack_for_matmul(w), p.x.data(), num_tokens, y_other.data());
+        cpu::matmul_with(other, packed, p.x.data(), num_tokens, y_other.data());
         ASSERT_EQ(y_other, y) << cpu_path_name(other);
       }
       for (int64_t t = 0; t < num_tokens; ++t) {
