@@ -14,6 +14,9 @@
 //   BM_DecodeAttentionColdInOrder  the same with each layer's blocks in pool
 //                        order (a fresh pool), where the hardware prefetchers
 //                        can follow the addresses across blocks.
+//   BM_Softmax           the softmax of one GQA group's score rows (8 heads)
+//                        at the given context, on one thread: the part of
+//                        a layer's attention between scores and values.
 //   BM_DecodeAttentionCold4K  Cold on 4 KiB pages. The KV pool asks for 2 MiB
 //                        pages (runner/kv_storage.cpp), and so do the other
 //                        cases here; this one shows what the TLB misses cost.
@@ -32,6 +35,7 @@
 #include <vector>
 
 #include "backend/cpu/attention.h"
+#include "backend/cpu/ops.h"
 #include "backend/threads.h"
 #include "common/huge_pages.h"
 
@@ -100,6 +104,23 @@ void BM_DecodeAttentionCold(benchmark::State& state, DType dtype) { run(state, d
 void BM_DecodeAttentionColdInOrder(benchmark::State& state, DType dtype) { run(state, dtype, 80, false); }
 void BM_DecodeAttentionCold4K(benchmark::State& state, DType dtype) { run(state, dtype, 80, true, false); }
 
+void BM_Softmax(benchmark::State& state) {
+  const int64_t ctx = state.range(0);
+  constexpr int64_t kGroup = kNumHeads / kNumKvHeads;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> scores(0.f, 3.f);
+  std::vector<float> rows(static_cast<size_t>(kGroup * ctx));
+  for (auto& x : rows) x = scores(rng);
+  // Softmax again over its own output after the first pass: the same work a value.
+  for (auto _ : state) {
+    for (int64_t g = 0; g < kGroup; ++g) softmax(rows.data() + g * ctx, 1, ctx);  // one row a call, as attention does
+    benchmark::DoNotOptimize(rows.data());
+  }
+  state.counters["values/s"] = benchmark::Counter(static_cast<double>(kGroup * ctx * state.iterations()),
+                                                  benchmark::Counter::kIsRate);
+}
+
+BENCHMARK(BM_Softmax)->Arg(4096);
 BENCHMARK_CAPTURE(BM_DecodeAttention, f16, DType::kF16)->Arg(256)->Arg(1024)->Arg(4096)->UseRealTime();
 BENCHMARK_CAPTURE(BM_DecodeAttention, bf16, DType::kBF16)->Arg(256)->Arg(1024)->Arg(4096)->UseRealTime();
 BENCHMARK_CAPTURE(BM_DecodeAttention, f32, DType::kF32)->Arg(4096)->UseRealTime();

@@ -165,7 +165,8 @@ TEST(Ops, Softmax) {
 }
 
 // The AVX2 and AVX-512 softmax add e^x in the same chains (ops.cpp,
-// exp_sum_groups8), so rows of every length come out the same bits.
+// exp_sum_chains: even 8-value chunks in one, odd in the other), so rows of
+// every length come out the same bits.
 TEST(Ops, SoftmaxSimdPathsGiveTheSameBits) {
   if (!cpu_path_supported(CpuPath::kAvx2) || !cpu_path_supported(CpuPath::kAvx512))
     GTEST_SKIP() << "needs the avx2 and avx512 paths";
