@@ -9,8 +9,10 @@
 #include <cmath>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -236,7 +238,10 @@ double kv_bytes_per_context_token(const ModelConfig& c, DType kv) {
 
 // pp and tg after `depth` tokens of context: the context is prefilled once
 // (untimed) and each run rewinds to it, so every run sees the same KV.
-nlohmann::json measure_model(const Model& model, const ModelBenchOptions& o) {
+// probe (nullable): one read-bandwidth pass after each timed tg run, their
+// mean in bandwidth_gb_s (five passes in a row without tg).
+nlohmann::json measure_model(const Model& model, const ModelBenchOptions& o, ReadBandwidthProbe* probe,
+                             double& bandwidth_gb_s) {
   SequenceEvaluator eval(model, o.depth + std::max({o.pp, o.tg, 1}), parse_kv_type(o.kv_type));
   std::mt19937 rng(42);
   std::uniform_int_distribution<int32_t> pick(0, model.config().vocab_size - 1);
@@ -249,7 +254,8 @@ nlohmann::json measure_model(const Model& model, const ModelBenchOptions& o) {
   }
   // The first run warms caches and is dropped; each run reports the context
   // it ended with, read back from the evaluator.
-  auto rate = [&](auto&& body, int n, const char* what) {
+  std::vector<double> passes;  // GB/s
+  auto rate = [&](auto&& body, int n, const char* what, ReadBandwidthProbe* beside) {
     ProgressBar bar(what, o.reps + 1, "runs");
     std::vector<double> r;
     int32_t context_end = 0;
@@ -260,6 +266,7 @@ nlohmann::json measure_model(const Model& model, const ModelBenchOptions& o) {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       context_end = eval.num_tokens();
       if (i > 0) r.push_back(n / s);
+      if (i > 0 && beside != nullptr) passes.push_back(beside->pass_gb_s());
     }
     auto [mean, sd] = mean_sd(r);
     return nlohmann::json{{"tokens", n}, {"tokens_per_s", mean}, {"stddev", sd}, {"depth", o.depth},
@@ -269,14 +276,17 @@ nlohmann::json measure_model(const Model& model, const ModelBenchOptions& o) {
   if (o.pp > 0) {
     std::vector<int32_t> prompt(o.pp);
     for (auto& t : prompt) t = pick(rng);
-    out["pp"] = rate([&] { eval.eval(prompt, /*all_logits=*/false); }, o.pp, "prompt processing");
+    out["pp"] = rate([&] { eval.eval(prompt, /*all_logits=*/false); }, o.pp, "prompt processing", nullptr);
   }
   if (o.tg > 0) {
     out["tg"] = rate([&] {
       int32_t t = 1;
       for (int i = 0; i < o.tg; ++i) t = argmax(eval.eval(std::span<const int32_t>(&t, 1), false));
-    }, o.tg, "generation");
+    }, o.tg, "generation", probe);
   }
+  if (probe != nullptr && passes.empty())
+    for (int i = 0; i < 5; ++i) passes.push_back(probe->pass_gb_s());
+  bandwidth_gb_s = passes.empty() ? 0.0 : mean_sd(passes).first;
   return out;
 }
 
@@ -344,11 +354,13 @@ int bench_model(int argc, char** argv) {
     num_params += t.num_elements();
     num_bytes += static_cast<int64_t>(t.num_bytes);
   }
-  nlohmann::json out = measure_model(*model, o);
+  std::optional<ReadBandwidthProbe> probe;
+  if (o.bandwidth) probe.emplace();
+  double bandwidth_gb_s = 0.0;
+  nlohmann::json out = measure_model(*model, o, probe ? &*probe : nullptr, bandwidth_gb_s);
   out.update({{"model", o.model_path}, {"threads", num_threads()}, {"kv_type", o.kv_type}, {"params", num_params},
               {"weight_bytes", num_bytes}, {"depth", o.depth}});
-  if (o.bandwidth)
-    add_bandwidth_limit(out, model->config(), parse_kv_type(o.kv_type), measure_read_bandwidth_gb_s());
+  if (o.bandwidth) add_bandwidth_limit(out, model->config(), parse_kv_type(o.kv_type), bandwidth_gb_s);
   if (!o.plot_path.empty()) write_model_plot(o.plot_path, out);
   if (o.json) {
     fmt::print("{}\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
