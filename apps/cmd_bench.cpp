@@ -238,10 +238,15 @@ double kv_bytes_per_context_token(const ModelConfig& c, DType kv) {
 
 // pp and tg after `depth` tokens of context: the context is prefilled once
 // (untimed) and each run rewinds to it, so every run sees the same KV.
-// probe (nullable): one read-bandwidth pass after each timed tg run, their
-// mean in bandwidth_gb_s (five passes in a row without tg).
+// probe (nullable): a read-bandwidth pass after every kProbeEveryTokens
+// generated tokens, untimed, their mean in bandwidth_gb_s (five passes in a
+// row without tg): the memory of the hosts we measure on changes speed
+// within seconds, and a pass after each tg run (three 5 ms samples of a 5 s
+// measurement) put Q4_0 decode anywhere from 84% to 107% of its limit; a
+// pass every 32 tokens 79-99% (Zen 5, 2026-12-03).
 nlohmann::json measure_model(const Model& model, const ModelBenchOptions& o, ReadBandwidthProbe* probe,
                              double& bandwidth_gb_s) {
+  constexpr int kProbeEveryTokens = 32;  // passes cost tg 2-4% at every 16 (they evict the caches)
   SequenceEvaluator eval(model, o.depth + std::max({o.pp, o.tg, 1}), parse_kv_type(o.kv_type));
   std::mt19937 rng(42);
   std::uniform_int_distribution<int32_t> pick(0, model.config().vocab_size - 1);
@@ -253,20 +258,22 @@ nlohmann::json measure_model(const Model& model, const ModelBenchOptions& o, Rea
     bar.advance();
   }
   // The first run warms caches and is dropped; each run reports the context
-  // it ended with, read back from the evaluator.
-  std::vector<double> passes;  // GB/s
-  auto rate = [&](auto&& body, int n, const char* what, ReadBandwidthProbe* beside) {
+  // it ended with, read back from the evaluator. body() returns the seconds
+  // of its run not to count (the probe's passes).
+  std::vector<double> passes;  // GB/s, of the counted runs
+  bool counted = false;
+  auto rate = [&](auto&& body, int n, const char* what) {
     ProgressBar bar(what, o.reps + 1, "runs");
     std::vector<double> r;
     int32_t context_end = 0;
     for (int i = 0; i < o.reps + 1; ++i, bar.advance()) {
       eval.rewind(o.depth);
+      counted = i > 0;
       auto t0 = std::chrono::steady_clock::now();
-      body();
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double untimed = body();
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - untimed;
       context_end = eval.num_tokens();
       if (i > 0) r.push_back(n / s);
-      if (i > 0 && beside != nullptr) passes.push_back(beside->pass_gb_s());
     }
     auto [mean, sd] = mean_sd(r);
     return nlohmann::json{{"tokens", n}, {"tokens_per_s", mean}, {"stddev", sd}, {"depth", o.depth},
@@ -276,16 +283,27 @@ nlohmann::json measure_model(const Model& model, const ModelBenchOptions& o, Rea
   if (o.pp > 0) {
     std::vector<int32_t> prompt(o.pp);
     for (auto& t : prompt) t = pick(rng);
-    out["pp"] = rate([&] { eval.eval(prompt, /*all_logits=*/false); }, o.pp, "prompt processing", nullptr);
+    out["pp"] = rate([&] {
+      eval.eval(prompt, /*all_logits=*/false);
+      return 0.0;
+    }, o.pp, "prompt processing");
   }
   if (o.tg > 0) {
     out["tg"] = rate([&] {
       int32_t t = 1;
-      for (int i = 0; i < o.tg; ++i) t = argmax(eval.eval(std::span<const int32_t>(&t, 1), false));
-    }, o.tg, "generation", probe);
+      double untimed = 0.0;
+      for (int i = 0; i < o.tg; ++i) {
+        t = argmax(eval.eval(std::span<const int32_t>(&t, 1), false));
+        if (probe == nullptr || (i + 1) % kProbeEveryTokens != 0) continue;
+        const auto p0 = std::chrono::steady_clock::now();
+        const double gb_s = probe->pass_gb_s();
+        untimed += std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count();
+        if (counted) passes.push_back(gb_s);
+      }
+      return untimed;
+    }, o.tg, "generation");
   }
-  if (probe != nullptr && passes.empty())
-    for (int i = 0; i < 5; ++i) passes.push_back(probe->pass_gb_s());
+  while (probe != nullptr && passes.size() < 5) passes.push_back(probe->pass_gb_s());
   bandwidth_gb_s = passes.empty() ? 0.0 : mean_sd(passes).first;
   return out;
 }
