@@ -239,8 +239,9 @@ double kv_bytes_per_context_token(const ModelConfig& c, DType kv) {
 // pp and tg after `depth` tokens of context: the context is prefilled once
 // (untimed) and each run rewinds to it, so every run sees the same KV.
 // probe (nullable): a read-bandwidth pass after every kProbeEveryTokens
-// generated tokens, untimed, their mean in bandwidth_gb_s (five passes in a
-// row without tg): the memory of the hosts we measure on changes speed
+// generated tokens of the counted runs, untimed, their mean in
+// bandwidth_gb_s (passes after the runs make up at least five, as with short
+// or no tg runs): the memory of the hosts we measure on changes speed
 // within seconds, and a pass after each tg run (three 5 ms samples of a 5 s
 // measurement) put Q4_0 decode anywhere from 84% to 107% of its limit; a
 // pass every 32 tokens 79-99% (Zen 5, 2026-12-03).
