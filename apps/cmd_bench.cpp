@@ -259,19 +259,18 @@ nlohmann::json measure_model(const Model& model, const ModelBenchOptions& o, Rea
     bar.advance();
   }
   // The first run warms caches and is dropped; each run reports the context
-  // it ended with, read back from the evaluator. body() returns the seconds
-  // of its run not to count (the probe's passes).
+  // it ended with, read back from the evaluator. body(counted) runs once,
+  // counted false for that first run, and returns the seconds of its run not
+  // to count (the probe's passes).
   std::vector<double> passes;  // GB/s, of the counted runs
-  bool counted = false;
   auto rate = [&](auto&& body, int n, const char* what) {
     ProgressBar bar(what, o.reps + 1, "runs");
     std::vector<double> r;
     int32_t context_end = 0;
     for (int i = 0; i < o.reps + 1; ++i, bar.advance()) {
       eval.rewind(o.depth);
-      counted = i > 0;
       auto t0 = std::chrono::steady_clock::now();
-      const double untimed = body();
+      const double untimed = body(i > 0);
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - untimed;
       context_end = eval.num_tokens();
       if (i > 0) r.push_back(n / s);
@@ -284,13 +283,13 @@ nlohmann::json measure_model(const Model& model, const ModelBenchOptions& o, Rea
   if (o.pp > 0) {
     std::vector<int32_t> prompt(o.pp);
     for (auto& t : prompt) t = pick(rng);
-    out["pp"] = rate([&] {
+    out["pp"] = rate([&](bool) {
       eval.eval(prompt, /*all_logits=*/false);
       return 0.0;
     }, o.pp, "prompt processing");
   }
   if (o.tg > 0) {
-    out["tg"] = rate([&] {
+    out["tg"] = rate([&](bool counted) {
       int32_t t = 1;
       double untimed = 0.0;
       for (int i = 0; i < o.tg; ++i) {

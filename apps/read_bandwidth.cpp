@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <utility>
 
 #include "backend/chunk_regions.h"
 #include "backend/thread_pool.h"
