@@ -14,6 +14,7 @@
 
 #include "model/forward_batch.h"
 #include "model/model.h"
+#include "runner/kv_prefault.h"
 
 namespace kvlm {
 
@@ -47,6 +48,12 @@ class KvStorage {
   void read_block(BlockId id, std::span<std::byte> out) const;
   void write_block(BlockId id, std::span<const std::byte> in);
 
+  // Block `block` is about to be written: the pool's pages through a
+  // lookahead past it are committed on a thread of their own (KvPrefaulter),
+  // not by faults in the step that writes them. Returns at once.
+  void note_use(BlockId block) { prefaulter_->note_use(block.value()); }
+  const KvPrefaulter& prefaulter() const { return *prefaulter_; }
+
  private:
   KvLayout layout_;
   int32_t num_blocks_;
@@ -54,6 +61,7 @@ class KvStorage {
   // Anonymous mapping: the kernel hands out zeroed pages on first touch, so a
   // large pool costs address space up front and memory only as it fills.
   HugePageBuffer pool_;
+  std::unique_ptr<KvPrefaulter> prefaulter_;  // after pool_: stops before the pool is unmapped
   size_t num_bytes_ = 0;
   KvCacheView view_;
 };

@@ -1,5 +1,6 @@
 #include "runner/model_runner.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -91,6 +92,7 @@ std::span<const float> ModelRunner::execute(const SchedulerOutput& out) {
   raw_attention_.resize(out.seqs.size());
 
   for (RequestId id : out.released_tables) tables_.forget(id);
+  int32_t highest_block = -1;  // the step's highest block id: the prefaulter commits past it
   for (size_t si = 0; si < out.seqs.size(); ++si) {
     const ScheduledSeq& s = out.seqs[si];
     KVLM_ASSERT(s.table_changes.size() == num_groups, "one block table per KV group");
@@ -105,6 +107,7 @@ std::span<const float> ModelRunner::execute(const SchedulerOutput& out) {
         const auto& table = tables[g].ids;
         KVLM_ASSERT(static_cast<size_t>(slot / bs) < table.size(), "block table covers the slot");
         slots_[g].push_back(static_cast<int64_t>(table[slot / bs]) * bs + slot % bs);
+        highest_block = std::max(highest_block, static_cast<int32_t>(table[slot / bs]));
       }
     }
     float* stats = nullptr;
@@ -118,6 +121,7 @@ std::span<const float> ModelRunner::execute(const SchedulerOutput& out) {
     if (s.sample) logit_rows_.push_back(begin + n - 1);
   }
 
+  if (highest_block >= 0) storage_.note_use(BlockId(highest_block));
   std::vector<KvGroupBatch> groups(num_groups);
   for (size_t g = 0; g < num_groups; ++g) groups[g] = KvGroupBatch{slots_[g], seqs_[g]};
   ForwardBatch batch{tokens_, positions_, groups, logit_rows_};

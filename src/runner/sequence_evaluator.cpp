@@ -1,5 +1,7 @@
 #include "runner/sequence_evaluator.h"
 
+#include <algorithm>
+
 #include "common/error.h"
 
 namespace kvlm {
@@ -41,6 +43,9 @@ const std::vector<float>& SequenceEvaluator::eval(std::span<const int32_t> token
     for (size_t g = 0; g < num_groups; ++g)
       slots[g][i] = static_cast<int64_t>(block_tables_[g][positions[i] / bs]) * bs + positions[i] % bs;
   }
+  int64_t highest_slot = 0;
+  for (const auto& group_slots : slots) highest_slot = std::max(highest_slot, group_slots.back());
+  storage_.note_use(BlockId(static_cast<int32_t>(highest_slot / bs)));
   std::vector<int32_t> logit_rows;
   for (int32_t i = all_logits ? 0 : T - 1; i < T; ++i) logit_rows.push_back(i);
 
