@@ -12,13 +12,15 @@
 // a stall every 4,096 tokens of new KV until every block had been used.
 //
 // A KvPrefaulter keeps at least half a lookahead of blocks past the highest
-// block in use committed with madvise(MADV_POPULATE_WRITE), which faults pages in as a
-// write would but leaves their bytes alone: the step thread may write the
-// blocks it owns at the same time. The lookahead is one 2 MiB page of every
-// region (at least kMinLookaheadBlocks blocks), so the pool holds at most that
-// much more than it has used. Where the kernel lacks MADV_POPULATE_WRITE
-// (before Linux 5.14) or refuses, prefaulting stops and pages fault in on
-// first use as before.
+// block in use committed with madvise(MADV_POPULATE_WRITE), which faults pages
+// in as a write would but leaves their bytes alone: the step thread may write
+// the blocks it owns at the same time. The lookahead is one 2 MiB page of
+// every region (at least kMinLookaheadBlocks blocks), so the pool holds at
+// most that much more than it has used. The thread runs at the lowest
+// priority: on cores the compute threads keep busy it gets little time, and
+// the step that outruns it faults the rest in itself, as before. Where the
+// kernel lacks MADV_POPULATE_WRITE (before Linux 5.14) or refuses,
+// prefaulting stops and pages fault in on first use.
 #pragma once
 
 #include <condition_variable>
@@ -35,8 +37,8 @@ class KvPrefaulter {
 
   // The pool: `num_regions` regions of `num_blocks` blocks of `block_bytes`
   // each, region i at base + i * num_blocks * block_bytes, in the order a
-  // forward pass first writes them (layer by layer, K then V). Starts the
-  // thread, which commits the first lookahead at once.
+  // forward pass first writes them (layer by layer, K then V). Commits the
+  // first lookahead before it returns, then starts the thread.
   KvPrefaulter(uint8_t* base, size_t num_regions, size_t block_bytes, int32_t num_blocks);
   ~KvPrefaulter();
   KvPrefaulter(const KvPrefaulter&) = delete;

@@ -70,12 +70,11 @@ KvStorage::KvStorage(const Model& model, DType dtype, int32_t block_size, int32_
   // 4,096 tokens, far past the 4 KiB TLB's reach.
   pool_ = HugePageBuffer(num_bytes_, "the KV cache");
   // Regions in the order a forward pass writes them: row by row, K then V.
-  // The first lookahead is committed before the pool is handed out, so that
-  // the first request does not wait for it: TinyLlama Q4_0 on a 2-core VM
-  // whose host backs guest memory on first touch, `bench batch --requests 1
-  // --prompt-len 8`, TTFT 80-185 -> 25-27 ms (3 alternated runs).
+  // The prefaulter commits the first lookahead before the pool is handed
+  // out, so that the first request does not wait for it: TinyLlama Q4_0 on a
+  // 2-core VM whose host backs guest memory on first touch, `bench batch
+  // --requests 1 --prompt-len 8`, TTFT 80-185 -> 25-27 ms (3 alternated runs).
   prefaulter_ = std::make_unique<KvPrefaulter>(pool_.data(), 2 * num_rows_, layout_.block_bytes(), num_blocks);
-  prefaulter_->wait_committed(prefaulter_->lookahead_blocks());
   view_.layout = layout_;
   view_.layers.resize(model.config().num_layers);
   view_.layer_group.resize(model.config().num_layers);
