@@ -20,11 +20,12 @@ Summary summarize(std::vector<double> v) {
   s.p50 = pct(0.50);
   s.p90 = pct(0.90);
   s.p99 = pct(0.99);
+  s.max = v.back();
   return s;
 }
 
 nlohmann::json to_json(const Summary& s) {
-  return {{"mean", s.mean}, {"p50", s.p50}, {"p90", s.p90}, {"p99", s.p99}};
+  return {{"mean", s.mean}, {"p50", s.p50}, {"p90", s.p90}, {"p99", s.p99}, {"max", s.max}};
 }
 
 }  // namespace kvlm::apps

@@ -124,9 +124,11 @@ void print_batch_run(const nlohmann::json& r) {
   fmt::print("concurrency {} | wall {:.2f} s | {:.2f} req/s | prompt {:.1f} tok/s | generated {:.1f} tok/s\n",
              r["concurrency"].get<int>(), r["wall_s"].get<double>(), r["requests_per_s"].get<double>(),
              r["prompt_tokens_per_s"].get<double>(), r["generated_tokens_per_s"].get<double>());
-  fmt::print("  TTFT ms: mean {:.2f} p50 {:.2f} p90 {:.2f} p99 {:.2f} | ITL ms: mean {:.2f} p50 {:.2f} p90 {:.2f} p99 {:.2f}\n",
+  fmt::print("  TTFT ms: mean {:.2f} p50 {:.2f} p90 {:.2f} p99 {:.2f} max {:.2f} | ITL ms: mean {:.2f} p50 {:.2f} p90 {:.2f} "
+             "p99 {:.2f} max {:.2f}\n",
              stat("ttft_ms", "mean"), stat("ttft_ms", "p50"), stat("ttft_ms", "p90"), stat("ttft_ms", "p99"),
-             stat("itl_ms", "mean"), stat("itl_ms", "p50"), stat("itl_ms", "p90"), stat("itl_ms", "p99"));
+             stat("ttft_ms", "max"), stat("itl_ms", "mean"), stat("itl_ms", "p50"), stat("itl_ms", "p90"),
+             stat("itl_ms", "p99"), stat("itl_ms", "max"));
   fmt::print("  prefix hit rate {:.3f} | peak KV blocks {} of {} | preemptions {} | steps {}\n",
              r["prefix_hit_rate"].get<double>(), r["peak_kv_blocks"].get<int>(), r["kv_blocks"].get<int>(),
              r["preemptions"].get<int64_t>(), r["steps"].get<int64_t>());

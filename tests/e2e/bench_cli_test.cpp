@@ -19,7 +19,7 @@ TEST(BenchCli, BatchReportsThroughputLatencyAndCache) {
                           "itl_ms", "prefix_hit_rate", "peak_kv_blocks", "preemptions", "step_profile"})
     EXPECT_TRUE(j.contains(key)) << key << " missing from " << r.out;
   for (const char* key : {"ttft_ms", "itl_ms"})
-    for (const char* stat : {"mean", "p50", "p99"}) EXPECT_TRUE(j[key].contains(stat)) << key << "." << stat;
+    for (const char* stat : {"mean", "p50", "p99", "max"}) EXPECT_TRUE(j[key].contains(stat)) << key << "." << stat;
   EXPECT_EQ(j["requests"], 6);
   EXPECT_GT(j["generated_tokens_per_s"].get<double>(), 0);
   // 32 shared tokens = 2 full blocks; requests after the first hit them.
