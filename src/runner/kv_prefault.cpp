@@ -18,8 +18,8 @@
 namespace kvlm {
 namespace {
 constexpr uintptr_t kSmallPage = 4096;
-// Blocks committed per madvise round: a round takes the lock once, and the
-// step thread's note_use never waits longer than that for it.
+// Blocks committed per round (the lock is not held during one): the
+// destructor waits for at most one round to end.
 constexpr int32_t kMaxRoundBlocks = 1024;
 }  // namespace
 
