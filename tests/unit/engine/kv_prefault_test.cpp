@@ -47,6 +47,15 @@ bool none_resident(const uint8_t* p, size_t bytes) {
 // A pool on 4 KiB pages, so that residency is exact to the page.
 HugePageBuffer small_page_pool() { return HugePageBuffer(kRegions * kRegionBytes, "test pool", PageAdvice::kSmall); }
 
+// Blocks [0, n) of every region resident, and none past them.
+void expect_resident_through(const HugePageBuffer& pool, int32_t n) {
+  for (size_t r = 0; r < kRegions; ++r) {
+    const uint8_t* region = pool.data() + r * kRegionBytes;
+    EXPECT_TRUE(all_resident(region, n * kBlockBytes)) << "region " << r << ", " << n << " blocks";
+    EXPECT_TRUE(none_resident(region + n * kBlockBytes, (kNumBlocks - n) * kBlockBytes)) << "region " << r;
+  }
+}
+
 TEST(KvPrefaulter, CommitsTheLookaheadOfEveryRegionAndNoMore) {
   HugePageBuffer pool = small_page_pool();
   KvPrefaulter pf(pool.data(), kRegions, kBlockBytes, kNumBlocks);
@@ -54,11 +63,7 @@ TEST(KvPrefaulter, CommitsTheLookaheadOfEveryRegionAndNoMore) {
   const int32_t ahead = pf.lookahead_blocks();
   pf.wait_committed(ahead);
   ASSERT_EQ(pf.committed_blocks(), ahead);
-  for (size_t r = 0; r < kRegions; ++r) {
-    const uint8_t* region = pool.data() + r * kRegionBytes;
-    EXPECT_TRUE(all_resident(region, ahead * kBlockBytes)) << "region " << r;
-    EXPECT_TRUE(none_resident(region + ahead * kBlockBytes, (kNumBlocks - ahead) * kBlockBytes)) << "region " << r;
-  }
+  expect_resident_through(pool, ahead);
 
   // Within half a lookahead of the committed end nothing happens; past it,
   // blocks through the block in use + the lookahead follow, in every region.
@@ -71,11 +76,7 @@ TEST(KvPrefaulter, CommitsTheLookaheadOfEveryRegionAndNoMore) {
   EXPECT_EQ(pf.target_blocks(), want);
   pf.wait_committed(want);
   ASSERT_EQ(pf.committed_blocks(), want);
-  for (size_t r = 0; r < kRegions; ++r) {
-    const uint8_t* region = pool.data() + r * kRegionBytes;
-    EXPECT_TRUE(all_resident(region, want * kBlockBytes)) << "region " << r;
-    EXPECT_TRUE(none_resident(region + want * kBlockBytes, (kNumBlocks - want) * kBlockBytes)) << "region " << r;
-  }
+  expect_resident_through(pool, want);
 
   // A lower block changes nothing; the pool's end bounds the lookahead.
   pf.note_use(10);
