@@ -34,8 +34,15 @@ void set_num_threads(int num_threads) {
 }
 
 int num_threads() {
-  const int n = g_num_threads.load(std::memory_order_relaxed);
-  return n > 0 ? n : default_num_threads();
+  int n = g_num_threads.load(std::memory_order_relaxed);
+  if (n > 0) return n;
+  // Unset (a library user or a benchmark that never called set_num_threads):
+  // the default is worked out once and kept. Every kernel call asks, and
+  // default_num_threads() is a getenv and a sched_getaffinity system call:
+  // half of bench_attention's BM_Softmax time went there. A concurrent
+  // set_num_threads wins the exchange.
+  const int fallback = default_num_threads();
+  return g_num_threads.compare_exchange_strong(n, fallback, std::memory_order_relaxed) ? fallback : n;
 }
 
 }  // namespace kvlm
