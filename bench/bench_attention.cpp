@@ -17,6 +17,10 @@
 //   BM_Softmax           the softmax of one GQA group's score rows (8 heads)
 //                        at the given context, on one thread: the part of
 //                        a layer's attention between scores and values.
+//   BM_DecodeAttentionBatch  a decode step of 8 sequences at a short context
+//                        (the argument), each its own blocks: batched
+//                        serving's attention, where the work per call is
+//                        small and the fixed costs show.
 //   BM_DecodeAttentionCold4K  Cold on 4 KiB pages. The KV pool asks for 2 MiB
 //                        pages (runner/kv_storage.cpp), and so do the other
 //                        cases here; this one shows what the TLB misses cost.
@@ -99,6 +103,28 @@ void run(benchmark::State& state, DType dtype, int num_layers, bool shuffle, boo
       2.0 * ctx * layers.layout.row_bytes() * kNumKvHeads * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
+// A decode step of kBatchSeqs sequences of ctx tokens each (the batch-8 step
+// of serving at short contexts): one layer, each sequence its own blocks.
+constexpr int32_t kBatchSeqs = 8;
+void BM_DecodeAttentionBatch(benchmark::State& state) {
+  set_num_threads(0);
+  const int32_t ctx = static_cast<int32_t>(state.range(0));
+  const int32_t blocks_per_seq = (ctx + kBlockSize - 1) / kBlockSize;
+  Layers layers(DType::kF16, blocks_per_seq * kBlockSize * kBatchSeqs, 1, false, true);
+  std::mt19937 rng(2);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> q(kBatchSeqs * kNumHeads * kHeadDim), out(q.size());
+  for (auto& x : q) x = u(rng);
+  std::vector<AttentionSeq> seqs;
+  for (int32_t s = 0; s < kBatchSeqs; ++s)
+    seqs.push_back({s, 1, ctx, std::span<const int32_t>(layers.tables[0]).subspan(s * blocks_per_seq, blocks_per_seq)});
+  const AttentionParams params{kNumHeads, 0.125f};
+  for (auto _ : state) {
+    paged_attention(layers.layout, layers.layer(0), q.data(), seqs, params, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+
 void BM_DecodeAttention(benchmark::State& state, DType dtype) { run(state, dtype, 1, false); }
 void BM_DecodeAttentionCold(benchmark::State& state, DType dtype) { run(state, dtype, 80, true); }
 void BM_DecodeAttentionColdInOrder(benchmark::State& state, DType dtype) { run(state, dtype, 80, false); }
@@ -121,6 +147,7 @@ void BM_Softmax(benchmark::State& state) {
 }
 
 BENCHMARK(BM_Softmax)->Arg(4096);
+BENCHMARK(BM_DecodeAttentionBatch)->Arg(40)->Arg(72)->UseRealTime();
 BENCHMARK_CAPTURE(BM_DecodeAttention, f16, DType::kF16)->Arg(256)->Arg(1024)->Arg(4096)->UseRealTime();
 BENCHMARK_CAPTURE(BM_DecodeAttention, bf16, DType::kBF16)->Arg(256)->Arg(1024)->Arg(4096)->UseRealTime();
 BENCHMARK_CAPTURE(BM_DecodeAttention, f32, DType::kF32)->Arg(4096)->UseRealTime();
