@@ -155,6 +155,43 @@ TEST_P(PagedAttention, ThreadCountDoesNotChangeBits) {
   EXPECT_EQ(one, three);
 }
 
+// A batched decode step of short sequences, where each parallel task takes
+// several of the (sequence, KV head) items (items_per_task): on 3 threads
+// every query gets the bits it gets on one, none skipped or run twice.
+TEST_P(PagedAttention, ShortSequencesOnThreadsGiveTheSameBits) {
+  const Case c = GetParam();
+  constexpr int32_t kSeqs = 12;
+  std::vector<int32_t> contexts;  // 678 slots in all: parallel work for every case, but short items
+  for (int32_t i = 0; i < kSeqs; ++i) contexts.push_back(40 + 3 * i);
+  int32_t num_blocks = 0;
+  for (int32_t ctx : contexts) num_blocks += (ctx + c.block_size - 1) / c.block_size;
+  Fixture f(c, num_blocks);
+  std::vector<std::vector<int32_t>> tables;
+  std::vector<AttentionSeq> seqs;
+  int32_t next_block = num_blocks;  // blocks handed out from the top, as scattered as any
+  for (int32_t i = 0; i < kSeqs; ++i) {
+    std::vector<int32_t> table;
+    for (int32_t b = 0; b * c.block_size < contexts[i]; ++b) table.push_back(--next_block);
+    std::vector<int64_t> slots(contexts[i]);
+    for (int32_t s = 0; s < contexts[i]; ++s) slots[s] = int64_t{table[s / c.block_size]} * c.block_size + s % c.block_size;
+    auto kk = f.random(static_cast<size_t>(contexts[i] * c.num_kv_heads * c.head_dim), 1.f);
+    auto vv = f.random(kk.size(), 1.f);
+    kv_write(f.layout, f.layer, kk.data(), vv.data(), slots.data(), contexts[i]);
+    tables.push_back(std::move(table));
+  }
+  for (int32_t i = 0; i < kSeqs; ++i) seqs.push_back(AttentionSeq{i, 1, contexts[i], tables[i]});
+  auto q = f.random(static_cast<size_t>(kSeqs * c.num_heads * c.head_dim), 1.f);
+  AttentionParams p{c.num_heads, 0.125f, c.softcap, c.window};
+  std::vector<float> one(q.size()), three(q.size());
+  set_num_threads(1);
+  paged_attention(f.layout, f.layer, q.data(), seqs, p, one.data());
+  set_num_threads(3);
+  std::fill(three.begin(), three.end(), std::nanf(""));
+  paged_attention(f.layout, f.layer, q.data(), seqs, p, three.data());
+  set_num_threads(1);
+  EXPECT_EQ(one, three);
+}
+
 // The AVX2 and AVX-512 copies (ops_impl.h) run the same per-lane chains, so
 // the SIMD paths agree bit for bit; only the scalar path may differ (it adds
 // the softmax sum in another order, with std::exp).
