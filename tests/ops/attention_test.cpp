@@ -54,6 +54,15 @@ struct Fixture {
     for (auto& x : out) x = d(rng);
     return out;
   }
+  // Random K, then V, written into slots [0, ctx) of a sequence whose blocks are `table`.
+  void write_random_kv(const std::vector<int32_t>& table, int32_t ctx) {
+    const int32_t bs = layout.block_size;
+    auto kk = random(static_cast<size_t>(ctx * layout.num_kv_heads * layout.head_dim), 1.f);
+    auto vv = random(kk.size(), 1.f);
+    std::vector<int64_t> slots(ctx);
+    for (int32_t s = 0; s < ctx; ++s) slots[s] = int64_t{table[s / bs]} * bs + s % bs;
+    kv_write(layout, layer, kk.data(), vv.data(), slots.data(), ctx);
+  }
 };
 
 class PagedAttention : public ::testing::TestWithParam<Case> {};
@@ -84,11 +93,7 @@ TEST_P(PagedAttention, MatchesReference) {
   int32_t begin = 0;
   for (size_t i = 0; i < specs.size(); ++i) {
     const int32_t ctx = specs[i].num_cached + specs[i].num_new;
-    auto kk = f.random(static_cast<size_t>(ctx * c.num_kv_heads * c.head_dim), 1.f);
-    auto vv = f.random(static_cast<size_t>(ctx * c.num_kv_heads * c.head_dim), 1.f);
-    std::vector<int64_t> slots(ctx);
-    for (int32_t s = 0; s < ctx; ++s) slots[s] = int64_t{tables[i][s / c.block_size]} * c.block_size + s % c.block_size;
-    kv_write(f.layout, f.layer, kk.data(), vv.data(), slots.data(), ctx);
+    f.write_random_kv(tables[i], ctx);
     seqs.push_back(AttentionSeq{begin, specs[i].num_new, ctx, tables[i]});
     begin += specs[i].num_new;
   }
@@ -137,12 +142,8 @@ TEST_P(PagedAttention, ThreadCountDoesNotChangeBits) {
   const int32_t ctx = 37 * 4;  // enough work to go parallel
   std::vector<int32_t> table;
   for (int32_t b = 0; b * c.block_size < ctx; ++b) table.push_back(b);
-  auto kk = f.random(static_cast<size_t>(ctx * c.num_kv_heads * c.head_dim), 1.f);
-  auto vv = f.random(kk.size(), 1.f);
-  std::vector<int64_t> slots(ctx);
-  std::iota(slots.begin(), slots.end(), 0);
   if (static_cast<int32_t>(table.size()) > 40) GTEST_SKIP() << "block size too small for this pool";
-  kv_write(f.layout, f.layer, kk.data(), vv.data(), slots.data(), ctx);
+  f.write_random_kv(table, ctx);
   AttentionSeq seq{0, ctx, ctx, table};
   auto q = f.random(static_cast<size_t>(ctx * c.num_heads * c.head_dim), 1.f);
   AttentionParams p{c.num_heads, 0.125f, c.softcap, c.window};
@@ -167,18 +168,14 @@ TEST_P(PagedAttention, ShortSequencesOnThreadsGiveTheSameBits) {
   for (int32_t ctx : contexts) num_blocks += (ctx + c.block_size - 1) / c.block_size;
   Fixture f(c, num_blocks);
   std::vector<std::vector<int32_t>> tables;
-  std::vector<AttentionSeq> seqs;
   int32_t next_block = num_blocks;  // blocks handed out from the top, as scattered as any
   for (int32_t i = 0; i < kSeqs; ++i) {
     std::vector<int32_t> table;
     for (int32_t b = 0; b * c.block_size < contexts[i]; ++b) table.push_back(--next_block);
-    std::vector<int64_t> slots(contexts[i]);
-    for (int32_t s = 0; s < contexts[i]; ++s) slots[s] = int64_t{table[s / c.block_size]} * c.block_size + s % c.block_size;
-    auto kk = f.random(static_cast<size_t>(contexts[i] * c.num_kv_heads * c.head_dim), 1.f);
-    auto vv = f.random(kk.size(), 1.f);
-    kv_write(f.layout, f.layer, kk.data(), vv.data(), slots.data(), contexts[i]);
+    f.write_random_kv(table, contexts[i]);
     tables.push_back(std::move(table));
   }
+  std::vector<AttentionSeq> seqs;
   for (int32_t i = 0; i < kSeqs; ++i) seqs.push_back(AttentionSeq{i, 1, contexts[i], tables[i]});
   auto q = f.random(static_cast<size_t>(kSeqs * c.num_heads * c.head_dim), 1.f);
   AttentionParams p{c.num_heads, 0.125f, c.softcap, c.window};
@@ -203,11 +200,7 @@ TEST_P(PagedAttention, SimdPathsGiveTheSameBits) {
   const int32_t ctx = std::min(37 * 4, 40 * c.block_size);
   std::vector<int32_t> table;
   for (int32_t b = 0; b * c.block_size < ctx; ++b) table.push_back(39 - b);  // scattered, descending
-  auto kk = f.random(static_cast<size_t>(ctx * c.num_kv_heads * c.head_dim), 1.f);
-  auto vv = f.random(kk.size(), 1.f);
-  std::vector<int64_t> slots(ctx);
-  for (int32_t s = 0; s < ctx; ++s) slots[s] = int64_t{table[s / c.block_size]} * c.block_size + s % c.block_size;
-  kv_write(f.layout, f.layer, kk.data(), vv.data(), slots.data(), ctx);
+  f.write_random_kv(table, ctx);
   // A prefill chunk of 5 rows at the end of the context, and a decode row.
   const AttentionSeq seqs[] = {{0, 5, ctx, table}, {5, 1, ctx - 7, table}};
   auto q = f.random(static_cast<size_t>(6 * c.num_heads * c.head_dim), 1.f);
