@@ -3,6 +3,8 @@
 //   model — forward-pass speed alone: prompt processing and generation.
 //   serve — an OpenAI-compatible server over HTTP (bench_serve.cpp).
 //   constrain — grammar token-mask cost per token (cmd_bench_constrain.cpp).
+//   speculative — speculative decoding with a replay proposer (cmd_bench_speculative.cpp).
+//   grammar — grammar compilation's time and memory per shape (cmd_bench_grammar.cpp).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -20,6 +22,7 @@
 
 #include "apps/bench_kv.h"
 #include "apps/bench_stats.h"
+#include "apps/cli_parse.h"
 #include "apps/commands.h"
 #include "apps/plot.h"
 #include "apps/read_bandwidth.h"
@@ -162,7 +165,7 @@ int bench_batch(int argc, char** argv) {
   app.add_option("--sweep", sweep, "one run per concurrency, e.g. 1,2,4,8,16")->delimiter(',');
   app.add_option("--plot", plot_path, "write throughput and latency against concurrency to this PNG (gnuplot)");
   app.add_flag("--json", json, "print one JSON object");
-  CLI11_PARSE(app, argc, argv);
+  KVLM_PARSE(app, argc, argv);
   if (num_requests < 1 || concurrency < 1 || prompt_len < 1 || gen_len < 1)
     throw_error(ErrorCode::kInvalidArgument, "--requests, --concurrency, --prompt-len and --gen-len must be positive");
   if (shared_prefix < 0 || shared_prefix > prompt_len)
@@ -310,7 +313,8 @@ nlohmann::json measure_model(const Model& model, const ModelBenchOptions& o, Rea
   return out;
 }
 
-// The decode limit: every weight byte (as the issue tables count them) plus
+// The decode limit: every weight byte a token reads (as the issue tables
+// count them: all of them, but only k of E experts' stacks in a MoE) plus
 // the KV of the mean context of a tg run, read once per token at the
 // measured read bandwidth.
 void add_bandwidth_limit(nlohmann::json& out, const ModelConfig& c, DType kv, double bandwidth_gb_s) {
@@ -319,7 +323,7 @@ void add_bandwidth_limit(nlohmann::json& out, const ModelConfig& c, DType kv, do
   const auto& tg = out["tg"];
   const double mean_context = tg["depth"].get<int>() + (tg["tokens"].get<int>() + 1) / 2.0;
   const double kv_bytes = kv_bytes_per_context_token(c, kv) * mean_context;
-  const double bytes_per_token = out["weight_bytes"].get<double>() + kv_bytes;
+  const double bytes_per_token = out["decode_weight_bytes"].get<double>() + kv_bytes;
   const double limit = bandwidth_gb_s * 1e9 / bytes_per_token;
   out["kv_bytes_per_token"] = kv_bytes;
   out["tg_limit_tokens_per_s"] = limit;
@@ -338,9 +342,9 @@ void print_model_bench(const nlohmann::json& out) {
   if (out.contains("read_bandwidth_gb_s"))
     fmt::print("read bandwidth {:.1f} GB/s", out["read_bandwidth_gb_s"].get<double>());
   if (out.contains("tg_fraction_of_limit"))
-    fmt::print(" | tg limit {:.1f} tokens/s (weights + {:.1f} MiB KV per token) | tg at {:.0f}% of it",
-               out["tg_limit_tokens_per_s"].get<double>(), out["kv_bytes_per_token"].get<double>() / 1048576.0,
-               100 * out["tg_fraction_of_limit"].get<double>());
+    fmt::print(" | tg limit {:.1f} tokens/s ({:.1f} MiB of weights + {:.1f} MiB KV per token) | tg at {:.0f}% of it",
+               out["tg_limit_tokens_per_s"].get<double>(), out["decode_weight_bytes"].get<double>() / 1048576.0,
+               out["kv_bytes_per_token"].get<double>() / 1048576.0, 100 * out["tg_fraction_of_limit"].get<double>());
   if (out.contains("read_bandwidth_gb_s")) fmt::print("\n");
 }
 
@@ -353,7 +357,7 @@ int bench_model(int argc, char** argv) {
                "kvlm bench model"};
   ModelBenchOptions o;
   bool no_bandwidth = false;
-  app.add_option("-m,--model", o.model_path, "GGUF model file")->required();
+  app.add_option("-m,--model", o.model_path, "GGUF model file or Hugging Face checkpoint folder")->required();
   app.add_option("-t,--threads", o.threads, "compute threads (default: all cores)");
   app.add_option("-p,--n-prompt", o.pp, "prompt tokens (0: skip)")->capture_default_str();
   app.add_option("-n,--n-gen", o.tg, "generated tokens (0: skip)")->capture_default_str();
@@ -363,23 +367,29 @@ int bench_model(int argc, char** argv) {
   app.add_flag("--no-bandwidth", no_bandwidth, "skip the read-bandwidth probe (and the tg limit)");
   app.add_flag("--json", o.json, "print one JSON object");
   app.add_option("--plot", o.plot_path, "write a bar chart of the speeds to this PNG (gnuplot)");
-  CLI11_PARSE(app, argc, argv);
+  KVLM_PARSE(app, argc, argv);
   o.bandwidth = !no_bandwidth;
   if (o.pp < 0 || o.tg < 0 || o.reps < 1 || o.pp + o.tg == 0 || o.depth < 0)
     throw_error(ErrorCode::kInvalidArgument, "-p, -n and --depth must be >= 0 (-p and -n not both 0) and -r >= 1");
   set_num_threads(o.threads);
   auto model = load_model(o.model_path);
   int64_t num_params = 0, num_bytes = 0;
+  double decode_bytes = 0;
+  const MoeConfig& moe = model->config().moe;
   for (const auto& t : model->gguf().tensors()) {
     num_params += t.num_elements();
     num_bytes += static_cast<int64_t>(t.num_bytes);
+    // A decode token routes to num_experts_used of the stacks' num_experts slices.
+    const bool expert_stack = moe.enabled() && t.name.find("_exps.") != std::string::npos;
+    decode_bytes += static_cast<double>(t.num_bytes) *
+                    (expert_stack ? static_cast<double>(moe.num_experts_used) / moe.num_experts : 1.0);
   }
   std::optional<ReadBandwidthProbe> probe;
   if (o.bandwidth) probe.emplace();
   double bandwidth_gb_s = 0.0;
   nlohmann::json out = measure_model(*model, o, probe ? &*probe : nullptr, bandwidth_gb_s);
   out.update({{"model", o.model_path}, {"threads", num_threads()}, {"kv_type", o.kv_type}, {"params", num_params},
-              {"weight_bytes", num_bytes}, {"depth", o.depth}});
+              {"weight_bytes", num_bytes}, {"decode_weight_bytes", decode_bytes}, {"depth", o.depth}});
   if (o.bandwidth) add_bandwidth_limit(out, model->config(), parse_kv_type(o.kv_type), bandwidth_gb_s);
   if (!o.plot_path.empty()) write_model_plot(o.plot_path, out);
   if (o.json) {
@@ -393,7 +403,7 @@ int bench_model(int argc, char** argv) {
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
-  const char* usage = "usage: kvlm bench (batch | model | serve | kv | constrain) [options]   (kvlm bench <kind> --help)\n";
+  const char* usage = "usage: kvlm bench (batch | model | serve | kv | constrain | grammar | speculative) [options]   (kvlm bench <kind> --help)\n";
   if (argc < 2) {
     std::fputs(usage, stderr);
     return 2;
@@ -404,11 +414,13 @@ int cmd_bench(int argc, char** argv) {
   if (kind == "kv") return bench_kv(argc - 1, argv + 1);
   if (kind == "serve") return bench_serve(argc - 1, argv + 1);
   if (kind == "constrain") return bench_constrain(argc - 1, argv + 1);
+  if (kind == "grammar") return bench_grammar(argc - 1, argv + 1);
+  if (kind == "speculative") return bench_speculative(argc - 1, argv + 1);
   if (kind == "-h" || kind == "--help") {
     std::fputs(usage, stdout);
     return 0;
   }
-  throw_error(ErrorCode::kInvalidArgument, "unknown benchmark '{}' (batch, model, serve, kv)", kind);
+  throw_error(ErrorCode::kInvalidArgument, "unknown benchmark '{}' (batch, model, serve, kv, constrain, grammar, speculative)", kind);
 }
 
 }  // namespace kvlm::apps

@@ -13,6 +13,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "apps/cli_parse.h"
 #include "apps/commands.h"
 #include "apps/model_loading.h"
 #include "backend/threads.h"
@@ -111,7 +112,7 @@ int bench_constrain(int argc, char** argv) {
   app.add_option("-t,--threads", threads, "compute threads for the decode step (default: all cores)");
   app.add_option("-r,--repetitions", reps, "times each reference output is spelled")->capture_default_str();
   app.add_option("-n,--n-gen", steps, "decode steps timed (0: skip the model)")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  KVLM_PARSE(app, argc, argv);
   if (reps < 1 || steps < 0) throw_error(ErrorCode::kInvalidArgument, "-r must be >= 1 and -n >= 0");
   set_num_threads(threads);
   auto model = load_model(model_path);

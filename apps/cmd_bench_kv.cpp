@@ -11,7 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/bench_kv.h"
+#include "apps/cli_parse.h"
 #include "apps/engine_options.h"
+#include "apps/kv_policy_spec.h"
 #include "apps/stream_scoring.h"
 #include "common/error.h"
 #include "common/mapped_file.h"
@@ -29,15 +31,18 @@ struct KvRow {
   double kv_bytes = 0;  // most KV bytes one sequence held
 };
 
-std::vector<KvPolicyKind> parse_policies(const std::string& list) {
-  std::vector<KvPolicyKind> out;
-  if (list == "all") return {all_kv_policies().begin(), all_kv_policies().end()};
+// "all" stands for every fixed policy; oracle and learned:FILE are named.
+std::vector<KvPolicySpec> parse_policies(const std::string& list, const ModelConfig& model) {
+  std::vector<KvPolicySpec> out;
   std::stringstream ss(list);
   for (std::string name; std::getline(ss, name, ',');) {
-    auto k = parse_kv_policy(name);
-    if (!k) throw_error(ErrorCode::kInvalidArgument, "--policies: unknown policy '{}' ({}, or all)", name, kv_policy_names());
-    out.push_back(*k);
+    if (name == "all") {
+      for (KvPolicyKind k : all_kv_policies()) out.push_back({std::string(kv_policy_name(k)), k, nullptr});
+      continue;
+    }
+    out.push_back(parse_kv_policy_spec(name, model, /*allow_oracle=*/true));
   }
+  if (out.empty()) throw_error(ErrorCode::kInvalidArgument, "--policies is empty");
   return out;
 }
 
@@ -114,17 +119,19 @@ int bench_kv(int argc, char** argv) {
   app.add_option("-f,--file", text_path, "text file to score")->required();
   app.add_option("-c,--chunk,--ctx-size", n_ctx, "tokens per chunk (each chunk is one stream)")->capture_default_str();
   app.add_option("--budgets", budgets_arg, "comma-separated KV budgets in tokens")->capture_default_str();
-  app.add_option("--policies", policies_arg, "comma-separated policies, or all")->capture_default_str();
+  app.add_option("--policies", policies_arg, "comma-separated policies (all: every fixed one; oracle; learned:POLICY.json)")->capture_default_str();
   app.add_option("--chunks", max_chunks, "score at most this many chunks (0 = all)");
+  int first_chunk = 0;
+  app.add_option("--first-chunk", first_chunk,
+                 "skip this many chunks first (held-out text: kv train-policy --chunks N trains on the first N)");
   app.add_flag("--json", json, "print JSON instead of the table");
   app.add_option("--plot", plot_path, "write a PNG of perplexity against budget (needs gnuplot)");
   int profile_chunks = 0;
   app.add_option("--attention-profile", profile_chunks,
                  "first print where attention goes (first tokens, newest tokens) over this many chunks");
-  CLI11_PARSE(app, argc, argv);
+  KVLM_PARSE(app, argc, argv);
 
   const std::vector<int32_t> budgets = parse_budgets(budgets_arg);
-  const std::vector<KvPolicyKind> policies = parse_policies(policies_arg);
   if (n_ctx < 4) throw_error(ErrorCode::kInvalidArgument, "--chunk {} is too small", n_ctx);
   // Each chunk is a whole request: the context must hold it (positions past
   // the trained context extrapolate; with --kv-shift the budget bounds them).
@@ -133,16 +140,20 @@ int bench_kv(int argc, char** argv) {
   const bool shift = eo.kv_shift;
   eo.kv_shift = false;
   eo.kv_budget = 0;
+  eo.kv_policy = "sinks";  // --policies names them
   auto engine = start_engine(eo);
-  KvBudget base = make_kv_budget(eo);
+  KvBudget base = make_kv_budget(eo, nullptr, false);
   base.shift = shift;
+  const std::vector<KvPolicySpec> policies = parse_policies(policies_arg, engine->model().config());
   const std::string text = read_file_bytes(text_path);
   const std::vector<int32_t> tokens = engine->tokenizer().encode(text, /*add_special=*/true, /*parse_special=*/false);
+  const int32_t num_chunks = num_stream_chunks(tokens.size(), n_ctx, 0) - first_chunk;
+  const int32_t num_scored_chunks = max_chunks > 0 ? std::min(max_chunks, num_chunks) : num_chunks;
   const size_t bytes_per_token =
       KvStorage::bytes_per_block(engine->model(), engine->config().kv_dtype, engine->config().block_size) /
       static_cast<size_t>(engine->config().block_size);
-  fmt::print(stderr, "bench kv: {} tokens, {} chunks of {}{}\n", tokens.size(),
-             num_stream_chunks(tokens.size(), n_ctx, max_chunks), n_ctx, shift ? ", kv shift" : "");
+  fmt::print(stderr, "bench kv: {} tokens, chunks {}..{} of {}{}\n", tokens.size(), first_chunk,
+             first_chunk + num_scored_chunks, n_ctx, shift ? ", kv shift" : "");
 
   if (profile_chunks > 0) {
     const Tokenizer& tok = engine->tokenizer();
@@ -152,20 +163,29 @@ int bench_kv(int argc, char** argv) {
                                                           profile_chunks, bos)));
   }
   std::vector<KvRow> rows;
+  std::vector<std::shared_ptr<KvAttentionTrace>> traces;  // the oracle's first pass, once for every budget
   auto run = [&](std::string name, int32_t budget, std::optional<KvBudget> b) {
-    KvRow row{std::move(name), budget, score_stream(*engine, tokens, n_ctx, max_chunks, b), 0};
+    if (b && b->policy == KvPolicyKind::kOracle && traces.empty())
+      traces = record_oracle_traces(*engine, tokens, n_ctx, first_chunk, num_scored_chunks);
+    auto budget_of = [&](int32_t c) {
+      std::optional<KvBudget> out = b;
+      if (out && out->policy == KvPolicyKind::kOracle) out->oracle = traces[static_cast<size_t>(c - first_chunk)];
+      return out;
+    };
+    KvRow row{std::move(name), budget, score_chunks(*engine, tokens, n_ctx, first_chunk, num_scored_chunks, budget_of), 0};
     row.kv_bytes = static_cast<double>(row.score.peak_resident_tokens) * static_cast<double>(bytes_per_token);
     fmt::print(stderr, "  {:<12} {:>6}: ppl {:.4f} ({:.1f} s)\n", row.policy, budget, row.score.perplexity(),
                row.score.seconds);
     rows.push_back(std::move(row));
   };
   run("full", 0, KvBudget{});
-  for (KvPolicyKind k : policies) {
+  for (const KvPolicySpec& p : policies) {
     for (int32_t budget : budgets) {
       KvBudget b = base;
       b.budget_tokens = budget;
-      b.policy = k;
-      run(std::string(kv_policy_name(k)), budget, b);
+      b.policy = p.kind;
+      b.scorer = p.scorer;
+      run(p.label, budget, b);
     }
   }
   if (json) {

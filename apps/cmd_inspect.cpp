@@ -4,10 +4,12 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "apps/cli_parse.h"
 #include "apps/commands.h"
 #include "common/error.h"
 #include "model/config.h"
 #include "model/gguf.h"
+#include "model/hf_checkpoint.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvlm::apps {
@@ -16,11 +18,11 @@ int cmd_inspect(int argc, char** argv) {
   CLI::App app{"Print a GGUF file's metadata and tensor table", "kvlm inspect"};
   std::string model_path;
   size_t max_items = 8;
-  app.add_option("-m,--model", model_path, "GGUF model file")->required();
+  app.add_option("-m,--model", model_path, "GGUF model file or Hugging Face checkpoint folder")->required();
   app.add_option("--max-array-items", max_items, "array items shown per metadata value");
-  CLI11_PARSE(app, argc, argv);
+  KVLM_PARSE(app, argc, argv);
 
-  auto gguf = GgufFile::open(model_path);
+  auto gguf = open_model_file(model_path);
   fmt::print("file: {}\nsize: {} bytes\ngguf version: {}\nalignment: {}\ndata offset: {}\n",
              gguf->path(), gguf->file_size(), gguf->version(), gguf->alignment(), gguf->data_offset());
   fmt::print("\nmetadata ({} keys):\n", gguf->metadata().entries().size());

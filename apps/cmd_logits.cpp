@@ -9,11 +9,13 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "apps/cli_parse.h"
 #include "apps/commands.h"
 #include "apps/engine_options.h"
 #include "backend/threads.h"
 #include "common/error.h"
 #include "model/model.h"
+#include "model/quantize_tensors.h"
 #include "runner/sequence_evaluator.h"
 
 namespace kvlm::apps {
@@ -48,15 +50,19 @@ int cmd_logits(int argc, char** argv) {
   std::string model_path, tokens_arg, kv_type = "f16";  // llama.cpp's default, as the goldens use
   int threads = 0;
   bool batched = false;
-  app.add_option("-m,--model", model_path, "GGUF model file")->required();
+  app.add_option("-m,--model", model_path, "GGUF model file or Hugging Face checkpoint folder")->required();
   app.add_option("--tokens", tokens_arg, "comma-separated token ids")->required();
   app.add_option("-t,--threads", threads, "compute threads (default: all cores)");
   app.add_option("--kv-type", kv_type, "KV cache type: f16, bf16, f32, q8_0")->capture_default_str();
+  std::string quantize;
+  app.add_option("--quantize", quantize, "convert the weights while loading: q8_0, q4_0, q4_k");
   app.add_flag("--batched", batched, "feed all ids in one forward pass instead of one at a time");
-  CLI11_PARSE(app, argc, argv);
+  KVLM_PARSE(app, argc, argv);
 
   set_num_threads(threads);
-  auto model = Model::load(model_path);
+  ModelLoadOptions load_options;
+  if (!quantize.empty()) load_options.quantize = parse_weight_type(quantize, /*floats_too=*/false);
+  auto model = Model::load(model_path, load_options);
   const DType kv_dtype = parse_kv_type(kv_type);
   const int32_t vocab = model->config().vocab_size;
   std::vector<int32_t> ids = parse_ids(tokens_arg, vocab);

@@ -10,8 +10,10 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "apps/cli_parse.h"
 #include "apps/commands.h"
 #include "apps/engine_options.h"
+#include "apps/kv_policy_spec.h"
 #include "apps/stream_scoring.h"
 #include "apps/model_loading.h"
 #include "backend/threads.h"
@@ -19,6 +21,7 @@
 #include "common/mapped_file.h"
 #include "common/progress.h"
 #include "model/model.h"
+#include "model/quantize_tensors.h"
 #include "runner/sequence_evaluator.h"
 #include "tokenizer/tokenizer.h"
 
@@ -27,17 +30,25 @@ namespace kvlm::apps {
 namespace {
 
 int perplexity_with_budget(const EngineOptions& o, const std::string& text_path, int n_ctx, int max_chunks) {
-  const KvBudget budget = make_kv_budget(o);
   EngineOptions engine_options = o;
   engine_options.kv_budget = 0;  // the budget goes with each chunk
   engine_options.kv_shift = false;
+  engine_options.kv_policy = "sinks";
   auto engine = start_engine(engine_options);
+  const KvBudget budget = make_kv_budget(o, &engine->model().config(), /*allow_oracle=*/true);
   const std::string text = read_file_bytes(text_path);
   const std::vector<int32_t> tokens = engine->tokenizer().encode(text, /*add_special=*/true, /*parse_special=*/false);
   fmt::print(stderr, "perplexity: {} tokens, {} chunks of {}, KV budget {} ({}{})\n", tokens.size(),
              num_stream_chunks(tokens.size(), n_ctx, max_chunks), n_ctx, budget.budget_tokens,
-             kv_policy_name(budget.policy), budget.shift ? ", shift" : "");
-  const StreamScore s = score_stream(*engine, tokens, n_ctx, max_chunks, budget);
+             o.kv_policy, budget.shift ? ", shift" : "");
+  const int32_t num_chunks = num_stream_chunks(tokens.size(), n_ctx, max_chunks);
+  std::vector<std::shared_ptr<KvAttentionTrace>> traces;  // the oracle's first pass
+  if (budget.policy == KvPolicyKind::kOracle) traces = record_oracle_traces(*engine, tokens, n_ctx, 0, num_chunks);
+  const StreamScore s = score_chunks(*engine, tokens, n_ctx, 0, num_chunks, [&](int32_t c) {
+    KvBudget b = budget;
+    if (!traces.empty()) b.oracle = traces[static_cast<size_t>(c)];
+    return std::optional<KvBudget>(b);
+  });
   fmt::print(stderr, "{} tokens scored, {:.1f} tokens/s evaluated, at most {} KV tokens per sequence\n", s.num_scored,
              s.num_evaluated / s.seconds, s.peak_resident_tokens);
   fmt::print("PPL = {:.4f} +/- {:.4f}\n", s.perplexity(), s.perplexity_error());
@@ -50,15 +61,17 @@ int cmd_perplexity(int argc, char** argv) {
   CLI::App app{"Perplexity of a model over a text file (llama.cpp's method)", "kvlm perplexity"};
   std::string model_path, text_path, kv_type = "f16";
   int n_ctx = 512, threads = 0, max_chunks = 0;
-  app.add_option("-m,--model", model_path, "GGUF model file")->required();
+  app.add_option("-m,--model", model_path, "GGUF model file or Hugging Face checkpoint folder")->required();
   app.add_option("-f,--file", text_path, "text file")->required();
   app.add_option("-c,--ctx-size", n_ctx, "tokens per chunk")->capture_default_str();
+  std::string quantize;
+  app.add_option("--quantize", quantize, "convert the weights while loading: q8_0, q4_0, q4_k");
   app.add_option("-t,--threads", threads, "compute threads (default: all cores)");
   app.add_option("--kv-type", kv_type, "KV cache type: f16, bf16, f32, q8_0")->capture_default_str();
   app.add_option("--chunks", max_chunks, "score at most this many chunks (0 = all)");
   EngineOptions budget_options;
   add_kv_budget_options(app, budget_options);
-  CLI11_PARSE(app, argc, argv);
+  KVLM_PARSE(app, argc, argv);
   if (budget_options.kv_budget > 0) {
     // A budget needs the engine's scheduler: each chunk streams through it.
     budget_options.model_path = model_path;
@@ -71,7 +84,7 @@ int cmd_perplexity(int argc, char** argv) {
   set_num_threads(threads);
   const DType kv_dtype = parse_kv_type(kv_type);
   if (n_ctx < 4) throw_error(ErrorCode::kInvalidArgument, "--ctx-size {} is too small", n_ctx);
-  auto model = load_model(model_path);
+  auto model = load_model(model_path, ModelLoadOptions{n_ctx, quantize.empty() ? std::nullopt : std::optional<DType>(parse_weight_type(quantize, false))});
   auto tokenizer = Tokenizer::from_metadata(model->gguf().metadata());
   const std::string text = read_file_bytes(text_path);
   const std::vector<int32_t> tokens = tokenizer->encode(text, /*add_special=*/true, /*parse_special=*/false);

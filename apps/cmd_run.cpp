@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "apps/cli_parse.h"
 #include "apps/commands.h"
 #include "apps/engine_options.h"
 #include "common/error.h"
@@ -81,7 +82,7 @@ int cmd_run(int argc, char** argv) {
   app.add_flag("--chat", chat, "the prompt is a user message: apply the model's chat template");
   app.add_option("--system", system, "system message (with --chat)");
   app.add_option("--chat-template-file", chat_template_file, "Jinja chat template to use instead of the model's");
-  CLI11_PARSE(app, argc, argv);
+  KVLM_PARSE(app, argc, argv);
 
   if (prompt.empty() == prompt_file.empty())
     throw_error(ErrorCode::kInvalidArgument, "give exactly one of -p PROMPT or -f FILE");

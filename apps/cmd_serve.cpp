@@ -8,12 +8,17 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include "apps/cli_parse.h"
 #include "apps/commands.h"
 #include "apps/engine_options.h"
+#include "apps/front_door_options.h"
 #include "common/error.h"
 #include "engine/engine.h"
 #include "model/model.h"
+#include "router/registry.h"
+#include "router/upstream.h"
 #include "server/server.h"
 
 namespace kvlm::apps {
@@ -33,7 +38,7 @@ void report_drained(const Engine& engine, size_t num_cancelled) {
   std::fflush(stderr);
 }
 
-// Limits that keep an overloaded server answering (README "Server limits").
+// Limits that keep an overloaded server answering (docs/server.md "Server limits").
 void add_limit_options(CLI::App& app, ServerConfig& sc) {
   app.add_option("--max-connections", sc.max_connections,
                  "connections served or waiting at once; past it 503 + Retry-After (0: no cap)")
@@ -49,9 +54,38 @@ void add_limit_options(CLI::App& app, ServerConfig& sc) {
   app.add_option("--max-request-bytes", sc.max_body_bytes, "largest request body; larger gets 413")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1024}, size_t{1} << 34));
+  app.add_option("--body-mem", sc.body_mem_bytes,
+                 "bytes the parsed JSON of the requests being handled may hold together; past it 503, a body that "
+                 "alone needs more 413 (K/M/G suffixes; default: a sixteenth of the machine's memory, 64 MiB to 1 GiB)")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(int64_t{1} << 20, int64_t{1} << 40));
   app.add_option("--retry-after", sc.retry_after_s, "seconds in the Retry-After of the limits' 503s")
       ->capture_default_str()
       ->check(CLI::Range(1, 3600));
+}
+
+// The grammars' memory and compilations (docs/structured-outputs.md "Memory").
+void add_grammar_options(CLI::App& app, ServerConfig& sc, int64_t& wait_ms) {
+  app.add_option("--grammar-mem", sc.grammar_mem_bytes,
+                 "bytes every grammar compilation and compiled grammar may hold together, a quarter of it one grammar; "
+                 "past it 503 (K/M/G suffixes; default: a sixteenth of the machine's memory, 64 MiB to 1 GiB)")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(int64_t{1} << 20, int64_t{1} << 40));
+  app.add_option("--grammar-compilations", sc.grammar_compilations,
+                 "grammar compilations at once; others wait up to --grammar-wait-ms, then 503 (default: half the cores)")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--grammar-wait-ms", wait_ms, "how long a request waits for a grammar compilation slot")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{600000}));
+}
+
+// The URL a registered server is reached at: --advertise, or its listening
+// address (a wildcard address says nothing: --advertise is needed then).
+std::string advertised_url(const std::string& advertise, const std::string& host, int port) {
+  if (!advertise.empty()) return router::parse_worker_url(advertise).url;
+  if (host == "0.0.0.0" || host == "::" || host.empty())
+    throw_error(ErrorCode::kInvalidArgument, "--register with --host {}: give --advertise http://ADDRESS:{}", host, port);
+  return fmt::format("http://{}:{}", host, port);
 }
 
 }  // namespace
@@ -63,24 +97,61 @@ int cmd_serve(int argc, char** argv) {
   ServerConfig sc;
   app.add_option("--host", sc.host, "address to listen on")->capture_default_str();
   app.add_option("--port", sc.port, "port (0: any free port)")->capture_default_str();
-  app.add_option("--api-key", sc.api_key, "require 'Authorization: Bearer KEY' on /v1/* (default: $KVLM_API_KEY)");
-  app.add_option("--served-model-name", sc.model_name, "model name in responses (default: the file's general.name)");
+  FrontDoorFlags door;
+  add_front_door_options(app, door);
+  app.add_option("--served-model-name", sc.model_names,
+                 "a name requests may give the model; repeat for aliases (default: the file's general.name)")
+      ->take_all()
+      ->allow_extra_args(false);
+  app.add_option("--cors-origin", sc.cors_origins,
+                 "let browser pages of this origin (e.g. http://localhost:3000; '*': any) call the API; repeatable "
+                 "(default: none)")
+      ->allow_extra_args(false);
   app.add_option("--chat-template-file", sc.chat_template_file, "Jinja chat template to use instead of the model's");
   app.add_option("--http-threads", sc.num_http_threads, "HTTP worker threads (default: enough for every request)");
   add_limit_options(app, sc);
+  std::string reasoning_format = "separate";
+  app.add_option("--reasoning-format", reasoning_format,
+                 "a thinking model's <think> section: 'separate' answers it in reasoning_content, 'none' leaves it "
+                 "in the content (a request's reasoning_format wins)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "separate"}));
+  int64_t grammar_wait_ms = 2000;
+  add_grammar_options(app, sc, grammar_wait_ms);
+  app.add_flag("--kv-events", eo.kv_events,
+               "publish the prefix cache's changes on GET /v1/kv/events, for kvlm router's kv-aware routing");
   int64_t heartbeat_ms = 1000;
   app.add_option("--sse-heartbeat-ms", heartbeat_ms, "idle time before a stream gets an SSE keep-alive comment")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{3600000}));
+  router::RegistryConfig registry;
+  std::string advertise;
+  int64_t register_ttl_ms = 3000;
+  app.add_option("--register", registry.url,
+                 "register in a router's registry: redis://HOST:PORT[/DB] or redis+cluster://HOST:PORT,...");
+  app.add_option("--advertise", advertise, "the URL routers reach this server at (default: http://HOST:PORT)");
+  app.add_option("--registry-name", registry.name, "the fleet's name in the registry")->capture_default_str();
+  app.add_option("--registry-password-file", registry.password_file, "the registry's Redis password (first line)");
+  app.add_option("--register-ttl-ms", register_ttl_ms, "the registration lives this long without a heartbeat")
+      ->capture_default_str();
   double drain_timeout_s = 30;
   app.add_option("--drain-timeout", drain_timeout_s,
                  "on SIGTERM/SIGINT, seconds to let running requests finish before cancelling them")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  CLI11_PARSE(app, argc, argv);
+  KVLM_PARSE(app, argc, argv);
   sc.sse_heartbeat = std::chrono::milliseconds(heartbeat_ms);
-  if (sc.api_key.empty())
-    if (const char* key = std::getenv("KVLM_API_KEY")) sc.api_key = key;
+  sc.separate_reasoning = reasoning_format == "separate";
+  sc.responses_redis_url = eo.tiers.redis;
+  sc.responses_redis_password_file = eo.tiers.redis_password_file;
+  sc.responses_redis_ttl_s = eo.tiers.redis_ttl_s;
+  sc.grammar_wait = std::chrono::milliseconds(grammar_wait_ms);
+  apply_key_environment(door);
+  sc.api_keys = door.api_keys;
+  sc.api_key_file = door.api_key_file;
+  sc.metrics_key = door.metrics_key;
+  sc.ssl_cert_file = door.ssl_cert_file;
+  sc.ssl_key_file = door.ssl_key_file;
 
   // SIGINT/SIGTERM stop the server from a waiting thread (a handler must not
   // touch it); a client that hangs up must not kill us with SIGPIPE.
@@ -90,16 +161,24 @@ int cmd_serve(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);  // inherited by every thread started below
+  block_reload_signal();
 
   auto engine = start_engine(eo);
-  if (sc.model_name.empty()) {
-    sc.model_name = engine->model().config().name;
-    if (sc.model_name.empty()) sc.model_name = std::filesystem::path(eo.model_path).stem().string();
+  if (sc.model_names.empty()) {
+    std::string name = engine->model().config().name;
+    if (name.empty()) name = std::filesystem::path(eo.model_path).stem().string();
+    sc.model_names.push_back(std::move(name));
   }
   Server server(*engine, sc);
   server.bind();
-  fmt::print(stderr, "kvlm serve: listening on http://{}:{} (model {}, context {}, KV pool {} blocks of {})\n",
-             sc.host, server.port(), sc.model_name, engine->max_model_len(), engine->metrics().num_kv_blocks,
+  ReloadOnSighup reload([&server] { server.reload_api_keys(); });
+  std::unique_ptr<router::RegistryMember> member;
+  if (!registry.url.empty()) {
+    registry.ttl = std::chrono::milliseconds(register_ttl_ms);
+    member = std::make_unique<router::RegistryMember>(registry, advertised_url(advertise, sc.host, server.port()));
+  }
+  fmt::print(stderr, "kvlm serve: listening on {}://{}:{} (model {}, context {}, KV pool {} blocks of {})\n",
+             sc.ssl_cert_file.empty() ? "http" : "https", sc.host, server.port(), fmt::join(sc.model_names, ", "), engine->max_model_len(), engine->metrics().num_kv_blocks,
              engine->config().block_size);
   std::fflush(stderr);
 
@@ -114,6 +193,7 @@ int cmd_serve(int argc, char** argv) {
     fmt::print(stderr, "kvlm serve: signal {}, draining for up to {} s (a second signal exits at once)\n", sig,
                drain_timeout_s);
     drainer = std::thread([&] {
+      if (member) member->leave();  // routers stop sending here at their next look
       const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(drain_timeout_s * 1000));
       const size_t num_cancelled = server.drain(timeout);
       report_drained(*engine, num_cancelled);

@@ -21,11 +21,13 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "apps/cli_parse.h"
 #include "apps/commands.h"
 #include "chat/chat_template.h"
 #include "chat/tool_prompt.h"
 #include "common/error.h"
 #include "model/gguf.h"
+#include "model/hf_checkpoint.h"
 #include "server/openai/json_text.h"
 
 namespace kvlm::apps {
@@ -65,7 +67,7 @@ int cmd_template(int argc, char** argv) {
   app.add_flag("--add-generation-prompt", add_generation_prompt, "end with the assistant turn's opening");
   app.add_option("--bos-token", bos_token, "BOS text (default: the model's BOS token, or empty)");
   app.add_option("--eos-token", eos_token, "EOS text (default: the model's EOS token, or empty)");
-  CLI11_PARSE(app, argc, argv);
+  KVLM_PARSE(app, argc, argv);
 
   if (model_path.empty() && template_path.empty()) {
     throw_error(ErrorCode::kInvalidArgument, "give a model (-m) or a template file (--template-file)");
@@ -75,7 +77,7 @@ int cmd_template(int argc, char** argv) {
   std::string source;
   if (!template_path.empty()) source = read_file(template_path, "template file");
   if (!model_path.empty()) {
-    auto gguf = GgufFile::open(model_path);
+    auto gguf = open_model_file(model_path);
     const Metadata& meta = gguf->metadata();
     if (template_path.empty()) {
       std::optional<std::string> tmpl = meta.get_string("tokenizer.chat_template");

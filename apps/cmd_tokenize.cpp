@@ -15,10 +15,12 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "apps/cli_parse.h"
 #include "apps/commands.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "model/gguf.h"
+#include "model/hf_checkpoint.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
 
@@ -71,7 +73,7 @@ int cmd_tokenize(int argc, char** argv) {
   prompt_opt->excludes(file_opt);
   app.add_flag("--ids", ids_only, "print only the ids, on one line");
   app.add_flag("--no-bos", no_bos, "add no special tokens and parse none in the text");
-  CLI11_PARSE(app, argc, argv);
+  KVLM_PARSE(app, argc, argv);
   if (prompt_opt->count() == 0 && file_opt->count() == 0) {
     throw_error(ErrorCode::kInvalidArgument, "no text: give -p TEXT or -f FILE");
   }
@@ -79,7 +81,7 @@ int cmd_tokenize(int argc, char** argv) {
 
   const Clock& clock = steady_clock();
   const double t_load = clock.now_s();
-  auto gguf = GgufFile::open(model_path);
+  auto gguf = open_model_file(model_path);
   auto tokenizer = Tokenizer::from_metadata(gguf->metadata());
   const double t_encode = clock.now_s();
   const std::vector<int32_t> ids = tokenizer->encode(text, !no_bos, !no_bos);

@@ -1,6 +1,8 @@
 // The kvlm subcommands. Each takes the arguments after its name (argv[0] is
 // "kvlm <name>") and returns the process exit code. Errors the user can act on
 // are thrown as kvlm::Error and printed by main() as one line.
+// Each parses its flags with KVLM_PARSE (apps/cli_parse.h), which also ends
+// it right after the parse under KVLM_PARSE_ONLY=1.
 #pragma once
 
 namespace kvlm::apps {
@@ -13,12 +15,17 @@ int cmd_inspect(int argc, char** argv);     // cmd_inspect.cpp
 int cmd_template(int argc, char** argv);    // cmd_template.cpp
 int cmd_bench(int argc, char** argv);       // cmd_bench.cpp
 int cmd_serve(int argc, char** argv);       // cmd_serve.cpp
+int cmd_router(int argc, char** argv);      // cmd_router.cpp
 int cmd_kv(int argc, char** argv);          // cmd_kv.cpp
 int cmd_kv_bench(int argc, char** argv);    // cmd_kv_bench.cpp (kvlm kv bench)
+int cmd_kv_train_policy(int argc, char** argv);  // cmd_kv_train_policy.cpp (kvlm kv train-policy)
 int cmd_make_model(int argc, char** argv);  // cmd_make_model.cpp
+int cmd_convert(int argc, char** argv);     // cmd_convert.cpp
 
 // Benchmark kinds that cmd_bench dispatches to and live in their own file.
 int bench_serve(int argc, char** argv);     // bench_serve.cpp
 int bench_constrain(int argc, char** argv); // cmd_bench_constrain.cpp
+int bench_grammar(int argc, char** argv);   // cmd_bench_grammar.cpp
+int bench_speculative(int argc, char** argv);  // cmd_bench_speculative.cpp
 
 }  // namespace kvlm::apps

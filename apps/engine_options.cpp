@@ -1,18 +1,21 @@
 #include "apps/engine_options.h"
+#include "apps/kv_policy_spec.h"
 #include "apps/model_loading.h"
 
 #include "common/error.h"
 #include "common/log.h"
 #include "engine/fault_injection.h"
 #include "model/model.h"
+#include "model/quantize_tensors.h"
 #include "runner/kv_storage.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvlm::apps {
 
 void add_engine_options(CLI::App& app, EngineOptions& o) {
-  app.add_option("-m,--model", o.model_path, "GGUF model file")->required();
+  app.add_option("-m,--model", o.model_path, "GGUF model file or Hugging Face checkpoint folder")->required();
   app.add_option("-t,--threads", o.threads, "compute threads (default: all cores)");
+  app.add_option("--quantize", o.quantize, "convert the weights while loading: q8_0, q4_0, q4_k");
   app.add_option("--kv-type", o.kv_type, "KV cache type: f16, bf16, f32, q8_0")->capture_default_str();
   app.add_option("--block-size", o.block_size, "tokens per KV block")->capture_default_str();
   app.add_option("--kv-mem", o.kv_mem, "KV pool size in bytes (default: from --ctx)");
@@ -24,12 +27,40 @@ void add_engine_options(CLI::App& app, EngineOptions& o) {
   app.add_flag("-v,--verbose", o.verbose, "log engine details to stderr");
   add_kv_budget_options(app, o);
   add_tier_options(app, o.tiers);
+  app.add_option("--speculate", o.speculate,
+                 "speculative decoding: off, ngram (proposals looked up in the prompt and output)")
+      ->capture_default_str();
+  app.add_option("--spec-tokens", o.spec_tokens, "proposals per step and sequence (0: adaptive)")
+      ->capture_default_str();
+  app.add_option("--spec-ngram-min", o.spec_ngram_min, "shortest n-gram matched (--speculate ngram)")
+      ->capture_default_str();
+  app.add_option("--spec-ngram-max", o.spec_ngram_max, "longest n-gram matched (--speculate ngram)")
+      ->capture_default_str();
+}
+
+SpeculativeConfig make_speculative_config(const EngineOptions& o) {
+  SpeculativeConfig c;
+  if (o.speculate == "ngram") {
+    c.mode = SpeculateMode::kNgram;
+  } else if (o.speculate == "draft") {
+    throw_error(ErrorCode::kInvalidArgument, "--speculate draft (a draft model) is not built yet; use ngram or off");
+  } else if (o.speculate != "off") {
+    throw_error(ErrorCode::kInvalidArgument, "--speculate: unknown mode '{}' (off, ngram)", o.speculate);
+  }
+  if (o.spec_tokens < 0 || o.spec_tokens > 64)
+    throw_error(ErrorCode::kInvalidArgument, "--spec-tokens must be in [0, 64] (0: adaptive), got {}", o.spec_tokens);
+  if (o.spec_ngram_min < 1 || o.spec_ngram_max < o.spec_ngram_min)
+    throw_error(ErrorCode::kInvalidArgument, "--spec-ngram-min must be >= 1 and <= --spec-ngram-max");
+  c.num_spec_tokens = o.spec_tokens;
+  c.min_ngram = o.spec_ngram_min;
+  c.max_ngram = o.spec_ngram_max;
+  return c;
 }
 
 void add_kv_budget_options(CLI::App& app, EngineOptions& o) {
   app.add_option("--kv-budget", o.kv_budget,
                  "KV tokens a sequence may hold (0: unbounded); a policy drops the rest");
-  app.add_option("--kv-policy", o.kv_policy, "eviction policy under --kv-budget: " + kv_policy_names())
+  app.add_option("--kv-policy", o.kv_policy, "eviction policy under --kv-budget: " + kv_policy_names() + ", learned:POLICY.json (kvlm kv train-policy); bench kv and perplexity: oracle")
       ->capture_default_str();
   app.add_option("--kv-sinks", o.kv_sinks, "first tokens always kept (sinks, entropy, lru, fifo)")
       ->capture_default_str();
@@ -40,12 +71,25 @@ void add_kv_budget_options(CLI::App& app, EngineOptions& o) {
                "renumber positions inside the cache (StreamingLLM): run past the trained context");
 }
 
-KvBudget make_kv_budget(const EngineOptions& o) {
+KvBudget make_kv_budget(const EngineOptions& o, const ModelConfig* model, bool allow_oracle) {
   KvBudget b;
   if (o.kv_budget < 0) throw_error(ErrorCode::kInvalidArgument, "--kv-budget must be >= 0, got {}", o.kv_budget);
-  auto kind = parse_kv_policy(o.kv_policy);
+  std::optional<KvPolicyKind> kind = parse_kv_policy(o.kv_policy);
+  if (model) {
+    KvPolicySpec spec = parse_kv_policy_spec(o.kv_policy, *model, allow_oracle);
+    kind = spec.kind;
+    b.scorer = std::move(spec.scorer);
+  } else if (o.kv_policy.starts_with("learned:")) {
+    kind = KvPolicyKind::kLearned;  // the scorer comes with the model (start_engine)
+  } else if (o.kv_policy == "oracle") {
+    if (!allow_oracle)
+      throw_error(ErrorCode::kInvalidArgument,
+                  "--kv-policy oracle needs a first pass over the same text: use it with kvlm bench kv or perplexity");
+    kind = KvPolicyKind::kOracle;
+  }
   if (!kind)
-    throw_error(ErrorCode::kInvalidArgument, "--kv-policy: unknown policy '{}' ({})", o.kv_policy, kv_policy_names());
+    throw_error(ErrorCode::kInvalidArgument, "--kv-policy: unknown policy '{}' ({}, learned:POLICY.json)", o.kv_policy,
+                kv_policy_names());
   if (o.kv_shift && o.kv_budget == 0)
     throw_error(ErrorCode::kInvalidArgument, "--kv-shift needs a --kv-budget");
   b.budget_tokens = o.kv_budget;
@@ -76,7 +120,9 @@ EngineConfig make_engine_config(const EngineOptions& o) {
   c.max_batched_tokens = o.max_batched_tokens;
   c.max_seqs = o.max_seqs;
   c.prefix_caching = !o.no_prefix_cache;
-  c.kv_budget = make_kv_budget(o);
+  c.kv_budget = make_kv_budget(o, nullptr, false);
+  c.kv_events = o.kv_events;
+  c.speculative = make_speculative_config(o);
   return c;
 }
 
@@ -84,14 +130,18 @@ std::unique_ptr<Engine> start_engine(const EngineOptions& o) {
   if (o.verbose) set_log_level(LogLevel::kInfo);
   EngineConfig config = make_engine_config(o);
   config.fault_hook = fault_hook_from_env();  // tests only; inert unless KVLM_FAULT is set
-  auto model = load_model(o.model_path);
+  std::optional<DType> quantize;
+  if (!o.quantize.empty()) quantize = parse_weight_type(o.quantize, /*floats_too=*/false);
+  auto model = load_model(o.model_path, ModelLoadOptions{o.max_model_len, quantize});
   auto tokenizer = Tokenizer::from_metadata(model->gguf().metadata());
+  config.kv_budget = make_kv_budget(o, &model->config(), /*allow_oracle=*/false);
   if (!o.tiers.disk.empty() || !o.tiers.redis.empty()) {
     // The namespace fingerprints the weights, the KV type and the block size.
     const Hash128 ns = kv_namespace_fingerprint(kv_namespace_spec(model->gguf(), o.kv_type, o.block_size));
-    config.tiers = make_tier_config(o.tiers, ns, KvStorage::bytes_per_block(*model, config.kv_dtype, o.block_size));
+    config.tiers =
+        make_tier_config(o.tiers, ns, o.block_size, KvStorage::bytes_per_block(*model, config.kv_dtype, o.block_size));
   } else {
-    config.tiers = make_tier_config(o.tiers, Hash128{}, 0);  // checks that no tier-only flag came alone
+    config.tiers = make_tier_config(o.tiers, Hash128{}, o.block_size, 0);  // checks that no tier-only flag came alone
   }
   return std::make_unique<Engine>(std::move(model), std::move(tokenizer), config);
 }

@@ -10,6 +10,10 @@
 #include "apps/tier_options.h"
 #include "engine/engine.h"
 
+namespace kvlm {
+struct ModelConfig;
+}
+
 namespace kvlm::apps {
 
 struct EngineOptions {
@@ -20,6 +24,7 @@ struct EngineOptions {
   int64_t kv_mem = 0;
   int ctx = 0;
   int max_model_len = 0;
+  std::string quantize;  // --quantize: q8_0, q4_0, q4_k; empty: as stored
   int max_batched_tokens = 2048;
   int max_seqs = 64;
   bool no_prefix_cache = false;
@@ -31,17 +36,28 @@ struct EngineOptions {
   int kv_recent = 0;
   TierOptions tiers;  // --kv-disk, --kv-redis, ...
   bool kv_shift = false;
+  bool kv_events = false;  // serve --kv-events: GET /v1/kv/events for a router
+  // Speculative decoding: "off", "ngram" (prompt lookup); proposals per step
+  // (0: adaptive); the n-gram sizes matched.
+  std::string speculate = "off";
+  int spec_tokens = 0;
+  int spec_ngram_min = 1, spec_ngram_max = 3;
 };
 
 // Budget flags alone (perplexity takes them without the other engine flags).
 void add_kv_budget_options(CLI::App& app, EngineOptions& o);
 // The budget the flags describe; Error(kInvalidArgument) naming the flag.
-KvBudget make_kv_budget(const EngineOptions& o);
+// model: checks and loads a learned:FILE policy against it (nullptr: the
+// scorer is left unset, start_engine loads it). allow_oracle: bench kv and
+// perplexity, which run the oracle's first pass.
+KvBudget make_kv_budget(const EngineOptions& o, const ModelConfig* model, bool allow_oracle);
 
 void add_engine_options(CLI::App& app, EngineOptions& o);
 // "f16" / "f32" / "q8_0" -> DType; Error(kInvalidArgument) naming --kv-type otherwise.
 DType parse_kv_type(const std::string& name);
 EngineConfig make_engine_config(const EngineOptions& o);
+// --speculate and its flags; Error(kInvalidArgument) naming the flag.
+SpeculativeConfig make_speculative_config(const EngineOptions& o);
 // Loads the model and its tokenizer and starts an engine. Throws kvlm::Error.
 std::unique_ptr<Engine> start_engine(const EngineOptions& o);
 

@@ -1,4 +1,4 @@
-// kvlm: one binary, one subcommand per job (DESIGN.md "apps/").
+// kvlm: one binary, one subcommand per job (docs/ARCHITECTURE.md "Layers").
 #include <cstdio>
 #include <cstring>
 #include <string_view>
@@ -19,13 +19,15 @@ struct Command {
 constexpr Command kCommands[] = {
     {"run", kvlm::apps::cmd_run, "generate a continuation of a prompt, streamed to stdout"},
     {"serve", kvlm::apps::cmd_serve, "serve the OpenAI-compatible HTTP API"},
-    {"bench", kvlm::apps::cmd_bench, "benchmarks: batch (through the engine), model (forward pass)"},
+    {"router", kvlm::apps::cmd_router, "route the API over many kvlm serve workers by the KV they hold"},
+    {"bench", kvlm::apps::cmd_bench, "benchmarks: model, batch, serve, kv, constrain, grammar (kvlm bench <kind> --help)"},
     {"perplexity", kvlm::apps::cmd_perplexity, "perplexity of a model over a text file"},
     {"logits", kvlm::apps::cmd_logits, "print the logits after each of the given token ids (JSON)"},
     {"tokenize", kvlm::apps::cmd_tokenize, "tokenize text with a model's vocabulary"},
     {"inspect", kvlm::apps::cmd_inspect, "print a GGUF file's metadata and tensors"},
     {"template", kvlm::apps::cmd_template, "render a chat template over a messages file"},
     {"make-model", kvlm::apps::cmd_make_model, "write a random-weight GGUF of a real model's shape"},
+    {"convert", kvlm::apps::cmd_convert, "write a Hugging Face checkpoint folder as GGUF"},
     {"kv", kvlm::apps::cmd_kv, "KV tier tools: stat, verify, clear a disk tier; bench a tier"},
 };
 

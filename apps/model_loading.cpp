@@ -7,8 +7,8 @@
 
 namespace kvlm::apps {
 
-std::unique_ptr<Model> load_model(const std::string& path) {
-  auto model = Model::load(path);
+std::unique_ptr<Model> load_model(const std::string& path, const ModelLoadOptions& options) {
+  auto model = Model::load(path, options);
   if (!ProgressBar::enabled()) return model;
   int64_t num_bytes = 0;
   for (const auto& t : model->gguf().tensors()) num_bytes += static_cast<int64_t>(t.num_bytes);
@@ -19,7 +19,8 @@ std::unique_ptr<Model> load_model(const std::string& path) {
   volatile uint8_t sink = 0;
   int64_t done = 0;
   for (const auto& t : model->gguf().tensors()) {
-    for (uint64_t off = 0; off < t.num_bytes; off += kPage) sink = sink + t.data[off];
+    for (const auto& [data, size] : t.byte_ranges())
+      for (uint64_t off = 0; off < size; off += kPage) sink = sink + data[off];
     done += static_cast<int64_t>(t.num_bytes);
     bar.set(done / kMiB);
   }

@@ -8,9 +8,9 @@
 
 namespace kvlm::apps {
 
-// Model::load(path). When stderr is a terminal it then reads the weights
+// Model::load(path, options). When stderr is a terminal it then reads the weights
 // into the page cache behind a progress bar, so the wait is seen here and
 // not as a slow first request; otherwise pages are read on first use.
-std::unique_ptr<Model> load_model(const std::string& path);
+std::unique_ptr<Model> load_model(const std::string& path, const ModelLoadOptions& options = {});
 
 }  // namespace kvlm::apps

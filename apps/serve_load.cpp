@@ -97,6 +97,9 @@ class StreamParser {
       usage_seen_ = true;
       r_.num_prompt_tokens = j["usage"].value("prompt_tokens", int64_t{0});
       r_.num_generated_tokens = j["usage"].value("completion_tokens", int64_t{0});
+      const Json details = j["usage"].value("prompt_tokens_details", Json::object());
+      if (details.is_object() && details.contains("cached_tokens") && details["cached_tokens"].is_number_integer())
+        r_.num_cached_tokens = details["cached_tokens"].get<int64_t>();
     }
     if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty()) return;
     const Json& text = j["choices"][0]["text"];
@@ -109,6 +112,7 @@ class StreamParser {
     }
     last_ = now;
     ++r_.num_text_chunks;
+    r_.text += text.get_ref<const std::string&>();
   }
   void set_error(std::string e) {
     if (error_.empty()) error_ = std::move(e);
@@ -121,11 +125,12 @@ class StreamParser {
   bool done_ = false, usage_seen_ = false;
 };
 
-RequestResult send_one(httplib::Client& cli, const LoadOptions& o, const std::string& prompt) {
+RequestResult send_one(httplib::Client& cli, const LoadOptions& o, const LoadRequest& request) {
   RequestResult r;
-  Json body = {{"prompt", prompt},          {"max_tokens", o.gen_len}, {"ignore_eos", true},
-               {"temperature", 0},          {"stream", true},          {"stream_options", {{"include_usage", true}}}};
+  Json body = {{"prompt", request.prompt}, {"max_tokens", o.gen_len}, {"ignore_eos", true},
+               {"temperature", 0},         {"stream", true},          {"stream_options", {{"include_usage", true}}}};
   if (!o.model.empty()) body["model"] = o.model;
+  if (!request.user.empty()) body["user"] = request.user;
   httplib::Request req;
   req.method = "POST";
   req.path = split_url(o.url).second + "/v1/completions";
@@ -227,13 +232,20 @@ std::string first_model(const LoadOptions& options) {
   return j["data"][0].value("id", "");
 }
 
-LoadResult run_load(const LoadOptions& o, const std::vector<std::string>& prompts) {
+LoadResult run_load(const LoadOptions& o, RequestSource& source) {
   make_client(o);  // a bad URL fails here, not on a worker thread
   LoadResult out;
-  out.requests.resize(prompts.size());
-  std::atomic<size_t> next{0};
+  const size_t num_requests = source.num_requests();
+  out.requests.resize(num_requests);
   ProgressBar bar(o.rate > 0 ? fmt::format("{} req/s", o.rate) : fmt::format("concurrency {}", o.concurrency),
-                  static_cast<int64_t>(prompts.size()), "requests");
+                  static_cast<int64_t>(num_requests), "requests");
+  // Each slot is written by the one thread that sent it.
+  const auto send = [&](httplib::Client& cli, const LoadRequest& req) {
+    RequestResult r = send_one(cli, o, req);
+    source.finish(req.slot, r);
+    out.requests[req.slot] = std::move(r);
+    bar.advance();
+  };
   const auto t0 = Clock::now();
   std::vector<std::thread> threads;
   if (o.rate > 0) {
@@ -241,28 +253,50 @@ LoadResult run_load(const LoadOptions& o, const std::vector<std::string>& prompt
     std::mt19937_64 rng(o.seed);
     std::exponential_distribution<double> gap(o.rate);
     auto at = t0;
-    for (size_t i = 0; i < prompts.size(); ++i) {
+    for (size_t i = 0; i < num_requests; ++i) {
       std::this_thread::sleep_until(at);
-      threads.emplace_back([&, i] {
-        out.requests[i] = send_one(*make_client(o), o, prompts[i]);
-        bar.advance();
-      });
+      std::optional<LoadRequest> req = source.next();
+      if (!req) break;
+      threads.emplace_back([&, job = std::move(*req)] { send(*make_client(o), job); });
       at += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(gap(rng)));
     }
   } else {
-    const int num_workers = std::min<int>(o.concurrency, static_cast<int>(prompts.size()));
+    const int num_workers = static_cast<int>(std::min<size_t>(o.concurrency, num_requests));
     for (int w = 0; w < num_workers; ++w)
       threads.emplace_back([&] {
         auto cli = make_client(o);  // one keep-alive connection per worker
-        for (size_t i = next++; i < prompts.size(); i = next++) {
-          out.requests[i] = send_one(*cli, o, prompts[i]);
-          bar.advance();
-        }
+        while (std::optional<LoadRequest> req = source.next()) send(*cli, *req);
       });
   }
   for (auto& t : threads) t.join();
   out.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
   return out;
+}
+
+namespace {
+
+// A fixed list, sent in order; nothing waits on an earlier request.
+class PromptListSource final : public RequestSource {
+ public:
+  explicit PromptListSource(const std::vector<std::string>& prompts) : prompts_(prompts) {}
+  size_t num_requests() const override { return prompts_.size(); }
+  std::optional<LoadRequest> next() override {
+    const size_t i = next_++;
+    if (i >= prompts_.size()) return std::nullopt;
+    return LoadRequest{i, prompts_[i], ""};
+  }
+  void finish(size_t, const RequestResult&) override {}
+
+ private:
+  const std::vector<std::string>& prompts_;
+  std::atomic<size_t> next_{0};
+};
+
+}  // namespace
+
+LoadResult run_load(const LoadOptions& o, const std::vector<std::string>& prompts) {
+  PromptListSource source(prompts);
+  return run_load(o, source);
 }
 
 }  // namespace kvlm::apps

@@ -26,13 +26,19 @@ int32_t num_stream_chunks(size_t num_tokens, int32_t n_ctx, int32_t max_chunks) 
 StreamScore score_stream(Engine& engine, const std::vector<int32_t>& tokens, int32_t n_ctx, int32_t max_chunks,
                          const std::optional<KvBudget>& budget) {
   const int32_t num_chunks = num_stream_chunks(tokens.size(), n_ctx, max_chunks);
-  if (num_chunks == 0)
-    throw_error(ErrorCode::kInvalidArgument, "the text has {} tokens, fewer than one chunk of {}", tokens.size(), n_ctx);
+  return score_chunks(engine, tokens, n_ctx, 0, num_chunks, [&](int32_t) { return budget; });
+}
+
+StreamScore score_chunks(Engine& engine, const std::vector<int32_t>& tokens, int32_t n_ctx, int32_t first_chunk,
+                         int32_t num_chunks, const ChunkBudget& budget_of) {
+  if (num_chunks <= 0 || first_chunk < 0 || first_chunk + num_chunks > num_stream_chunks(tokens.size(), n_ctx, 0))
+    throw_error(ErrorCode::kInvalidArgument, "the text has {} tokens: chunks {}..{} of {} do not fit", tokens.size(),
+                first_chunk, first_chunk + num_chunks, n_ctx);
   const Tokenizer& tok = engine.tokenizer();
   StreamScore score;
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::shared_ptr<RequestStream>> streams;
-  for (int32_t c = 0; c < num_chunks; ++c) {
+  for (int32_t c = first_chunk; c < first_chunk + num_chunks; ++c) {
     GenerateRequest g;
     g.prompt_tokens.assign(tokens.begin() + static_cast<ptrdiff_t>(c) * n_ctx,
                            tokens.begin() + static_cast<ptrdiff_t>(c + 1) * n_ctx);
@@ -41,7 +47,7 @@ StreamScore score_stream(Engine& engine, const std::vector<int32_t>& tokens, int
     g.ignore_eos = true;
     g.prompt_logprobs = true;
     g.logprobs = 0;
-    g.kv_budget = budget.value_or(KvBudget{});
+    g.kv_budget = budget_of(c).value_or(KvBudget{});
     streams.push_back(engine.submit(std::move(g)));
   }
   const int32_t first = n_ctx / 2;

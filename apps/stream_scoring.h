@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -30,6 +31,12 @@ struct StreamScore {
 // budget: nullopt = unbounded. max_chunks 0 = all. Throws kvlm::Error.
 StreamScore score_stream(Engine& engine, const std::vector<int32_t>& tokens, int32_t n_ctx, int32_t max_chunks,
                          const std::optional<KvBudget>& budget);
+
+// The same over chunks [first_chunk, first_chunk + num_chunks) of the text,
+// each chunk with its own budget (the oracle's carries the chunk's trace).
+using ChunkBudget = std::function<std::optional<KvBudget>(int32_t chunk)>;
+StreamScore score_chunks(Engine& engine, const std::vector<int32_t>& tokens, int32_t n_ctx, int32_t first_chunk,
+                         int32_t num_chunks, const ChunkBudget& budget_of);
 
 // Chunks a text of num_tokens yields (at most max_chunks when > 0).
 int32_t num_stream_chunks(size_t num_tokens, int32_t n_ctx, int32_t max_chunks);

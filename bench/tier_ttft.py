@@ -6,6 +6,7 @@ must be the same in every case. Starts its own redis-server on a free
 loopback port and removes what it writes.
 
   bench/tier_ttft.py --model /tmp/tinyllama-q4_0.gguf --prompt-tokens 1024 [--kvlm build/kvlm] [--threads 2]
+      [--tier-flags "--kv-secret-file F --kv-encrypt"]   (given to every server that uses a tier)
 """
 import argparse
 import json
@@ -111,7 +112,9 @@ def main():
     p.add_argument("--max-tokens", type=int, default=8)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--tier-flags", default="", help="more flags for the servers that use a tier (a tier secret)")
     args = p.parse_args()
+    tier = args.tier_flags.split()
 
     work = tempfile.mkdtemp(prefix="kvlm-tier-ttft-")
     redis_port = free_port()
@@ -123,7 +126,7 @@ def main():
         disk = os.path.join(work, "disk")
         rows = []
         # Cold and RAM hit, on a server that also writes both tiers.
-        a = Server(args, ["--kv-disk", disk, "--kv-redis", redis_url, "--max-model-len", str(args.prompt_tokens * 4)])
+        a = Server(args, ["--kv-disk", disk, "--kv-redis", redis_url, "--max-model-len", str(args.prompt_tokens * 4)] + tier)
         prompt = prompt_of(args, a)
         cold, want, _ = ttft(a, prompt, args.max_tokens)
         rows.append(("cold (computed)", cold, 0, True))
@@ -137,7 +140,7 @@ def main():
         # Disk hit after a restart (page cache warm, as after a restart).
         results = []
         for _ in range(args.repeat):
-            b = Server(args, ["--kv-disk", disk, "--max-model-len", str(args.prompt_tokens * 4)])
+            b = Server(args, ["--kv-disk", disk, "--max-model-len", str(args.prompt_tokens * 4)] + tier)
             results.append(ttft(b, prompt, args.max_tokens))
             b.stop()
         best = min(results)
@@ -145,13 +148,14 @@ def main():
         # Redis hit from a second server process.
         results = []
         for _ in range(args.repeat):
-            c = Server(args, ["--kv-redis", redis_url, "--max-model-len", str(args.prompt_tokens * 4)])
+            c = Server(args, ["--kv-redis", redis_url, "--max-model-len", str(args.prompt_tokens * 4)] + tier)
             results.append(ttft(c, prompt, args.max_tokens))
             c.stop()
         best = min(results)
         rows.append(("Redis tier, second server", best[0], best[2], all(r[1] == want for r in results)))
 
-        print(f"model {args.model}, prompt ~{args.prompt_tokens} tokens, {args.threads} threads, best of {args.repeat}")
+        print(f"model {args.model}, prompt ~{args.prompt_tokens} tokens, {args.threads} threads, best of {args.repeat}"
+              f"{', tier flags: ' + args.tier_flags if tier else ''}")
         print(f"{'source':<30} {'TTFT ms':>10} {'% of cold':>10} {'cached':>8} {'same output':>12}")
         for name, t, cached, same in rows:
             print(f"{name:<30} {t * 1000:>10.1f} {100 * t / cold:>9.1f}% {cached:>8} {str(same):>12}")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs kvlm's dependencies (Debian 12 packages, gnuplot for the bench
-# plots and Chromium for the web page's test; the openai and ws npm packages
-# for the server tests) and builds kvlm.
+# plots and Chromium for the web page's test; the openai, LangChain JS, zod
+# and ws npm packages for the server tests) and builds kvlm.
 # Usage: scripts/setup.sh [--no-install]   (BUILD_DIR=build by default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,8 +11,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcpp-httplib-dev libcli11-dev
   libpcre2-dev libxxhash-dev libfmt-dev
-  libhiredis-dev redis-server redis-tools
-  curl prometheus python3 python3-jsonschema
+  libhiredis-dev redis-server redis-tools libssl-dev openssl
+  curl prometheus python3 python3-jsonschema python3-numpy python3-yaml systemd
   clang-16 libclang-rt-16-dev libfuzzer-16-dev
   gnuplot-nox chromium fonts-dejavu-core
 )
@@ -34,6 +34,7 @@ if [[ "${1:-}" != "--no-install" ]]; then
   if ! command -v node >/dev/null || ! command -v npm >/dev/null; then missing+=(nodejs npm); fi
   if ((${#missing[@]})); then apt_install "${missing[@]}"; fi
   if [[ ! -d tests/npm/node_modules/openai || ! -d tests/npm/node_modules/ws ||
+        ! -d tests/npm/node_modules/@langchain/openai || ! -d tests/npm/node_modules/@anthropic-ai/sdk ||
         tests/npm/package-lock.json -nt tests/npm/node_modules ]]; then
     npm ci --prefix tests/npm --no-audit --no-fund --loglevel=error
   fi

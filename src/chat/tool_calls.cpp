@@ -1,6 +1,8 @@
 // Format detection, shapes and the helpers every tool-call parser uses.
 #include "chat/tool_calls.h"
 
+#include <cstring>
+
 #include "chat/tool_calls_impl.h"
 
 namespace kvlm {
@@ -13,6 +15,7 @@ std::string_view tool_call_format_name(ToolCallFormat f) {
     case ToolCallFormat::kLlama3: return "llama3";
     case ToolCallFormat::kMistral: return "mistral";
     case ToolCallFormat::kDeepSeek: return "deepseek";
+    case ToolCallFormat::kPythonic: return "pythonic";
     case ToolCallFormat::kGeneric: break;
   }
   return "generic";
@@ -24,6 +27,8 @@ ToolCallFormat detect_tool_call_format(std::string_view src) {
   if (src.find(kHermesOpen) != std::string_view::npos) return ToolCallFormat::kHermes;
   if (src.find(kMistralCalls) != std::string_view::npos) return ToolCallFormat::kMistral;
   if (src.find(kDeepSeekCallsBegin) != std::string_view::npos) return ToolCallFormat::kDeepSeek;
+  // Llama 3.2's pythonic prompt (and Llama 4's): "[func_name1(params_name1=params_value1, ...)]".
+  if (src.find("[func_name1(") != std::string_view::npos) return ToolCallFormat::kPythonic;
   if (src.find(kPythonTag) != std::string_view::npos ||
       (src.find("<|start_header_id|>") != std::string_view::npos && src.find("\"parameters\"") != std::string_view::npos))
     return ToolCallFormat::kLlama3;
@@ -43,6 +48,8 @@ ToolCallShape tool_call_shape(ToolCallFormat f) {
     case ToolCallFormat::kDeepSeek:
       return {std::string(kDeepSeekCallsBegin), std::string(kDeepSeekCallBegin) + "function" + std::string(kDeepSeekSep),
               "\n```json\n", "\n```" + std::string(kDeepSeekCallEnd), "\n", std::string(kDeepSeekCallsEnd), true};
+    case ToolCallFormat::kPythonic:
+      return {"[", "", "(", ")", ", ", "]", true};
     case ToolCallFormat::kGeneric: break;
   }
   return {"{\"tool_calls\": [", "{\"name\": \"", "\", \"arguments\": ", "}", ", ", "]}", true};
@@ -54,9 +61,22 @@ ParsedToolCalls parse_tool_calls(ToolCallFormat f, std::string_view text) {
     case ToolCallFormat::kLlama3: return parse_llama3(text);
     case ToolCallFormat::kMistral: return parse_mistral(text);
     case ToolCallFormat::kDeepSeek: return parse_deepseek(text);
+    case ToolCallFormat::kPythonic: return parse_pythonic(text);
     case ToolCallFormat::kGeneric: break;
   }
   return parse_generic(text);
+}
+
+CutToolCalls parse_cut_tool_calls(ToolCallFormat f, std::string_view text) {
+  switch (f) {
+    case ToolCallFormat::kHermes: return cut_hermes(text);
+    case ToolCallFormat::kLlama3: return cut_llama3(text);
+    case ToolCallFormat::kMistral: return cut_mistral(text);
+    case ToolCallFormat::kDeepSeek: return cut_deepseek(text);
+    case ToolCallFormat::kPythonic: return cut_pythonic(text);
+    case ToolCallFormat::kGeneric: break;
+  }
+  return cut_generic(text);
 }
 
 size_t tool_call_start(ToolCallFormat f, std::string_view text) {
@@ -67,10 +87,14 @@ size_t tool_call_start(ToolCallFormat f, std::string_view text) {
     case ToolCallFormat::kDeepSeek:
       return std::min(marker_start(text, kDeepSeekCallsBegin), marker_start(text, kDeepSeekCallBegin));
     case ToolCallFormat::kLlama3: {
-      // A JSON call is the whole reply: undecided while only space has come.
+      // A JSON call (or a pythonic list) is the whole reply: undecided while only space has come.
       const size_t first = skip_space(text, 0);
-      if (first == text.size() || text[first] == '{') return 0;
+      if (first == text.size() || text[first] == '{' || text[first] == '[') return 0;
       return marker_start(text, kPythonTag);
+    }
+    case ToolCallFormat::kPythonic: {
+      const size_t first = skip_space(text, 0);
+      return first == text.size() || text[first] == '[' ? 0 : npos;
     }
     case ToolCallFormat::kGeneric: break;
   }
@@ -147,12 +171,102 @@ std::optional<ToolCall> call_from_object(const Json& obj, std::initializer_list<
   return call;
 }
 
-std::optional<std::vector<ToolCall>> calls_from_array(const Json& items, std::initializer_list<const char*> keys) {
+std::optional<size_t> string_end(std::string_view text, size_t pos) {
+  for (size_t i = pos + 1; i < text.size(); ++i) {
+    if (text[i] == '\\') {
+      ++i;
+    } else if (text[i] == '"') {
+      return i + 1;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<size_t> value_end(std::string_view text, size_t pos) {
+  if (text[pos] == '"') return string_end(text, pos);
+  if (text[pos] == '{' || text[pos] == '[') return json_end(text, pos);
+  size_t end = pos;
+  while (end < text.size() && !std::strchr(",}] \n\t\r", text[end])) ++end;
+  if (end == text.size()) return std::nullopt;
+  return end;
+}
+
+std::string compact_json(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  bool in_string = false, escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == ' ' || c == '\n' || c == '\t' || c == '\r') {
+      continue;
+    } else if (c == '"') {
+      in_string = true;
+    }
+    out += c;
+  }
+  return out;
+}
+
+std::string_view member_text(std::string_view text, size_t pos, std::string_view key) {
+  std::string_view found;
+  size_t p = skip_space(text, pos + 1);
+  while (p < text.size() && text[p] == '"') {
+    const auto key_end = string_end(text, p);
+    if (!key_end) break;
+    const auto k = parse_json_at(text, p, *key_end);
+    p = skip_space(text, *key_end);
+    if (p >= text.size() || text[p] != ':') break;
+    p = skip_space(text, p + 1);
+    const auto end = p < text.size() ? value_end(text, p) : std::nullopt;
+    if (!end) break;
+    // The last of duplicate keys wins, as the parser keeps it.
+    if (k && k->is_string() && k->get_ref<const std::string&>() == key) found = text.substr(p, *end - p);
+    p = skip_space(text, *end);
+    if (p >= text.size() || text[p] != ',') break;
+    p = skip_space(text, p + 1);
+  }
+  return found;
+}
+
+std::optional<ToolCall> call_at(std::string_view text, size_t pos, size_t end, std::initializer_list<const char*> keys) {
+  const auto obj = parse_json_at(text, pos, end);
+  if (!obj) return std::nullopt;
+  auto call = call_from_object(*obj, keys);
+  if (!call) return std::nullopt;
+  for (const char* key : keys) {
+    const auto it = obj->find(key);
+    if (it == obj->end()) continue;
+    if (it->is_object()) call->arguments = compact_json(member_text(text, pos, key));
+    break;
+  }
+  return call;
+}
+
+std::optional<std::vector<ToolCall>> calls_at(std::string_view text, size_t pos, size_t end,
+                                              std::initializer_list<const char*> keys) {
   std::vector<ToolCall> calls;
-  for (const Json& item : items) {
-    auto call = call_from_object(item, keys);
+  if (text[pos] == '{') {
+    auto call = call_at(text, pos, end, keys);
     if (!call) return std::nullopt;
     calls.push_back(std::move(*call));
+    return calls;
+  }
+  size_t p = skip_space(text, pos + 1);
+  while (p < end && text[p] != ']') {
+    const auto item_end = json_end(text, p);
+    if (!item_end || text[p] != '{') return std::nullopt;
+    auto call = call_at(text, p, *item_end, keys);
+    if (!call) return std::nullopt;
+    calls.push_back(std::move(*call));
+    p = skip_space(text, *item_end);
+    if (p < end && text[p] == ',') p = skip_space(text, p + 1);
   }
   if (calls.empty()) return std::nullopt;
   return calls;

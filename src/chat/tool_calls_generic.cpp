@@ -15,15 +15,15 @@ ParsedToolCalls parse_generic(std::string_view text) {
   if (!value || !value->is_object()) return plain(text);
   if (const auto r = value->find("response"); r != value->end() && r->is_string() && value->size() == 1)
     return {r->get<std::string>(), {}};
-  Json items;
+  std::string_view items;
   if (const auto calls = value->find("tool_calls"); calls != value->end() && calls->is_array()) {
-    items = *calls;
-  } else if (const auto call = value->find("tool_call"); call != value->end()) {
-    items = Json::array({*call});
+    items = member_text(text, start, "tool_calls");
+  } else if (const auto call = value->find("tool_call"); call != value->end() && call->is_object()) {
+    items = member_text(text, start, "tool_call");
   } else {
     return plain(text);
   }
-  auto calls = calls_from_array(items, {"arguments", "parameters"});
+  auto calls = calls_at(items, 0, items.size(), {"arguments", "parameters"});
   if (!calls) return plain(text);
   return {"", std::move(*calls)};
 }

@@ -18,9 +18,7 @@ ParsedToolCalls parse_hermes(std::string_view text) {
     const size_t start = skip_space(text, open + kHermesOpen.size());
     const auto end = json_end(text, start);
     if (!end) return plain(text);
-    const auto obj = parse_json_at(text, start, *end);
-    if (!obj) return plain(text);
-    auto call = call_from_object(*obj, {"arguments", "parameters"});
+    auto call = call_at(text, start, *end, {"arguments", "parameters"});
     if (!call) return plain(text);
     out.calls.push_back(std::move(*call));
     const size_t after = skip_space(text, *end);

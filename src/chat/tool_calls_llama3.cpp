@@ -3,7 +3,8 @@
 // optionally after <|python_tag|> (the ipython environment), where built-in
 // tools are called in Python syntax instead:
 //   <|python_tag|>brave_search.call(query="weather in Paris")
-// Several JSON calls separated by ';' (seen from 3.2) are taken too.
+// Several JSON calls separated by ';' (seen from 3.2) are taken too, and
+// 3.2's pythonic list, [get_weather(city="Paris")] (tool_calls_pythonic.cpp).
 #include <cctype>
 
 #include "chat/tool_calls_impl.h"
@@ -17,9 +18,7 @@ bool parse_json_calls(std::string_view text, size_t pos, std::vector<ToolCall>& 
   while (pos < text.size()) {
     const auto end = json_end(text, pos);
     if (!end) return false;
-    const auto obj = parse_json_at(text, pos, *end);
-    if (!obj) return false;
-    auto call = call_from_object(*obj, {"parameters", "arguments"});
+    auto call = call_at(text, pos, *end, {"parameters", "arguments"});
     if (!call) return false;
     calls.push_back(std::move(*call));
     pos = skip_space(text, *end);
@@ -93,6 +92,8 @@ ParsedToolCalls parse_llama3(std::string_view text) {
     return plain(text);
   }
   const size_t start = skip_space(text, 0);
+  // Llama 3.2 also answers in its zero-shot pythonic form, [f(a=1)].
+  if (starts_pythonic_list(text, start)) return parse_pythonic(text);
   if (start == text.size() || text[start] != '{' || !parse_json_calls(text, start, out.calls)) return plain(text);
   return out;
 }

@@ -13,9 +13,8 @@ ParsedToolCalls parse_mistral(std::string_view text) {
   const size_t start = skip_space(text, marker + kMistralCalls.size());
   const auto end = json_end(text, start);
   if (!end || !only_space(text, *end)) return plain(text);
-  const auto value = parse_json_at(text, start, *end);
-  if (!value) return plain(text);
-  auto calls = calls_from_array(value->is_array() ? *value : Json::array({*value}), {"arguments", "parameters"});
+  if (!parse_json_at(text, start, *end)) return plain(text);
+  auto calls = calls_at(text, start, *end, {"arguments", "parameters"});
   if (!calls) return plain(text);
   return {std::string(text.substr(0, marker)), std::move(*calls)};
 }

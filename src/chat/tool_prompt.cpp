@@ -24,6 +24,19 @@ Json template_messages(ToolCallFormat f, const Json& messages) {
 
 bool template_renders_tool_calls(std::string_view src) { return src.find("tool_calls") != std::string_view::npos; }
 
+namespace {
+
+// A call's ARGUMENTS as format `f` writes them: the JSON object, or for
+// pythonic its members as keyword arguments with JSON values.
+std::string arguments_written(ToolCallFormat f, const Json& args) {
+  if (f != ToolCallFormat::kPythonic) return args.dump();
+  std::string out;
+  for (const auto& [k, v] : args.items()) out += (out.empty() ? "" : ", ") + k + "=" + v.dump();
+  return out;
+}
+
+}  // namespace
+
 Json plain_tool_messages(ToolCallFormat f, const Json& messages) {
   const ToolCallShape shape = tool_call_shape(f);
   Json out = Json::array();
@@ -52,7 +65,8 @@ Json plain_tool_messages(ToolCallFormat f, const Json& messages) {
                             ? Json::parse(fn["arguments"].get<std::string>(), nullptr, /*allow_exceptions=*/false)
                             : fn["arguments"];
       written += (i ? shape.separator : "") + shape.call_prefix + fn["name"].get<std::string>() +
-                 shape.name_to_arguments + (args.is_discarded() ? "{}" : args.dump()) + shape.call_suffix;
+                 shape.name_to_arguments + arguments_written(f, args.is_object() ? args : Json::object()) +
+                 shape.call_suffix;
     }
     written += shape.suffix;
     out.push_back(Json{{"role", "assistant"}, {"content", text.empty() ? written : text + "\n" + written}});
@@ -66,7 +80,8 @@ namespace {
 
 std::string reply_format(ToolCallFormat f) {
   const ToolCallShape s = tool_call_shape(f);
-  const std::string call = s.call_prefix + "TOOL_NAME" + s.name_to_arguments + "{ARGUMENTS}" + s.call_suffix;
+  const char* args = f == ToolCallFormat::kPythonic ? "ARG_NAME=VALUE, ..." : "{ARGUMENTS}";
+  const std::string call = s.call_prefix + "TOOL_NAME" + s.name_to_arguments + args + s.call_suffix;
   std::string text = "To call a tool, reply with exactly:\n" + s.prefix + call + s.suffix + "\n";
   if (s.parallel) text += "(more calls: separate them with \"" + s.separator + "\" inside the same reply)\n";
   if (f == ToolCallFormat::kGeneric) text += "To answer without a tool, reply with {\"response\": \"YOUR ANSWER\"}.\n";

@@ -165,4 +165,26 @@ std::optional<std::vector<int64_t>> Metadata::get_int_array(std::string_view key
   return out;
 }
 
+MetaValue meta_u32(uint32_t v) { return MetaValue{MetaType::kU32, MetaType::kU8, uint64_t{v}}; }
+MetaValue meta_i32(int32_t v) { return MetaValue{MetaType::kI32, MetaType::kU8, int64_t{v}}; }
+MetaValue meta_f32(float v) { return MetaValue{MetaType::kF32, MetaType::kU8, double{v}}; }
+MetaValue meta_bool(bool v) { return MetaValue{MetaType::kBool, MetaType::kU8, int64_t{v ? 1 : 0}}; }
+MetaValue meta_string(std::string v) { return MetaValue{MetaType::kString, MetaType::kU8, std::move(v)}; }
+
+namespace {
+
+template <typename T, typename Make>
+MetaValue array_of(MetaType elem, const std::vector<T>& values, Make make) {
+  std::vector<MetaValue> items;
+  items.reserve(values.size());
+  for (const T& v : values) items.push_back(make(v));
+  return MetaValue{MetaType::kArray, elem, std::move(items)};
+}
+
+}  // namespace
+
+MetaValue meta_string_array(const std::vector<std::string>& v) { return array_of(MetaType::kString, v, meta_string); }
+MetaValue meta_f32_array(const std::vector<float>& v) { return array_of(MetaType::kF32, v, meta_f32); }
+MetaValue meta_i32_array(const std::vector<int32_t>& v) { return array_of(MetaType::kI32, v, meta_i32); }
+
 }  // namespace kvlm

@@ -70,4 +70,14 @@ class Metadata {
   std::unordered_map<std::string, size_t> index_;
 };
 
+// MetaValues from plain values (GgufWriter::set, metadata built in memory).
+MetaValue meta_u32(uint32_t v);
+MetaValue meta_i32(int32_t v);
+MetaValue meta_f32(float v);
+MetaValue meta_bool(bool v);
+MetaValue meta_string(std::string v);
+MetaValue meta_string_array(const std::vector<std::string>& v);
+MetaValue meta_f32_array(const std::vector<float>& v);
+MetaValue meta_i32_array(const std::vector<int32_t>& v);
+
 }  // namespace kvlm

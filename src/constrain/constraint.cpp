@@ -5,9 +5,9 @@
 
 namespace kvlm::constrain {
 
-std::shared_ptr<const Program> json_schema_program(const Json& schema) {
+std::shared_ptr<const Program> json_schema_program(const Json& schema, SchemaMode mode) {
   Grammar g;
-  g.set_root(json_schema_expr(g, schema));
+  g.set_root(json_schema_expr(g, schema, mode));
   return Program::compile(g);
 }
 

@@ -18,8 +18,9 @@
 
 namespace kvlm::constrain {
 
-// Output that is one document valid against `schema` (json_schema.h).
-std::shared_ptr<const Program> json_schema_program(const Json& schema);
+// Output that is one document valid against `schema` (json_schema.h; in
+// kLenient mode, against what of it the grammar can enforce).
+std::shared_ptr<const Program> json_schema_program(const Json& schema, SchemaMode mode = SchemaMode::kStrict);
 // Output that is one JSON object (OpenAI's {"type": "json_object"}).
 std::shared_ptr<const Program> json_object_program();
 // Output that matches `pattern` in full (regex.h).

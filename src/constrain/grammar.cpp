@@ -4,11 +4,24 @@
 
 #include "common/assert.h"
 #include "common/error.h"
+#include "constrain/compile_budget.h"
 
 namespace kvlm::constrain {
 namespace {
 
-Expr make(ExprNode n) { return Expr(std::make_shared<const ExprNode>(std::move(n))); }
+// What a node costs: itself and its shared_ptr control block (one
+// allocation), its literal and its children, charged to the compilation
+// that makes it (compile_budget.h).
+int64_t node_bytes(const ExprNode& n) {
+  constexpr int64_t kControlBlock = 16;
+  const size_t text = n.literal.capacity() > 15 ? n.literal.capacity() + 1 : 0;  // past the short-string buffer
+  return static_cast<int64_t>(sizeof(ExprNode) + kControlBlock + text + n.children.capacity() * sizeof(Expr));
+}
+
+Expr make(ExprNode n) {
+  charge_compile_memory(node_bytes(n));
+  return Expr(std::make_shared<const ExprNode>(std::move(n)));
+}
 
 // Appends the byte sequences of [lo, hi] (both encoded with the same number
 // of bytes) as sequences of byte ranges, splitting where a continuation byte
@@ -66,7 +79,7 @@ CodepointRanges normalized(CodepointRanges r) {
 
 }  // namespace
 
-Expr::Expr() : node_(std::make_shared<const ExprNode>()) {}
+Expr::Expr() : node_(std::make_shared<const ExprNode>()) { charge_compile_memory(node_bytes(*node_)); }
 
 Expr literal(std::string_view bytes) {
   ExprNode n;
@@ -181,6 +194,7 @@ Expr utf8_class(const CodepointRanges& ranges) {
 }
 
 RuleId Grammar::add_rule(std::string name) {
+  charge_compile_memory(static_cast<int64_t>(sizeof(Rule) + (name.capacity() > 15 ? name.capacity() + 1 : 0)));
   rules_.push_back({std::move(name), std::nullopt});
   return static_cast<RuleId>(rules_.size() - 1);
 }

@@ -28,16 +28,33 @@ Expr same_length(const std::string& a, const std::string& b) {
   return alt(std::move(options));
 }
 
-// Non-negative integers in [lo, hi], split by number of digits.
+// Non-negative integers in [lo, hi], split by number of digits. A run of
+// lengths the range covers whole (every d-digit number, for d in [m, n]) is
+// one expression, [1-9][0-9]{m-1,n-1}: an unbounded integer is 16 digit
+// states, not the 120 of one option per length.
 Expr unsigned_range(int64_t lo, int64_t hi) {
   std::vector<Expr> options;
+  int32_t run_from = 0, run_to = -1;  // the run of whole lengths being gathered
+  auto flush = [&] {
+    if (run_to < 0) return;
+    options.push_back(byte_range('1', '9') + repeat(digit(), run_from - 1, run_to - 1));
+    run_to = -1;
+  };
   const size_t from = std::to_string(lo).size(), to = std::to_string(hi).size();
   int64_t pow = 1;
   for (size_t d = 1; d < from; ++d) pow *= 10;
   for (size_t d = from; d <= to; ++d, pow *= 10) {
     const int64_t a = std::max(lo, d == 1 ? 0 : pow), b = std::min(hi, pow * 10 - 1);
-    if (a <= b) options.push_back(same_length(std::to_string(a), std::to_string(b)));
+    if (a > b) continue;
+    if (d > 1 && a == pow && b == pow * 10 - 1) {
+      if (run_to < 0) run_from = static_cast<int32_t>(d);
+      run_to = static_cast<int32_t>(d);
+      continue;
+    }
+    flush();
+    options.push_back(same_length(std::to_string(a), std::to_string(b)));
   }
+  flush();
   return alt(std::move(options));
 }
 

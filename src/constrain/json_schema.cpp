@@ -4,10 +4,12 @@
 #include <array>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "constrain/compile_budget.h"
 #include "constrain/json_numbers.h"
 #include "constrain/program.h"
 #include "constrain/regex.h"
@@ -17,14 +19,21 @@ namespace {
 
 const std::set<std::string> kAnnotations = {"title", "description", "default", "examples", "$schema", "$id",
                                             "$comment", "deprecated", "readOnly", "writeOnly", "$defs",
-                                            "definitions", "format", "strict", "name"};
+                                            "definitions", "format", "strict", "name", "contentMediaType",
+                                            "contentEncoding", "contentSchema"};
 const std::set<std::string> kKeywords = {"type", "properties", "required", "additionalProperties", "items",
                                          "prefixItems", "minItems", "maxItems", "enum", "const", "anyOf", "oneOf",
                                          "allOf", "$ref", "pattern", "minLength", "maxLength", "minimum", "maximum",
-                                         "exclusiveMinimum", "exclusiveMaximum", "nullable"};
+                                         "exclusiveMinimum", "exclusiveMaximum", "nullable", "minProperties",
+                                         "maxProperties"};
 
 // The JSON string characters: anything printable, with \" \\ \n \t escapes.
-Expr json_char() { return char_class_expr({{'\t', '\t'}, {'\n', '\n'}, {0x20, 0x10FFFF}}, /*json_string=*/true); }
+// bmp_only: none past U+FFFF, which JavaScript counts as two (a string with
+// maxLength then has the same length in code points, as JSON Schema counts
+// it, and in UTF-16 units, as zod and JavaScript's .length count it).
+Expr json_char(bool bmp_only) {
+  return char_class_expr({{'\t', '\t'}, {'\n', '\n'}, {0x20, bmp_only ? 0xFFFF : 0x10FFFF}}, /*json_string=*/true);
+}
 
 std::string format_regex(const std::string& format) {
   const std::string date = "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])";
@@ -38,7 +47,7 @@ std::string format_regex(const std::string& format) {
 
 class SchemaCompiler {
  public:
-  SchemaCompiler(Grammar& g, const Json& root) : g_(g), root_(root) {}
+  SchemaCompiler(Grammar& g, const Json& root, SchemaMode mode) : g_(g), root_(root), mode_(mode) {}
 
   Expr compile(const Json& s, const std::string& path) {
     if (s.is_boolean()) {
@@ -46,14 +55,18 @@ class SchemaCompiler {
       return any_value();
     }
     if (!s.is_object()) fail("a schema must be an object or a boolean", path);
+    // Lenient: what the grammar cannot enforce is left out (json_schema.h).
     for (const auto& [key, value] : s.items())
-      if (!kKeywords.count(key) && !kAnnotations.count(key)) fail(fmt::format("unsupported keyword '{}'", key), path);
+      if (!kKeywords.count(key) && !kAnnotations.count(key) && strict())
+        fail(fmt::format("unsupported keyword '{}'", key), path);
     Expr e = typed(s, path);
     if (s.contains("nullable") && s["nullable"].is_boolean() && s["nullable"].get<bool>()) e = e | literal("null");
     return e;
   }
 
  private:
+  bool strict() const { return mode_ == SchemaMode::kStrict; }
+
   [[noreturn]] static void fail(const std::string& what, const std::string& path) {
     throw_error(ErrorCode::kInvalidArgument, "json_schema: {} at {}", what, path.empty() ? "#" : path);
   }
@@ -72,7 +85,10 @@ class SchemaCompiler {
       if (!s.contains(key)) continue;
       const Json& list = s[key];
       if (!list.is_array() || list.empty()) fail(fmt::format("'{}' must be a non-empty array", key), path);
-      if (std::string(key) == "allOf" && list.size() != 1) fail("'allOf' with more than one schema is not supported", path);
+      if (std::string(key) == "allOf" && list.size() != 1) {
+        if (strict()) fail("'allOf' with more than one schema is not supported", path);
+        return compile(merged_all_of(s, path), path);
+      }
       std::vector<Expr> options;
       for (size_t i = 0; i < list.size(); ++i) options.push_back(compile(list[i], fmt::format("{}/{}/{}", path, key, i)));
       return alt(std::move(options));
@@ -98,7 +114,8 @@ class SchemaCompiler {
   }
 
   static std::vector<std::string> implied_types(const Json& s) {
-    for (const char* k : {"properties", "required", "additionalProperties"}) if (s.contains(k)) return {"object"};
+    for (const char* k : {"properties", "required", "additionalProperties", "minProperties", "maxProperties"})
+      if (s.contains(k)) return {"object"};
     for (const char* k : {"items", "prefixItems", "minItems", "maxItems"}) if (s.contains(k)) return {"array"};
     for (const char* k : {"pattern", "minLength", "maxLength"}) if (s.contains(k)) return {"string"};
     for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) if (s.contains(k)) return {"number"};
@@ -152,7 +169,8 @@ class SchemaCompiler {
     if (min && max && *min > *max) fail("minLength is above maxLength", path);
     if (const auto it = s.find("pattern"); it != s.end()) {
       if (!it->is_string()) fail("'pattern' must be a string", path);
-      if (min || max) fail("'pattern' together with minLength/maxLength is not supported", path);
+      // Lenient: the pattern is enforced, the lengths are not.
+      if ((min || max) && strict()) fail("'pattern' together with minLength/maxLength is not supported", path);
       try {
         return literal("\"") + regex_expr(it->get<std::string>(), /*json_string=*/true) + literal("\"");
       } catch (const Error& e) {
@@ -177,7 +195,7 @@ class SchemaCompiler {
     if (it == s.end()) {
       item = any_value();
     } else if (!(it->is_boolean() && !it->get<bool>())) {
-      item = ref(g_.add_rule(path + "/items", compile(*it, path + "/items")));
+      item = ref(value_rule(*it, path + "/items"));
     }
     const auto k = static_cast<int32_t>(prefix.size());
     const int32_t min = count(s, "minItems", path).value_or(0);
@@ -204,24 +222,80 @@ class SchemaCompiler {
     return seq(std::move(parts));
   }
 
+  struct ObjectParts {
+    struct Prop {
+      std::string key;  // JSON-spelled, quotes included
+      Expr value;
+      bool required;
+    };
+    std::vector<Prop> props;
+    std::optional<Expr> extra;  // other keys' values; nullopt: no other keys
+    size_t longest = 0;         // the longest listed name, in bytes
+  };
+  ObjectParts object_parts(const Json& s, const std::string& path);
   Expr object(const Json& s, const std::string& path);
   Expr reference(const Json& r, const std::string& path);
   Expr any_value() { return any_json_value_expr(g_); }
+  RuleId value_rule(const Json& s, const std::string& path);
+  std::optional<Expr> plain_object(const ObjectParts& parts, const Json& s) const;
+  Json merged_all_of(const Json& s, const std::string& path) const;
 
   Grammar& g_;
   const Json& root_;
+  SchemaMode mode_;
   std::map<std::string, RuleId> refs_;  // by JSON pointer
+  std::unordered_map<std::string, RuleId> values_;  // value_rule's, by small schemas' JSON text
 };
 
-// Properties in the schema's order; rule (i, first) spells properties i.. of
-// the object, `first` when none has been written yet (so no comma before).
-Expr SchemaCompiler::object(const Json& s, const std::string& path) {
-  struct Prop {
-    std::string key;  // JSON-spelled, quotes included
-    Expr value;
-    bool required;
-  };
-  std::vector<Prop> props;
+// Whether `j` has at most `budget` values and strings of at most 64 bytes:
+// small enough that its JSON text is a cheap key.
+bool is_small(const Json& j, int& budget) {
+  if (--budget < 0) return false;
+  if (j.is_string()) return j.get_ref<const std::string&>().size() <= 64;
+  if (j.is_object())
+    for (const auto& [k, v] : j.items())
+      if (k.size() > 64 || !is_small(v, budget)) return false;
+  if (j.is_array())
+    for (const Json& v : j)
+      if (!is_small(v, budget)) return false;
+  return true;
+}
+
+// A property's or an array item's schema as a rule. Identical small schemas
+// share one rule: the thousand {"type": "integer"} properties of a large
+// anyOf compile one integer, not a thousand.
+RuleId SchemaCompiler::value_rule(const Json& s, const std::string& path) {
+  int budget = 32;
+  std::string key = is_small(s, budget) ? s.dump() : std::string();
+  if (!key.empty())
+    if (const auto it = values_.find(key); it != values_.end()) return it->second;
+  const RuleId r = g_.add_rule(path, compile(s, path));
+  if (!key.empty()) {
+    charge_compile_memory(static_cast<int64_t>(key.size()) + 64);
+    values_.emplace(std::move(key), r);
+  }
+  return r;
+}
+
+// An object whose listed properties are all required and that allows
+// nothing else and no count bounds (what OpenAI's strict mode asks for) is
+// one sequence: no rule per (property, count), no call per property.
+std::optional<Expr> SchemaCompiler::plain_object(const ObjectParts& parts, const Json& s) const {
+  if (parts.extra || s.contains("minProperties") || s.contains("maxProperties")) return std::nullopt;
+  std::vector<Expr> seq_parts{literal("{")};
+  for (size_t i = 0; i < parts.props.size(); ++i) {
+    if (!parts.props[i].required) return std::nullopt;
+    seq_parts.push_back(literal((i ? "," : "") + parts.props[i].key + ":"));
+    seq_parts.push_back(parts.props[i].value);
+  }
+  seq_parts.push_back(literal("}"));
+  return seq(std::move(seq_parts));
+}
+
+// An object schema's properties, in order (required names that only
+// additionalProperties allows after them), and what other keys may hold.
+SchemaCompiler::ObjectParts SchemaCompiler::object_parts(const Json& s, const std::string& path) {
+  ObjectParts o;
   std::set<std::string> required;
   if (const auto it = s.find("required"); it != s.end()) {
     if (!it->is_array()) fail("'required' must be an array of names", path);
@@ -230,51 +304,125 @@ Expr SchemaCompiler::object(const Json& s, const std::string& path) {
       required.insert(n.get<std::string>());
     }
   }
-  std::optional<Expr> extra;
   if (const auto it = s.find("additionalProperties"); it != s.end() && !(it->is_boolean() && !it->get<bool>())) {
-    extra = compile(*it, path + "/additionalProperties");
+    o.extra = compile(*it, path + "/additionalProperties");
   } else if (it == s.end() && !s.contains("properties")) {
-    extra = any_value();  // a bare {"type": "object"}: any object, not only {}
+    o.extra = any_value();  // a bare {"type": "object"}: any object, not only {}
   }
   std::set<std::string> listed;
-  size_t longest = 0;  // in bytes: at least the name's characters
   if (const auto it = s.find("properties"); it != s.end()) {
     if (!it->is_object()) fail("'properties' must be an object", path);
     for (const auto& [name, sub] : it->items()) {
       const std::string sub_path = fmt::format("{}/properties/{}", path, name);
-      props.push_back({Json(name).dump(), ref(g_.add_rule(sub_path, compile(sub, sub_path))), required.count(name) > 0});
+      o.props.push_back({Json(name).dump(), ref(value_rule(sub, sub_path)), required.count(name) > 0});
       listed.insert(name);
-      longest = std::max(longest, name.size());
+      o.longest = std::max(o.longest, name.size());
     }
   }
   for (const std::string& name : required)
     if (!listed.count(name)) {
-      if (!extra) fail(fmt::format("'{}' is required but not in properties and additionalProperties is false", name), path);
-      props.push_back({Json(name).dump(), *extra, true});
-      longest = std::max(longest, name.size());
+      if (!o.extra) fail(fmt::format("'{}' is required but not in properties and additionalProperties is false", name), path);
+      o.props.push_back({Json(name).dump(), *o.extra, true});
+      o.longest = std::max(o.longest, name.size());
     }
+  return o;
+}
+
+// Properties in the schema's order. Rule (i, k) spells properties i.. of
+// the object after k pairs were written (k saturates at `cap`: the most
+// that minProperties/maxProperties need told apart, at least 1 so the
+// first pair goes without a comma). Only states that can still end within
+// minProperties..maxProperties are referenced.
+Expr SchemaCompiler::object(const Json& s, const std::string& path) {
+  const ObjectParts parts = object_parts(s, path);
+  if (auto plain = plain_object(parts, s)) return *plain;
+  const std::vector<ObjectParts::Prop>& props = parts.props;
+  const std::optional<Expr>& extra = parts.extra;
+  const size_t longest = parts.longest;
   const auto n = static_cast<int32_t>(props.size());
-  std::vector<std::array<RuleId, 2>> rules(n + 1);
+  const int32_t min_props = count(s, "minProperties", path).value_or(0);
+  const std::optional<int32_t> max_props = count(s, "maxProperties", path);
+  if (max_props && *max_props < min_props) fail("maxProperties is below minProperties", path);
+  std::vector<int32_t> required_from(n + 1, 0);  // required properties among i..n-1
+  for (int32_t i = n - 1; i >= 0; --i) required_from[i] = required_from[i + 1] + (props[i].required ? 1 : 0);
+  if (max_props && required_from[0] > *max_props) fail("maxProperties is below the number of required properties", path);
+  if (!extra && n < min_props) fail("minProperties needs more properties than the schema allows", path);
+  const int32_t cap = std::max({1, min_props, max_props.value_or(0)});
+  auto viable = [&](int32_t i, int32_t k) {
+    if (max_props && k + required_from[i] > *max_props) return false;
+    return extra || k + (n - i) >= min_props || k >= cap;
+  };
+  std::vector<std::vector<RuleId>> rules(n + 1, std::vector<RuleId>(cap + 1, -1));
   for (int32_t i = 0; i <= n; ++i)
-    for (int first = 0; first < 2; ++first) rules[i][first] = g_.add_rule(fmt::format("{}/object/{}/{}", path, i, first));
+    for (int32_t k = 0; k <= std::min(i, cap); ++k)
+      if (viable(i, k)) rules[i][k] = g_.add_rule(fmt::format("{}/object/{}/{}", path, i, k));
+  if (rules[0][0] < 0) fail("no object satisfies minProperties and maxProperties", path);
+  const Expr pair = json_string_expr(static_cast<int32_t>(longest) + 1, std::nullopt) + literal(":") +
+                    extra.value_or(Expr());
   for (int32_t i = 0; i <= n; ++i)
-    for (int first = 0; first < 2; ++first) {
-      const Expr sep = first ? Expr() : literal(",");
+    for (int32_t k = 0; k <= std::min(i, cap); ++k) {
+      if (rules[i][k] < 0) continue;
+      const Expr sep = k == 0 ? Expr() : literal(",");
       if (i == n) {
         if (!extra) {
-          g_.define(rules[i][first], Expr());
+          g_.define(rules[i][k], Expr());
           continue;
         }
-        const Expr key = json_string_expr(static_cast<int32_t>(longest) + 1, std::nullopt);
-        const Expr pair = key + literal(":") + *extra;
-        g_.define(rules[i][first], first ? optional(pair + repeat(literal(",") + pair, 0, std::nullopt))
-                                         : repeat(literal(",") + pair, 0, std::nullopt));
+        // Extra keys: as many as keep the count within the bounds.
+        const int32_t more_min = k >= cap ? 0 : std::max(0, min_props - k);
+        const std::optional<int32_t> more_max = max_props ? std::optional<int32_t>(*max_props - k) : std::nullopt;
+        if (more_max == 0) {
+          g_.define(rules[i][k], Expr());
+        } else if (k > 0) {
+          g_.define(rules[i][k], repeat(literal(",") + pair, more_min, more_max));
+        } else {
+          const std::optional<int32_t> tail_max = more_max ? std::optional<int32_t>(*more_max - 1) : std::nullopt;
+          const Expr list = pair + repeat(literal(",") + pair, std::max(more_min - 1, 0), tail_max);
+          g_.define(rules[i][k], more_min > 0 ? list : optional(list));
+        }
         continue;
       }
-      const Expr with = sep + literal(props[i].key + ":") + props[i].value + ref(rules[i + 1][0]);
-      g_.define(rules[i][first], props[i].required ? with : with | ref(rules[i + 1][first]));
+      std::vector<Expr> options;
+      const int32_t next = std::min(k + 1, cap);
+      if (rules[i + 1][next] >= 0 && (!max_props || k < *max_props))
+        options.push_back(sep + literal(props[i].key + ":") + props[i].value + ref(rules[i + 1][next]));
+      if (!props[i].required && rules[i + 1][k] >= 0) options.push_back(ref(rules[i + 1][k]));
+      g_.define(rules[i][k], alt(std::move(options)));
     }
-  return literal("{") + ref(rules[0][1]) + literal("}");
+  return literal("{") + ref(rules[0][0]) + literal("}");
+}
+
+// Lenient allOf of several schemas as one (json_schema.h): each part (a
+// $ref into the schema resolved) adds its properties and required names;
+// for any other keyword the first part that has it wins. Parts' own allOf
+// and $ref are dropped, so this never recurses.
+Json SchemaCompiler::merged_all_of(const Json& s, const std::string& path) const {
+  Json out = s;
+  out.erase("allOf");
+  for (const Json& given : s["allOf"]) {
+    const Json* part = &given;
+    if (const auto r = given.find("$ref"); given.is_object() && r != given.end() && r->is_string()) {
+      const std::string target = r->get<std::string>();
+      try {
+        if (target.size() > 1 && target[0] == '#') part = &root_.at(Json::json_pointer(target.substr(1)));
+      } catch (const std::exception&) {
+        fail(fmt::format("'$ref' {} points nowhere", target), path);
+      }
+    }
+    if (!part->is_object()) continue;
+    for (const auto& [key, value] : part->items()) {
+      if (key == "allOf" || key == "$ref") continue;
+      if (key == "properties" && value.is_object() && (!out.contains(key) || out[key].is_object())) {
+        for (const auto& [name, sub] : value.items())
+          if (!out["properties"].contains(name)) out["properties"][name] = sub;
+      } else if (key == "required" && value.is_array() && (!out.contains(key) || out[key].is_array())) {
+        for (const Json& name : value) out["required"].push_back(name);
+      } else if (!out.contains(key)) {
+        out[key] = value;
+      }
+    }
+  }
+  return out;
 }
 
 Expr SchemaCompiler::reference(const Json& r, const std::string& path) {
@@ -296,10 +444,59 @@ Expr SchemaCompiler::reference(const Json& r, const std::string& path) {
   return ref(rule);
 }
 
+// Keywords whose value is a map of schemas, a list of schemas, or a schema
+// (canonical_schema_text).
+const std::set<std::string> kSchemaMaps = {"properties", "$defs", "definitions", "patternProperties", "dependentSchemas"};
+const std::set<std::string> kSchemaLists = {"anyOf", "oneOf", "allOf", "prefixItems"};
+const std::set<std::string> kSchemaValues = {"items", "additionalProperties", "not", "contains", "if", "then", "else",
+                                             "propertyNames", "unevaluatedProperties", "additionalItems"};
+
+void write_canonical(const Json& s, std::string& out) {
+  if (!s.is_object()) {
+    out += s.dump();
+    return;
+  }
+  std::vector<std::pair<const std::string*, const Json*>> keys;
+  for (const auto& [k, v] : s.items()) keys.emplace_back(&k, &v);
+  std::sort(keys.begin(), keys.end(), [](const auto& a, const auto& b) { return *a.first < *b.first; });
+  out += '{';
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const auto& [k, v] = keys[i];
+    out += (i ? "," : "") + Json(*k).dump() + ":";
+    if (kSchemaMaps.count(*k) && v->is_object()) {
+      out += '{';
+      size_t j = 0;
+      for (const auto& [name, sub] : v->items()) {  // in order: the output spells properties so
+        out += (j++ ? "," : "") + Json(name).dump() + ":";
+        write_canonical(sub, out);
+      }
+      out += '}';
+    } else if (kSchemaLists.count(*k) && v->is_array()) {
+      out += '[';
+      for (size_t j = 0; j < v->size(); ++j) {
+        if (j) out += ',';
+        write_canonical((*v)[j], out);
+      }
+      out += ']';
+    } else if (kSchemaValues.count(*k)) {
+      write_canonical(*v, out);
+    } else {
+      out += v->dump();
+    }
+  }
+  out += '}';
+}
+
 }  // namespace
 
+std::string canonical_schema_text(const Json& schema) {
+  std::string out;
+  write_canonical(schema, out);
+  return out;
+}
+
 Expr json_string_expr(int32_t min_length, std::optional<int32_t> max_length) {
-  return literal("\"") + repeat(json_char(), min_length, max_length) + literal("\"");
+  return literal("\"") + repeat(json_char(max_length.has_value()), min_length, max_length) + literal("\"");
 }
 
 Expr any_json_value_expr(Grammar& g) {
@@ -321,6 +518,8 @@ Expr any_json_object_expr(Grammar& g) {
   return literal("{") + optional(pair + repeat(literal(",") + pair, 0, std::nullopt)) + literal("}");
 }
 
-Expr json_schema_expr(Grammar& g, const Json& schema) { return SchemaCompiler(g, schema).compile(schema, ""); }
+Expr json_schema_expr(Grammar& g, const Json& schema, SchemaMode mode) {
+  return SchemaCompiler(g, schema, mode).compile(schema, "");
+}
 
 }  // namespace kvlm::constrain

@@ -14,13 +14,25 @@
 // pattern (regex.h), minLength, maxLength, format date / time / date-time /
 // uuid (other formats are annotations and change nothing), integer and number
 // with minimum, maximum, exclusiveMinimum, exclusiveMaximum, boolean, null,
-// nullable (OpenAPI). Annotations (title, description, default, examples,
-// $schema, $id, $comment, deprecated, readOnly, writeOnly) are ignored.
-// Anything else is refused, naming the keyword and where it is.
+// nullable (OpenAPI), minProperties and maxProperties. Annotations (title,
+// description, default, examples, $schema, $id, $comment, deprecated,
+// readOnly, writeOnly, contentMediaType, contentEncoding, contentSchema) are
+// ignored.
+//
+// What the grammar cannot enforce depends on the mode. kStrict refuses it,
+// naming the keyword and where it is (OpenAI's strict: true promises a
+// valid document). kLenient (strict: false, OpenAI's default) compiles the
+// rest and ignores it, so the output may break exactly those keywords: any
+// other keyword (not, if/then/else, uniqueItems, multipleOf,
+// patternProperties, propertyNames, dependentRequired, contains, ...),
+// minLength/maxLength beside a pattern (the pattern wins), and allOf with
+// several schemas (merged: properties and required joined, the first
+// schema's other keywords win).
 //
 // Limits that keep generation finite: integers have at most 15 digits,
 // fractions at most 6 digits; strings and arrays without maxLength/maxItems
-// are unbounded.
+// are unbounded. A string with maxLength holds no character past U+FFFF, so
+// validators that count UTF-16 units (zod, JavaScript) agree on its length.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -31,13 +43,22 @@ namespace kvlm::constrain {
 
 using Json = nlohmann::ordered_json;
 
+enum class SchemaMode { kStrict, kLenient };
+
 // Adds the schema's rules to `g` and returns the expression of one document.
 // Throws Error(kInvalidArgument) "json_schema: <what> at <#/json/pointer>".
-Expr json_schema_expr(Grammar& g, const Json& schema);
+Expr json_schema_expr(Grammar& g, const Json& schema, SchemaMode mode = SchemaMode::kStrict);
 // Any JSON value; any JSON object (OpenAI's json_object mode).
 Expr any_json_value_expr(Grammar& g);
 Expr any_json_object_expr(Grammar& g);
-// One JSON string (quotes included) of length [min, max] characters.
+// The schema's canonical text, the key of a cache of compiled grammars:
+// compact JSON with each schema object's keywords sorted (they mean the same
+// in any order), while what depends on order keeps it (properties, which the
+// output spells in schema order; anyOf and the other lists; enum and const
+// values). Equal texts compile to the same grammar.
+std::string canonical_schema_text(const Json& schema);
+// One JSON string (quotes included) of length [min, max] characters (with a
+// max, characters up to U+FFFF only).
 Expr json_string_expr(int32_t min_length, std::optional<int32_t> max_length);
 
 }  // namespace kvlm::constrain

@@ -10,7 +10,6 @@ uint64_t key(int32_t a, int32_t b) {
 }  // namespace
 
 Matcher::Matcher(std::shared_ptr<const Program> program) : program_(std::move(program)) {
-  seen_.clear();
   closure(program_->start(), -1, threads_);
 }
 
@@ -35,16 +34,12 @@ void Matcher::closure(int32_t state, int32_t stack, Threads& to) {
     const Thread t = work_.back();
     work_.pop_back();
     if (t.state == program_->accept()) {
-      const uint64_t k = key(t.state, t.stack);
-      if (std::find(seen_.begin(), seen_.end(), k) != seen_.end()) continue;
-      seen_.push_back(k);
+      if (!first_visit(key(t.state, t.stack))) continue;
       to.push_back(t);
       continue;
     }
     for (int32_t x : program_->eps_closure(t.state)) {
-      const uint64_t k = key(x, t.stack);
-      if (std::find(seen_.begin(), seen_.end(), k) != seen_.end()) continue;
-      seen_.push_back(k);
+      if (!first_visit(key(x, t.stack))) continue;
       const NfaState& s = program_->state(x);
       if (s.rule_end) {
         if (t.stack < 0) {
@@ -55,18 +50,36 @@ void Matcher::closure(int32_t state, int32_t stack, Threads& to) {
         }
         continue;
       }
-      if (!s.edges.empty()) to.push_back({x, t.stack});
+      if (!program_->edges(x).empty()) to.push_back({x, t.stack});
       if (s.call_rule >= 0 && (t.stack < 0 || frames_[t.stack].depth < kMaxStackDepth))
         work_.push_back({program_->rule_start(s.call_rule), push(s.call_return, t.stack)});
     }
   }
 }
 
+// A short list while a step has met few threads (the common case, and the
+// fastest); past kLinearSeen a hash set, so grammars whose steps meet
+// thousands of threads (an anyOf of a thousand objects) stay linear.
+bool Matcher::first_visit(uint64_t k) {
+  if (seen_.size() < kLinearSeen) {
+    if (std::find(seen_.begin(), seen_.end(), k) != seen_.end()) return false;
+    seen_.push_back(k);
+    if (seen_.size() == kLinearSeen) seen_set_.insert(seen_.begin(), seen_.end());
+    return true;
+  }
+  return seen_set_.insert(k).second;
+}
+
+void Matcher::clear_seen() {
+  if (seen_.size() >= kLinearSeen) seen_set_.clear();
+  seen_.clear();
+}
+
 void Matcher::step(const Threads& from, uint8_t byte, Threads& to) {
   to.clear();
-  seen_.clear();
+  clear_seen();
   for (const Thread& t : from) {
-    for (const ByteEdge& e : program_->state(t.state).edges)
+    for (const ByteEdge& e : program_->edges(t.state))
       if (byte >= e.lo && byte <= e.hi) closure(e.target, t.stack, to);
   }
 }
@@ -94,6 +107,9 @@ int32_t Matcher::intern_set(Threads t) {
   std::string k(reinterpret_cast<const char*>(t.data()), t.size() * sizeof(Thread));
   if (auto it = set_ids_.find(k); it != set_ids_.end()) return it->second;
   const auto id = static_cast<int32_t>(sets_.size());
+  // The set twice (its threads and its key), its row of next sets, and the
+  // containers' own entries.
+  num_cache_bytes_ += static_cast<int64_t>(2 * k.size() + sizeof(next_[0]) + 96);
   set_accepting_.push_back(accepting(t) ? 1 : 0);
   sets_.push_back(std::move(t));
   next_.emplace_back();
@@ -118,7 +134,8 @@ int32_t Matcher::next_set(int32_t set, uint8_t byte) {
 }
 
 void Matcher::reset_cache_if_large() {
-  if (sets_.size() <= kMaxCachedSets) return;
+  if (sets_.size() <= kMaxCachedSets && num_cache_bytes_ <= kMaxCacheBytes) return;
+  num_cache_bytes_ = 0;
   sets_.clear();
   next_.clear();
   set_accepting_.clear();

@@ -13,6 +13,7 @@
 #include <memory>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "constrain/program.h"
@@ -63,9 +64,13 @@ class Matcher {
   int32_t current_set();
   int32_t next_set(int32_t set, uint8_t byte);  // -1: the byte is refused
   bool set_accepting(int32_t set) const { return set_accepting_[set] != 0; }
-  // Drops the cache past kMaxCachedSets (call between walks, never inside).
+  // Drops the cache past kMaxCachedSets sets or kMaxCacheBytes (call
+  // between walks, never inside): a request's matcher stays a few MB
+  // whatever the grammar, however long it runs.
   void reset_cache_if_large();
   static constexpr size_t kMaxCachedSets = 4096;
+  static constexpr int64_t kMaxCacheBytes = 4 << 20;
+  int64_t num_cache_bytes() const { return num_cache_bytes_; }
 
  private:
   int32_t intern_set(Threads t);
@@ -75,13 +80,17 @@ class Matcher {
     int32_t depth;
   };
   void closure(int32_t state, int32_t stack, Threads& to);
+  bool first_visit(uint64_t key);  // (state, stack) not yet met in this step
+  void clear_seen();
   int32_t push(int32_t ret, int32_t parent);
 
   std::shared_ptr<const Program> program_;  // shared with every request on this grammar
   Threads threads_;
   std::vector<Frame> frames_;
   std::unordered_map<uint64_t, int32_t> frame_ids_;  // (ret, parent) -> frame
-  std::vector<uint64_t> seen_;    // scratch: (state, stack) visited by one step
+  static constexpr size_t kLinearSeen = 64;
+  std::vector<uint64_t> seen_;    // scratch: (state, stack) visited by one step, the first kLinearSeen
+  std::unordered_set<uint64_t> seen_set_;  // all of them, once there are kLinearSeen
   std::vector<Thread> work_;      // scratch: closure's stack
   Threads scratch_;
   std::vector<Threads> sets_;                        // by set id
@@ -89,6 +98,7 @@ class Matcher {
   std::vector<uint8_t> set_accepting_;               // by set id
   std::unordered_map<std::string, int32_t> set_ids_;  // sorted threads' bytes -> set id
   int32_t current_ = -1;                             // set id of threads_; -1: not interned yet
+  int64_t num_cache_bytes_ = 0;                      // what sets_, next_ and set_ids_ hold, about
 };
 
 }  // namespace kvlm::constrain

@@ -1,28 +1,43 @@
 #include "constrain/program.h"
 
-#include <unordered_map>
+#include <algorithm>
+#include <string_view>
+#include <unordered_set>
+
+#include <fmt/format.h>
 
 #include "common/error.h"
+#include "constrain/compile_budget.h"
 
 namespace kvlm::constrain {
 
-// Thompson's construction, one fragment (start, end) per expression.
+int64_t Program::num_bytes() const {
+  auto bytes = [](const auto& v) { return static_cast<int64_t>(v.capacity() * sizeof(v[0])); };
+  return static_cast<int64_t>(sizeof(Program)) + bytes(states_) + bytes(edge_begin_) + bytes(edges_) +
+         bytes(closure_begin_) + bytes(closures_) + bytes(rule_start_);
+}
+
+// Thompson's construction, one fragment (start, end) per expression. Edges
+// are collected as (from, edge) pairs and sorted into the program's flat
+// arrays at the end; every array's growth is charged as it happens.
 class ProgramBuilder {
  public:
   explicit ProgramBuilder(const Grammar& g) : g_(g) { p_ = std::make_shared<Program>(); }
 
   std::shared_ptr<const Program> build() {
     const int32_t num_rules = g_.num_rules();
-    p_->rule_start_.assign(num_rules, -1);
+    const std::vector<bool> reached = reachable_rules();
+    grow(p_->rule_start_, static_cast<size_t>(num_rules), -1);
     // Rule starts first, so calls can name them before their bodies exist.
-    std::vector<int32_t> ends(num_rules);
+    std::vector<int32_t> ends(num_rules, -1);
     for (int32_t r = 0; r < num_rules; ++r) {
-      if (!g_.rule_body(r)) throw_error(ErrorCode::kInvalidArgument, "grammar rule '{}' is never defined", g_.rule_name(r));
+      if (!reached[r]) continue;
       p_->rule_start_[r] = new_state();
       ends[r] = new_state();
       p_->states_[ends[r]].rule_end = true;
     }
-    for (int32_t r = 0; r < num_rules; ++r) body(*g_.rule_body(r), p_->rule_start_[r], ends[r]);
+    for (int32_t r = 0; r < num_rules; ++r)
+      if (reached[r]) body(*g_.rule_body(r), p_->rule_start_[r], ends[r]);
     p_->start_ = new_state();
     const int32_t end = new_state();
     p_->states_[end].rule_end = true;
@@ -33,6 +48,7 @@ class ProgramBuilder {
       body(h.expr, h.start, h.end);
     }
     p_->accept_ = new_state();
+    sort_edges();
     close_epsilons();
     return p_;
   }
@@ -42,14 +58,70 @@ class ProgramBuilder {
     Expr expr;
     int32_t start, end;
   };
+  struct PendingEdge {
+    int32_t from;
+    ByteEdge edge;
+  };
+  struct EpsEdge {
+    int32_t from, to;
+  };
+
+  // Appends to a vector the builder owns, charging its growth (the
+  // allocation is made here, on doubling, so the charge is what it costs).
+  template <typename T>
+  void push(std::vector<T>& v, T x) {
+    if (v.size() == v.capacity()) reserve(v, std::max<size_t>(16, v.capacity() * 2));
+    v.push_back(std::move(x));
+  }
+  template <typename T>
+  void reserve(std::vector<T>& v, size_t n) {
+    if (n <= v.capacity()) return;
+    const auto bytes = static_cast<int64_t>((n - v.capacity()) * sizeof(T));
+    num_bytes_ += bytes;
+    if (num_bytes_ > kMaxProgramBytes)
+      throw GrammarLimitError(GrammarLimit::kTooLarge,
+                              fmt::format("the grammar is too large (over {} MiB)", kMaxProgramBytes >> 20));
+    charge_compile_memory(bytes);
+    v.reserve(n);
+  }
+  template <typename T>
+  void grow(std::vector<T>& v, size_t n, T fill) {
+    reserve(v, n);
+    v.resize(n, fill);
+  }
+
+  // Rules the root reaches (through references in reached rules): only
+  // those are compiled. Shared sub-expressions are walked once.
+  std::vector<bool> reachable_rules() {
+    std::vector<bool> reached(static_cast<size_t>(g_.num_rules()), false);
+    std::unordered_set<const ExprNode*> seen;
+    std::vector<const ExprNode*> todo{&g_.root().node()};
+    while (!todo.empty()) {
+      const ExprNode* n = todo.back();
+      todo.pop_back();
+      if (!seen.insert(n).second) continue;
+      charge_compile_memory(32);  // a hash-set node
+      if (n->kind == ExprNode::Kind::kRef) {
+        if (reached[n->rule]) continue;
+        if (!g_.rule_body(n->rule))
+          throw_error(ErrorCode::kInvalidArgument, "grammar rule '{}' is never defined", g_.rule_name(n->rule));
+        reached[n->rule] = true;
+        todo.push_back(&g_.rule_body(n->rule)->node());
+      }
+      for (const Expr& c : n->children) todo.push_back(&c.node());
+    }
+    return reached;
+  }
 
   int32_t new_state() {
     if (static_cast<int32_t>(p_->states_.size()) >= kMaxProgramStates)
-      throw_error(ErrorCode::kInvalidArgument, "the grammar is too large (over {} states)", kMaxProgramStates);
-    p_->states_.emplace_back();
+      throw GrammarLimitError(GrammarLimit::kTooLarge,
+                              fmt::format("the grammar is too large (over {} states)", kMaxProgramStates));
+    push(p_->states_, NfaState{});
     return static_cast<int32_t>(p_->states_.size() - 1);
   }
-  void eps(int32_t from, int32_t to) { p_->states_[from].eps.push_back(to); }
+  void eps(int32_t from, int32_t to) { push(eps_, EpsEdge{from, to}); }
+  void edge(int32_t from, uint8_t lo, uint8_t hi, int32_t to) { push(pending_, PendingEdge{from, ByteEdge{lo, hi, to}}); }
 
   // Compiles `e` between the existing states `from` and `to`.
   void body(const Expr& e, int32_t from, int32_t to) {
@@ -60,7 +132,7 @@ class ProgramBuilder {
         for (size_t i = 0; i < n.literal.size(); ++i) {
           const int32_t next = i + 1 == n.literal.size() ? to : new_state();
           const auto b = static_cast<uint8_t>(n.literal[i]);
-          p_->states_[at].edges.push_back({b, b, next});
+          edge(at, b, b, next);
           at = next;
         }
         if (n.literal.empty()) eps(from, to);
@@ -71,7 +143,7 @@ class ProgramBuilder {
           if (!n.bytes.test(static_cast<size_t>(b))) { ++b; continue; }
           int hi = b;
           while (hi + 1 < 256 && n.bytes.test(static_cast<size_t>(hi + 1))) ++hi;
-          p_->states_[from].edges.push_back({static_cast<uint8_t>(b), static_cast<uint8_t>(hi), to});
+          edge(from, static_cast<uint8_t>(b), static_cast<uint8_t>(hi), to);
           b = hi + 1;
         }
         return;
@@ -86,6 +158,7 @@ class ProgramBuilder {
         return;
       }
       case ExprNode::Kind::kAlt:
+        if (all_literals(n)) return literal_trie(n, from, to);
         for (const Expr& c : n.children) {
           const int32_t s = new_state(), t = new_state();
           eps(from, s);
@@ -96,6 +169,42 @@ class ProgramBuilder {
       case ExprNode::Kind::kNothing: return;
       case ExprNode::Kind::kRef: call(n.rule, from, to); return;
       case ExprNode::Kind::kRepeat: repeat(n, from, to); return;
+    }
+  }
+
+  static bool all_literals(const ExprNode& n) {
+    if (n.children.size() < 3) return false;
+    for (const Expr& c : n.children)
+      if (c.node().kind != ExprNode::Kind::kLiteral) return false;
+    return true;
+  }
+
+  // Alternatives that are all literals (an enum, a guided choice) as a
+  // byte trie: shared prefixes are shared states, so 20,000 values that
+  // begin alike cost a state per distinct byte, and a matcher follows one
+  // thread down their common prefix instead of 20,000. Sorted, a word
+  // shares its prefix with the word before it; path[d] is the state after
+  // d bytes of that word.
+  void literal_trie(const ExprNode& n, int32_t from, int32_t to) {
+    std::vector<std::string_view> words;
+    reserve(words, n.children.size());
+    for (const Expr& c : n.children) words.push_back(c.node().literal);
+    std::sort(words.begin(), words.end());
+    words.erase(std::unique(words.begin(), words.end()), words.end());
+    std::vector<int32_t> path{from};
+    std::string_view prev;
+    for (std::string_view w : words) {
+      size_t common = 0;
+      while (common < prev.size() && common < w.size() && prev[common] == w[common]) ++common;
+      path.resize(common + 1);
+      for (size_t d = common; d < w.size(); ++d) {
+        const int32_t next = new_state();
+        const auto b = static_cast<uint8_t>(w[d]);
+        edge(path[d], b, b, next);
+        path.push_back(next);
+      }
+      eps(path[w.size()], to);
+      prev = w;
     }
   }
 
@@ -126,8 +235,8 @@ class ProgramBuilder {
       const int32_t start = new_state(), end = new_state();
       p_->states_[end].rule_end = true;
       hidden_rule_ = static_cast<int32_t>(p_->rule_start_.size());
-      p_->rule_start_.push_back(start);
-      hidden_.push_back({n.children[0], start, end});
+      push(p_->rule_start_, start);
+      push(hidden_, Hidden{n.children[0], start, end});
     }
     call(hidden_rule_, from, to);
   }
@@ -163,37 +272,81 @@ class ProgramBuilder {
     hidden_rule_ = saved;
   }
 
+  // Counting sort of `items` by their state into `begin` (num_states + 1
+  // offsets) and `out`, keeping each state's items in the order they came.
+  template <typename In, typename Out, typename From, typename Value>
+  void by_state(const std::vector<In>& items, std::vector<int32_t>& begin, std::vector<Out>& out, From from,
+                Value value) {
+    const auto n = static_cast<size_t>(p_->num_states());
+    grow(begin, n + 1, 0);
+    for (const In& x : items) ++begin[from(x) + 1];
+    for (size_t s = 0; s < n; ++s) begin[s + 1] += begin[s];
+    grow(out, items.size(), Out{});
+    std::vector<int32_t> at;
+    grow(at, n, 0);
+    std::copy(begin.begin(), begin.end() - 1, at.begin());
+    for (const In& x : items) out[at[from(x)]++] = value(x);
+  }
+
+  void sort_edges() {
+    by_state(pending_, p_->edge_begin_, p_->edges_, [](const PendingEdge& e) { return e.from; },
+             [](const PendingEdge& e) { return e.edge; });
+    std::vector<PendingEdge>().swap(pending_);
+  }
+
+  // The epsilon closures of the states a matcher enters (Program::eps_closure).
   void close_epsilons() {
     const int32_t n = p_->num_states();
-    p_->eps_closure_.resize(n);
-    std::vector<int32_t> mark(n, -1), stack;
-    int64_t total = 0;
+    std::vector<int32_t> eps_begin, eps_to;
+    by_state(eps_, eps_begin, eps_to, [](const EpsEdge& e) { return e.from; }, [](const EpsEdge& e) { return e.to; });
+    std::vector<EpsEdge>().swap(eps_);
+    std::vector<uint8_t> entered;
+    grow(entered, static_cast<size_t>(n), uint8_t{0});
+    entered[p_->start_] = 1;
+    for (int32_t r : p_->rule_start_)
+      if (r >= 0) entered[r] = 1;
+    for (const NfaState& s : p_->states_)
+      if (s.call_rule >= 0) entered[s.call_return] = 1;
+    for (const ByteEdge& e : p_->edges_) entered[e.target] = 1;
+    grow(p_->closure_begin_, static_cast<size_t>(n) + 1, 0);
+    std::vector<int32_t> mark, stack;
+    grow(mark, static_cast<size_t>(n), -1);
     for (int32_t s = 0; s < n; ++s) {
-      std::vector<int32_t>& out = p_->eps_closure_[s];
-      stack.assign(1, s);
-      mark[s] = s;
-      while (!stack.empty()) {
-        const int32_t x = stack.back();
-        stack.pop_back();
-        const NfaState& st = p_->states_[x];
-        if (!st.edges.empty() || st.call_rule >= 0 || st.rule_end) {
-          out.push_back(x);
-          if (++total > kMaxClosureEntries)
-            throw_error(ErrorCode::kInvalidArgument, "the grammar is too complex (its optional parts nest too deeply)");
-        }
-        for (int32_t e : st.eps)
-          if (mark[e] != s) {
-            mark[e] = s;
-            stack.push_back(e);
-          }
+      p_->closure_begin_[s] = static_cast<int32_t>(p_->closures_.size());
+      if (entered[s]) closure_of(s, eps_begin, eps_to, mark, stack);
+    }
+    p_->closure_begin_[n] = static_cast<int32_t>(p_->closures_.size());
+  }
+
+  void closure_of(int32_t s, const std::vector<int32_t>& eps_begin, const std::vector<int32_t>& eps_to,
+                  std::vector<int32_t>& mark, std::vector<int32_t>& stack) {
+    stack.assign(1, s);
+    mark[s] = s;
+    while (!stack.empty()) {
+      const int32_t x = stack.back();
+      stack.pop_back();
+      const NfaState& st = p_->states_[x];
+      if (p_->edge_begin_[x] != p_->edge_begin_[x + 1] || st.call_rule >= 0 || st.rule_end) {
+        if (static_cast<int64_t>(p_->closures_.size()) >= kMaxClosureEntries)
+          throw GrammarLimitError(GrammarLimit::kTooLarge,
+                                  "the grammar is too complex (its optional parts nest too deeply)");
+        push(p_->closures_, x);
       }
+      for (int32_t i = eps_begin[x]; i < eps_begin[x + 1]; ++i)
+        if (const int32_t e = eps_to[i]; mark[e] != s) {
+          mark[e] = s;
+          stack.push_back(e);
+        }
     }
   }
 
   const Grammar& g_;
   std::shared_ptr<Program> p_;
+  std::vector<PendingEdge> pending_;
+  std::vector<EpsEdge> eps_;
   std::vector<Hidden> hidden_;
   int32_t hidden_rule_ = -1;  // the hidden rule of the repetition being compiled
+  int64_t num_bytes_ = 0;     // what the builder's arrays have allocated
 };
 
 std::shared_ptr<const Program> Program::compile(const Grammar& grammar) { return ProgramBuilder(grammar).build(); }

@@ -120,6 +120,18 @@ Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> tokenize
     tiers_ = TierStack::open(*config_.tiers);
     scheduler_->kv_manager().record_published(true);
   }
+  if (config_.kv_events) {
+    kv_events_ = std::make_unique<KvEventLog>();
+    scheduler_->kv_manager().record_kv_events(true);
+  }
+  if (config_.speculative.proposer) {
+    proposer_ = config_.speculative.proposer;
+  } else if (config_.speculative.mode == SpeculateMode::kNgram) {
+    proposer_ = std::make_shared<NgramProposer>(config_.speculative.min_ngram, config_.speculative.max_ngram);
+  }
+  if (config_.speculative.num_spec_tokens < 0 || config_.speculative.num_spec_tokens > 64)
+    throw_error(ErrorCode::kInvalidArgument, "spec tokens {} must be in [0, 64] (0: adaptive)",
+                config_.speculative.num_spec_tokens);
   metrics_.num_kv_blocks = num_kv_blocks_;
   metrics_.block_size = config_.block_size;
   deliverer_ = std::make_unique<StreamDeliverer>();
@@ -133,6 +145,7 @@ Engine::~Engine() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (kv_events_) kv_events_->close();
   // A clean restart finds what was queued (bounded: a dead tier cannot hold us).
   if (tiers_ && !tiers_->flush(config_.tier_flush_timeout_s))
     log_warn("KV tiers: queued writes not flushed within {} s", config_.tier_flush_timeout_s);
@@ -149,6 +162,7 @@ std::shared_ptr<RequestStream> Engine::submit(GenerateRequest g) {
     request->id = RequestId(next_request_id_++);
     stream = std::make_shared<RequestStream>(request->id);
     auto live = std::make_unique<Live>(stream, *tokenizer_, g, request->arrival_s);
+    if (g.num_replayed > 0) replay_output(*live, *request, g.num_replayed);
     live->stats.num_prompt_tokens = num_prompt;
     live->kv_budget = budget;
     metrics_.num_prompt_tokens += num_prompt;
@@ -222,6 +236,7 @@ void Engine::loop() {
       loading_.clear();
       followers_.clear();
     }
+    if (kv_events_) kv_events_->append(scheduler_->kv_manager().take_kv_events());
     publish_metrics();
     deliverer_->post(deliveries_);
   }
@@ -269,6 +284,7 @@ void Engine::step() {
   admit_inbox();
   expire_deadlines();
   take_tier_loads();
+  propose_drafts();
   SchedulerOutput out = scheduler_->schedule();
   if (out.empty()) return;
   if (out.seqs.empty() && out.kv_ops.empty()) {  // only finished tables for the runner to forget: no step
@@ -292,9 +308,10 @@ void Engine::step() {
         std::max(live.peak_resident_tokens, s.slot_begin + static_cast<int32_t>(s.new_tokens.size()));
   }
   const auto t_post = Steady::now();
-  auto finished = scheduler_->update(out, sampled.tokens, runner_->kv_stats());
+  record_speculation(out, sampled);
+  auto finished = scheduler_->update(out, sampled.tokens, runner_->kv_stats(), sampled.num_tokens);
   store_published_blocks();
-  postprocess(out, sampled.tokens, sampled.logprobs, std::move(finished), sampled.failed);
+  postprocess(out, sampled, std::move(finished));
   auto seconds = [](Steady::duration d) { return std::chrono::duration<double>(d).count(); };
   record_step_times({seconds(t_forward - t_begin), seconds(t_sample - t_forward), seconds(t_post - t_sample),
                      seconds(Steady::now() - t_post)});
@@ -319,22 +336,37 @@ void Engine::record_step_times(const StepTimes& t) {
   }
 }
 
-void Engine::postprocess(const SchedulerOutput& out, const std::vector<int32_t>& sampled,
-                         const std::vector<SampledLogprobs>& logprobs, std::vector<std::unique_ptr<Request>> finished,
-                         const std::vector<std::pair<RequestId, std::string>>& failed) {
+void Engine::postprocess(const SchedulerOutput& out, const SampledBatch& sampled,
+                         std::vector<std::unique_ptr<Request>> finished) {
   const double now = clock_.now_s();
   std::unordered_map<RequestId, Request*> finished_by_id;
   for (auto& r : finished) finished_by_id[r->id] = r.get();
+  const auto& failed = sampled.failed;
   std::vector<std::pair<RequestId, std::string>> ended = failed;
-  size_t k = 0;
+  size_t k = 0, next = 0;
+  int64_t num_generated = 0;
   for (const auto& s : out.seqs) {
     if (!s.sample) continue;
-    const size_t i = k++;
+    const int32_t n = sampled.num_tokens[k++];
+    const size_t first = next;
+    next += static_cast<size_t>(n);
     if (std::any_of(failed.begin(), failed.end(), [&](const auto& f) { return f.first == s.id; })) continue;
     auto fin = finished_by_id.find(s.id);
+    const Request* done = fin == finished_by_id.end() ? nullptr : fin->second;
+    // The scheduler keeps no token after one that ended the request.
+    const int32_t num_kept = done && s.num_spec_tokens > 0 ? done->num_tokens() - s.num_computed - 1 : n;
     // A fault in one request's text or stream fails that request alone.
     try {
-      postprocess_one(s.id, sampled[i], logprobs[i], fin == finished_by_id.end() ? nullptr : fin->second, now);
+      // A stop string or the grammar may end the request at any token.
+      for (int32_t j = 0; j < num_kept && live_.count(s.id); ++j) {
+        const Live& live = *live_.at(s.id);
+        std::optional<bool> grammar_done;
+        if (s.num_spec_tokens > 0 && j < live.num_grammar_advanced)
+          grammar_done = live.grammar_done && j + 1 == live.num_grammar_advanced;
+        postprocess_one(s.id, sampled.tokens[first + j], sampled.logprobs[first + j],
+                        j + 1 == num_kept ? done : nullptr, now, grammar_done);
+        ++num_generated;
+      }
     } catch (const std::bad_alloc&) {
       ended.emplace_back(s.id, "out of memory while generating this request");
     } catch (const std::exception& e) {
@@ -347,13 +379,13 @@ void Engine::postprocess(const SchedulerOutput& out, const std::vector<int32_t>&
   }
   {
     std::lock_guard lock(mu_);
-    metrics_.num_generated_tokens += static_cast<int64_t>(sampled.size() - failed.size());
+    metrics_.num_generated_tokens += num_generated;
     metrics_.num_steps++;
   }
 }
 
 void Engine::postprocess_one(RequestId id, int32_t token, const SampledLogprobs& token_lp, const Request* finished,
-                             double now) {
+                             double now, std::optional<bool> grammar_done_in) {
   Live& live = *live_.at(id);
   live.stats.num_generated_tokens++;
   if (live.stats.num_generated_tokens == 1) release_followers(id);  // its prompt is cached now
@@ -382,7 +414,8 @@ void Engine::postprocess_one(RequestId id, int32_t token, const SampledLogprobs&
     stream->push({token}, std::move(text), std::move(lp), std::move(plp));
   });
   live.prompt_logprobs.clear();
-  const bool grammar_done = live.matcher && !stopped_by_token && advance_constraint(live, token);
+  const bool grammar_done = (live.matcher || live.thinking) && !stopped_by_token &&
+                            (grammar_done_in ? *grammar_done_in : advance_output(live, token));
   if (finished) {
     finish_live(id, *finished->finish_reason, finished);
   } else if ((live.text_on_engine_thread && live.text->stop.stopped()) || grammar_done) {
@@ -446,6 +479,7 @@ void Engine::finish_live(RequestId id, FinishReason reason, const Request* reque
     } else if (!out.stop.stopped()) {
       tail = out.stop.push(out.detok.flush()) + out.stop.flush();
     }
+    if (live.text_on_engine_thread && out.stop.stopped()) live.stats.stop_string = out.stop.matched();
   }
   deliver([stream = live.stream, reason, stats = live.stats, tail = std::move(tail),
            flush = std::move(flush)]() mutable {
@@ -485,6 +519,8 @@ void Engine::publish_metrics() {
   metrics_.num_waiting =
       scheduler_->num_waiting() + static_cast<int32_t>(inbox_.size() + loading_.size() + num_followers);
   metrics_.num_loading = static_cast<int32_t>(loading_.size());
+  metrics_.num_pending_tokens = scheduler_->num_pending_tokens();
+  for (const auto& [id, r] : loading_) metrics_.num_pending_tokens += r->num_tokens();
   metrics_.num_kv_blocks_used = kv.pool().num_used_blocks();
   metrics_.peak_kv_blocks_used = peak_kv_blocks_used_;
   metrics_.num_prefix_query_tokens = kv.num_prefix_query_tokens();

@@ -1,5 +1,5 @@
 // The engine: owns the model, tokenizer, scheduler and runner, and runs the
-// step loop on its own thread (DESIGN.md "Threads"). Each step reads in three
+// step loop on its own thread (docs/ARCHITECTURE.md "Threads"). Each step reads in three
 // lines — schedule, run, postprocess — as in nano-vllm.
 //
 // Thread safety: submit(), cancel(), metrics() may be called from any thread.
@@ -24,8 +24,10 @@
 #include "backend/dtype.h"
 #include "common/clock.h"
 #include "common/error.h"
-#include "engine/histogram.h"
+#include "common/histogram.h"
+#include "engine/kv_event_log.h"
 #include "engine/request_stream.h"
+#include "engine/speculative.h"
 #include "engine/stream_deliverer.h"
 #include "kv/kv_policy.h"
 #include "kvstore/tier_stack.h"
@@ -73,6 +75,11 @@ struct EngineConfig {
   // requests, so it must be thread-safe. What it throws fails that request
   // alone (its blocks go back to the pool); the others go on.
   std::function<void(RequestId, int32_t num_generated)> fault_hook;
+  // Keep a KvEventLog of the prefix cache's changes (kv_events()), for a
+  // router that routes by the blocks each server holds.
+  bool kv_events = false;
+  // Speculative decoding (engine/speculative.h); off by default.
+  SpeculativeConfig speculative;
 };
 
 struct GenerateRequest {
@@ -106,6 +113,35 @@ struct GenerateRequest {
   // Time limit in seconds from submission (<= 0: none). Past it the request
   // fails with Error(kUnavailable) saying so, and its blocks are released.
   double timeout_s = 0;
+  // A resumed generation (kvlm router, docs/router.md): the last num_replayed
+  // prompt tokens are this request's own output from an earlier run that was
+  // cut off (its server died), already sent to the client. The request goes
+  // on as if it had never stopped: those tokens advance the sampler's random
+  // stream (one draw each when sampling), the grammar, the stop strings and
+  // the detokenizer, and the stream's first event (StreamEvent::replayed)
+  // carries the text they release, so the caller can bring its own state
+  // (tool-call parsing) to the same point. max_tokens counts new tokens only.
+  // At least one prompt token must precede them; submit_n needs n == 1.
+  int32_t num_replayed = 0;
+  // false: no proposals for this request, even with speculation on.
+  bool speculative = true;
+  // A reasoning model's thinking section (<think> ... </think>; the server
+  // reads the markers off the chat template). While the output is inside
+  // it, `constraint` waits: the grammar applies from the close marker on
+  // (space right after the marker aside), and end-of-generation tokens are
+  // refused so that a constrained answer comes. Past `budget` tokens inside
+  // the section, `close_tokens` are forced (a thinking budget). Forced
+  // tokens draw from the sampler as sampled ones do, so a resumed request
+  // continues the same random stream. nullopt: no section (a grammar
+  // applies from the first token).
+  struct Thinking {
+    std::string close;                  // the marker that ends the section, as text
+    bool opened = true;                 // the prompt opened it: the output starts inside
+    std::vector<int32_t> open_tokens;   // !opened: forced first, to open it (empty: no section)
+    std::vector<int32_t> close_tokens;  // forced when the budget is spent
+    int32_t budget = -1;                // most tokens inside the section; < 0: no limit
+  };
+  std::optional<Thinking> thinking;
 };
 
 // Where the step thread's time goes, summed over the steps that ran a batch
@@ -129,6 +165,7 @@ struct EngineMetrics {
         e2e_s(latency_buckets_s()), queue_s(latency_buckets_s()) {}
   int32_t num_running = 0;
   int32_t num_waiting = 0;
+  int64_t num_pending_tokens = 0;        // tokens to compute before every request samples (Scheduler)
   int32_t num_kv_blocks = 0;
   int32_t num_kv_blocks_used = 0;
   int32_t peak_kv_blocks_used = 0;
@@ -147,7 +184,7 @@ struct EngineMetrics {
   int64_t num_requests_failed = 0;       // ended by an error (a fault in their step, a refusal)
   int64_t num_requests_timed_out = 0;    // ... of which past GenerateRequest::timeout_s
   int64_t num_prefix_evicted_blocks = 0; // cached blocks reused for other content
-  std::array<int64_t, 8> num_kv_evicted_tokens{};  // by KvPolicyKind: tokens dropped by budgets
+  std::array<int64_t, kNumKvPolicyKinds> num_kv_evicted_tokens{};  // by KvPolicyKind: tokens dropped by budgets
   Histogram resident_tokens;             // most KV tokens a finished request held at once
   // KV tiers (empty without): per tier counters, and the engine's view.
   std::vector<TierStats> tiers;
@@ -155,6 +192,14 @@ struct EngineMetrics {
   int64_t num_tier_hit_tokens = 0;       // prompt tokens loaded from a tier
   int64_t num_tier_writes_queued = 0;    // blocks handed to the tiers' write queue
   int64_t num_tier_writes_dropped = 0;   // ... and refused (queue full or already queued)
+  int64_t num_tier_lookups_timed_out = 0; // lookups past --kv-tier-timeout-ms: the request went on as a miss
+  // Speculative decoding: proposed tokens verified, those accepted, decode
+  // steps that verified proposals, and the tokens each such step gave its
+  // sequence (1 + accepted).
+  int64_t num_spec_proposed = 0;
+  int64_t num_spec_accepted = 0;
+  int64_t num_spec_steps = 0;
+  std::array<int64_t, 16> spec_tokens_per_step{};  // [n]: steps that gave n tokens (the last bucket: n or more)
   // Latency distributions of finished requests, in seconds.
   Histogram ttft_s, itl_s, e2e_s, queue_s;
 };
@@ -182,6 +227,14 @@ class Engine {
   // first token and take the prompt's full blocks from the prefix cache: the
   // prompt's KV is held once, plus each choice's partial last block.
   std::vector<std::shared_ptr<RequestStream>> submit_n(GenerateRequest request, int32_t n);
+  // Several prompts (OpenAI's list `prompt`), n choices each, queued at once
+  // so they are admitted in one step and batch together: the streams come
+  // prompt-major (prompt i's choice k at i * n + k). Each prompt's choices
+  // share its KV as in submit_n; a prompt whose first full KV blocks are
+  // another earlier prompt's (the longest such shared prefix, at least one
+  // block) starts once that prompt has sampled, and takes those blocks from
+  // the prefix cache. Throws before anything is queued, as submit does.
+  std::vector<std::shared_ptr<RequestStream>> submit_batch(std::vector<GenerateRequest> requests, int32_t n);
   // Ends a request at the next step; its blocks are released. No-op if done.
   void cancel(RequestId id);
   // Requests (choices) submitted and not yet ended, exact at any moment: a
@@ -193,6 +246,12 @@ class Engine {
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const EngineConfig& config() const { return config_; }
   int32_t max_model_len() const { return max_model_len_; }
+  // The prefix cache's changes (EngineConfig::kv_events); null when off.
+  // Thread-safe; closed when the engine stops.
+  const KvEventLog* kv_events() const { return kv_events_.get(); }
+  // The shared (Redis) tier's namespace as stored (RecordCodec::tier_id):
+  // servers that report the same one find each other's records. nullopt: none.
+  std::optional<Hash128> shared_tier_id() const;
 
  private:
   struct Live;  // per-request engine-thread state (sampler, detokenizer, stats)
@@ -202,6 +261,10 @@ class Engine {
   // engine_choices.cpp: validation shared by submit and submit_n, admission,
   // and choices parked until their first sibling has prefilled.
   std::unique_ptr<Request> make_request(GenerateRequest& g, KvBudget& budget) const;
+  // A resumed request's replayed output (GenerateRequest::num_replayed) run
+  // through its new Live before anything else sees it; throws
+  // Error(kInvalidArgument) for output the request could not have produced.
+  void replay_output(Live& live, const Request& request, int32_t num_replayed) const;
   void admit(std::unique_ptr<Request> request);
   void release_followers(RequestId first);
   void drop_follower(RequestId id);
@@ -209,6 +272,9 @@ class Engine {
   // newly full blocks going down.
   bool begin_tier_lookup(std::unique_ptr<Request>& request);
   void take_tier_loads();
+  // Requests whose lookup is past its deadline go on as misses.
+  void expire_tier_lookups();
+  void admit_after_lookup(std::unique_ptr<Request> request);
   void store_published_blocks();
   // engine_sample.cpp: the step's logits rows to tokens (and logprobs), the
   // rows split over the compute threads. Each worker touches only its own
@@ -217,25 +283,35 @@ class Engine {
   // is applied on the engine thread afterwards, in the order of out.seqs.
   struct SeqSample;  // one sequence's results, written by one compute thread
   struct SampledBatch {
-    std::vector<int32_t> tokens;  // one per seq with sample == true; a failed request's is a placeholder
+    // Per seq with sample == true, in order: num_tokens[i] tokens (1, or
+    // 1 + accepted proposals); a failed request's one token is a placeholder.
+    std::vector<int32_t> tokens;
+    std::vector<int32_t> num_tokens;
     std::vector<SampledLogprobs> logprobs;  // aligned with tokens; empty entries where not asked for
     std::vector<std::pair<RequestId, std::string>> failed;  // sampling threw: ended with this message
   };
   SampledBatch sample_batch(const SchedulerOutput& out, std::span<const float> logits);
   void sample_seq(const ScheduledSeq& s, std::span<const float> logits, SeqSample& slot);
+  // engine_speculate.cpp: proposals for the decoding requests before the
+  // schedule, and one sequence's verification (a compute thread's work, as
+  // sample_seq): a token per row until one differs from its proposal.
+  void propose_drafts();
+  void verify_seq(const ScheduledSeq& s, std::span<const float> logits, SeqSample& slot);
+  void record_speculation(const SchedulerOutput& out, const SampledBatch& batch);
   // `failed`: requests whose sampling threw (their tokens are placeholders),
   // ended here with their message.
-  void postprocess(const SchedulerOutput& out, const std::vector<int32_t>& sampled,
-                   const std::vector<SampledLogprobs>& logprobs, std::vector<std::unique_ptr<Request>> finished,
-                   const std::vector<std::pair<RequestId, std::string>>& failed);
+  void postprocess(const SchedulerOutput& out, const SampledBatch& sampled,
+                   std::vector<std::unique_ptr<Request>> finished);
   void finish_live(RequestId id, FinishReason reason, const Request* request);
   void fail_live(RequestId id, const Error& error);  // a request refused after it was queued
   // Ends a request wherever it is (scheduler, tier lookup, parked choice)
   // with `error`; its blocks are released. No-op if it has ended.
   void fail_request(RequestId id, const Error& error);
   void expire_deadlines();  // fails the requests past their timeout_s
+  // grammar_done: nullopt to advance the grammar here; else verify_seq
+  // advanced it already, with this result.
   void postprocess_one(RequestId id, int32_t token, const SampledLogprobs& token_lp, const Request* finished,
-                       double now);
+                       double now, std::optional<bool> grammar_done = std::nullopt);
   void publish_metrics();
   // engine_constrain.cpp: a constrained request's logits with the tokens its
   // grammar refuses at -inf (a compute thread's work: reads token_index_,
@@ -243,7 +319,13 @@ class Engine {
   // grammar advanced past a sampled token (true: the grammar is done, the
   // request ends).
   std::span<const float> constrained_logits(Live& live, std::span<const float> logits) const;
-  bool advance_constraint(Live& live, int32_t token);
+  // The row a request draws from: as it is, its grammar's mask, or (inside a
+  // thinking section while a grammar waits) without end-of-generation tokens.
+  std::span<const float> draw_logits(Live& live, std::span<const float> logits) const;
+  // A generated token through the thinking section (forcing the close once
+  // its budget is spent) and the grammar; true: the grammar is complete, or
+  // the token left it (the request ends).
+  bool advance_output(Live& live, int32_t token) const;
   void record_step_times(const StepTimes& t);  // adds one step's times to metrics_
   // Queues a stream update (push, finish, fail) for the deliverer; the loop
   // posts them after each step, in order.
@@ -269,8 +351,13 @@ class Engine {
   std::shared_ptr<const constrain::TokenIndex> token_index_;
   std::unique_ptr<TierStack> tiers_;                           // null without tiers
   std::unordered_map<RequestId, std::unique_ptr<Request>> loading_;  // waiting for a tier lookup
+  // When each lookup stops being waited for (steady clock, as the tiers'
+  // deadlines), in the order they began; entries of finished lookups are skipped.
+  std::deque<std::pair<double, RequestId>> loading_deadlines_;
   std::vector<StreamDeliverer::Delivery> deliveries_;                // engine thread: this step's
   std::unique_ptr<StreamDeliverer> deliverer_;  // wakes stream readers off the step thread
+  std::unique_ptr<KvEventLog> kv_events_;       // null unless EngineConfig::kv_events
+  std::shared_ptr<Proposer> proposer_;          // null unless speculation is on
 
   // Inbox from other threads.
   mutable std::mutex mu_;

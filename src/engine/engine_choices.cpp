@@ -1,5 +1,7 @@
 // Requests into the engine: validation, admission (a tier lookup or the
 // scheduler), and n choices of one prompt that share its KV (engine.h).
+#include <algorithm>
+
 #include "common/error.h"
 #include "engine/engine.h"
 #include "engine/engine_live.h"
@@ -18,6 +20,9 @@ std::unique_ptr<Request> Engine::make_request(GenerateRequest& g, KvBudget& budg
                 "the prompt has {} tokens; the context holds {} (prompt and at least one generated token)",
                 num_prompt, max_model_len_);
   if (g.max_tokens < 1) throw_error(ErrorCode::kInvalidArgument, "max_tokens {} must be at least 1", g.max_tokens);
+  if (g.num_replayed < 0 || g.num_replayed >= num_prompt)
+    throw_error(ErrorCode::kInvalidArgument, "{} replayed output tokens need a prompt of more tokens than that ({})",
+                g.num_replayed, num_prompt);
   g.sampling.validate();
   if (g.logprobs > kMaxLogprobs)
     throw_error(ErrorCode::kInvalidArgument, "logprobs {} must be at most {}", g.logprobs, kMaxLogprobs);
@@ -43,37 +48,117 @@ std::unique_ptr<Request> Engine::make_request(GenerateRequest& g, KvBudget& budg
 }
 
 std::vector<std::shared_ptr<RequestStream>> Engine::submit_n(GenerateRequest g, int32_t n) {
-  if (n < 1 || n > 128) throw_error(ErrorCode::kInvalidArgument, "n {} must be between 1 and 128", n);
-  std::vector<std::shared_ptr<RequestStream>> streams;
-  std::vector<std::pair<std::unique_ptr<Request>, GenerateRequest>> choices;
-  KvBudget budget;
-  const uint64_t seed = g.sampling.seed;
-  for (int32_t i = 0; i < n; ++i) {
-    GenerateRequest c = g;
-    c.sampling.seed = seed + static_cast<uint64_t>(i);  // the README's twin rule
-    std::unique_ptr<Request> r = make_request(c, budget);
-    choices.emplace_back(std::move(r), std::move(c));
+  std::vector<GenerateRequest> one;
+  one.push_back(std::move(g));
+  return submit_batch(std::move(one), n);
+}
+
+namespace {
+
+// For each prompt, the earlier prompt it should wait for: the one sharing
+// the longest prefix of whole KV blocks with it (at least one). None for a
+// prompt that wants its prompt logprobs: it computes its prompt in full.
+std::vector<std::optional<size_t>> prompt_leaders(const std::vector<GenerateRequest>& requests, int32_t block_size) {
+  std::vector<std::optional<size_t>> leaders(requests.size());
+  for (size_t i = 1; i < requests.size(); ++i) {
+    if (requests[i].prompt_logprobs) continue;
+    const std::vector<int32_t>& a = requests[i].prompt_tokens;
+    size_t best = 0;
+    for (size_t j = 0; j < i; ++j) {
+      const std::vector<int32_t>& b = requests[j].prompt_tokens;
+      const auto mismatch = std::mismatch(a.begin(), a.end(), b.begin(), b.end());
+      const auto shared = static_cast<size_t>(mismatch.first - a.begin());
+      // A cached block is only used when a token is left to compute after it.
+      const size_t blocks = std::min(shared, a.size() - 1) / static_cast<size_t>(block_size);
+      if (blocks > best) {
+        best = blocks;
+        leaders[i] = j;
+      }
+    }
   }
+  return leaders;
+}
+
+}  // namespace
+
+std::vector<std::shared_ptr<RequestStream>> Engine::submit_batch(std::vector<GenerateRequest> requests, int32_t n) {
+  if (n < 1 || n > 128) throw_error(ErrorCode::kInvalidArgument, "n {} must be between 1 and 128", n);
+  if (requests.empty()) throw_error(ErrorCode::kInvalidArgument, "no prompt to submit");
+  for (const GenerateRequest& g : requests)
+    if (g.num_replayed > 0 && (n > 1 || requests.size() > 1))
+      throw_error(ErrorCode::kInvalidArgument, "a resumed generation has one choice of one prompt (n is {})", n);
+  // Every choice is validated before any is queued.
+  struct Choice {
+    std::unique_ptr<Request> request;
+    GenerateRequest g;
+    KvBudget budget;
+  };
+  std::vector<Choice> choices;
+  for (const GenerateRequest& g : requests) {
+    for (int32_t i = 0; i < n; ++i) {
+      Choice c{nullptr, g, {}};
+      c.g.sampling.seed = g.sampling.seed + static_cast<uint64_t>(i);  // the twin rule of docs/server.md "n and best_of"
+      c.request = make_request(c.g, c.budget);
+      choices.push_back(std::move(c));
+    }
+  }
+  const auto leaders = config_.prefix_caching ? prompt_leaders(requests, config_.block_size)
+                                              : std::vector<std::optional<size_t>>(requests.size());
+  std::vector<std::shared_ptr<RequestStream>> streams;
   {
     std::lock_guard lock(mu_);
     if (stopping_) throw_error(ErrorCode::kUnavailable, "the engine is shutting down");
-    std::optional<RequestId> first;
-    for (auto& [request, c] : choices) {
+    std::vector<RequestId> firsts;  // each prompt's first choice
+    for (size_t k = 0; k < choices.size(); ++k) {
+      auto& [request, c, budget] = choices[k];
+      const size_t prompt = k / static_cast<size_t>(n);
       request->id = RequestId(next_request_id_++);
+      std::optional<RequestId> after;
+      if (k % static_cast<size_t>(n) != 0) {
+        after = firsts[prompt];
+      } else {
+        if (leaders[prompt]) after = firsts[*leaders[prompt]];
+        firsts.push_back(request->id);
+      }
       auto stream = std::make_shared<RequestStream>(request->id);
       auto live = std::make_unique<Live>(stream, *tokenizer_, c, request->arrival_s);
+      if (c.num_replayed > 0) replay_output(*live, *request, c.num_replayed);
       live->stats.num_prompt_tokens = request->num_prompt_tokens;
       live->kv_budget = budget;
       metrics_.num_prompt_tokens += request->num_prompt_tokens;
       ++num_unfinished_;
-      const RequestId id = request->id;
-      inbox_.push_back({std::move(request), std::move(live), first});
-      if (!first) first = id;
+      inbox_.push_back({std::move(request), std::move(live), after});
       streams.push_back(std::move(stream));
     }
   }
   cv_.notify_all();
   return streams;
+}
+
+void Engine::replay_output(Live& live, const Request& request, int32_t num_replayed) const {
+  const auto tokens = std::span<const int32_t>(request.tokens).last(static_cast<size_t>(num_replayed));
+  const auto& stops = request.stop_token_ids;
+  std::string text;
+  for (int32_t t : tokens) {
+    // Output that would have ended the request, or left its grammar, was never sent.
+    if (std::find(stops.begin(), stops.end(), t) != stops.end())
+      throw_error(ErrorCode::kInvalidArgument, "replayed output token {} ends the generation", t);
+    // Forced tokens (a thinking section's markers) were what the run wrote.
+    if (!live.forced.empty()) {
+      if (t != live.forced.front())
+        throw_error(ErrorCode::kInvalidArgument, "replayed output token {} is not the marker token the run forced", t);
+      live.forced.pop_front();
+    }
+    if (live.matcher && tokenizer_->is_end_of_generation(t))
+      throw_error(ErrorCode::kInvalidArgument, "the replayed output does not follow the request's grammar");
+    if ((live.matcher || live.thinking) && advance_output(live, t) && !live.matcher->complete())
+      throw_error(ErrorCode::kInvalidArgument, "the replayed output does not follow the request's grammar");
+    text += live.text->stop.push(live.text->detok.push(t));
+    if (live.text->stop.stopped())
+      throw_error(ErrorCode::kInvalidArgument, "the replayed output contains one of the request's stop strings");
+  }
+  live.sampler.skip_draws(num_replayed);
+  live.stream->push_replayed(std::vector<int32_t>(tokens.begin(), tokens.end()), std::move(text));
 }
 
 void Engine::admit(std::unique_ptr<Request> request) {

@@ -31,8 +31,11 @@ struct Engine::SeqSample {
   std::vector<SampledLogprobs> prompt_logprobs;  // to append to live->prompt_logprobs
   int32_t next_prompt_position = 0;
   std::exception_ptr prompt_error;  // fails the whole step, as it did serially
-  int32_t token = 0;  // a failed request's placeholder: never computed, ended in postprocess
-  SampledLogprobs logprobs;
+  // Its sampled tokens: one, or with proposals the accepted ones and the one
+  // drawn after them (verify_seq). A failed request's: one placeholder,
+  // never computed, ended in postprocess.
+  std::vector<int32_t> tokens;
+  std::vector<SampledLogprobs> logprobs;  // aligned with tokens
   std::exception_ptr error;  // sampling threw: fails this request alone
 };
 
@@ -50,7 +53,7 @@ std::string sampling_failure(const std::exception_ptr& error) {
   }
 }
 
-int32_t num_rows(const ScheduledSeq& s) { return s.num_prompt_logits + (s.sample ? 1 : 0); }
+int32_t num_rows(const ScheduledSeq& s) { return s.num_prompt_logits + (s.sample ? 1 + s.num_spec_tokens : 0); }
 
 }  // namespace
 
@@ -92,9 +95,14 @@ Engine::SampledBatch Engine::sample_batch(const SchedulerOutput& out, std::span<
       slot.live->next_prompt_position = slot.next_prompt_position;
     }
     if (!s.sample) continue;
-    if (slot.error) batch.failed.emplace_back(s.id, sampling_failure(slot.error));
-    batch.tokens.push_back(slot.token);
-    batch.logprobs.push_back(std::move(slot.logprobs));
+    if (slot.error) {
+      batch.failed.emplace_back(s.id, sampling_failure(slot.error));
+      slot.tokens.assign(1, 0);
+      slot.logprobs.assign(1, {});
+    }
+    batch.num_tokens.push_back(static_cast<int32_t>(slot.tokens.size()));
+    batch.tokens.insert(batch.tokens.end(), slot.tokens.begin(), slot.tokens.end());
+    for (SampledLogprobs& lp : slot.logprobs) batch.logprobs.push_back(std::move(lp));
   }
   return batch;
 }
@@ -123,13 +131,65 @@ void Engine::sample_seq(const ScheduledSeq& s, std::span<const float> logits, Se
   }
   if (!s.sample) return;
   try {
+    if (s.num_spec_tokens > 0) return verify_seq(s, logits, slot);
     const std::span<const float> row = row_logits(static_cast<size_t>(s.num_prompt_logits));
     if (config_.fault_hook) config_.fault_hook(s.id, live.stats.num_generated_tokens);
-    const std::span<const float> draw_from = live.matcher ? constrained_logits(live, row) : row;
-    slot.token = live.sampler.sample(draw_from, r.tokens);
-    if (live.logprobs >= 0) slot.logprobs = token_logprobs(row, slot.token, live.logprobs);
+    int32_t token = 0;
+    if (live.forced.empty()) {
+      token = live.sampler.sample(draw_logits(live, row), r.tokens);
+    } else {
+      // A forced token (a thinking section's marker) draws as a sampled one
+      // does: a resumed request skips one draw per token it replays.
+      live.sampler.sample(row, r.tokens);
+      token = live.forced.front();
+      live.forced.pop_front();
+    }
+    slot.tokens.push_back(token);
+    slot.logprobs.emplace_back();
+    if (live.logprobs >= 0) slot.logprobs.back() = token_logprobs(row, token, live.logprobs);
   } catch (...) {
     slot.error = std::current_exception();
+  }
+}
+
+// Speculative decoding: rows 0..k of the sequence's sampling rows follow its
+// last token and each of its k proposals. Row i is sampled as ordinary
+// decoding samples it (grammar mask, penalties over the tokens before it,
+// the same sampler and random stream), with proposal i tried first
+// (Sampler::sample's draft); the first token that differs from its proposal
+// ends the run. So the tokens are those decoding without proposals gives
+// (greedy), or follow its distribution (sampling). The grammar is advanced
+// here past each token a later row depends on (Live::num_grammar_advanced).
+void Engine::verify_seq(const ScheduledSeq& s, std::span<const float> logits, SeqSample& slot) {
+  const size_t vocab = static_cast<size_t>(model_->config().vocab_size);
+  Live& live = *slot.live;
+  const Request& r = *slot.request;
+  const int32_t k = s.num_spec_tokens;
+  const std::span<const int32_t> drafts = std::span<const int32_t>(s.new_tokens).last(static_cast<size_t>(k));
+  std::vector<int32_t> history(r.tokens);  // the penalties' view before each row
+  live.num_grammar_advanced = 0;
+  live.grammar_done = false;
+  for (int32_t i = 0; i <= k; ++i) {
+    const auto row = logits.subspan((slot.first_row + static_cast<size_t>(s.num_prompt_logits + i)) * vocab, vocab);
+    if (config_.fault_hook) config_.fault_hook(s.id, live.stats.num_generated_tokens + i);
+    const std::span<const float> draw_from = draw_logits(live, row);  // no thinking section here
+    const std::optional<int32_t> draft = i < k ? std::optional<int32_t>(drafts[i]) : std::nullopt;
+    const int32_t token = live.sampler.sample(draw_from, history, draft);
+    slot.tokens.push_back(token);
+    slot.logprobs.emplace_back();
+    if (live.logprobs >= 0) slot.logprobs.back() = token_logprobs(row, token, live.logprobs);
+    if (!draft || token != *draft) return;
+    // A token that ends the request ends the run: no later row is output.
+    const auto& stops = r.stop_token_ids;
+    if (std::find(stops.begin(), stops.end(), token) != stops.end()) return;
+    if (live.matcher) {
+      ++live.num_grammar_advanced;
+      if (advance_output(live, token)) {
+        live.grammar_done = true;
+        return;
+      }
+    }
+    history.push_back(token);
   }
 }
 

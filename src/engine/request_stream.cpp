@@ -38,7 +38,7 @@ void RequestStream::push(std::vector<int32_t> tokens, std::string text, std::vec
     std::lock_guard lock(mu_);
     if (final_produced_) return;
     // Coalesce with a pending event so a slow reader gets fewer, larger events.
-    if (!events_.empty() && !events_.back().finished) {
+    if (!events_.empty() && !events_.back().finished && !events_.back().replayed) {
       auto& back = events_.back();
       back.tokens.insert(back.tokens.end(), tokens.begin(), tokens.end());
       back.text += text;
@@ -48,6 +48,18 @@ void RequestStream::push(std::vector<int32_t> tokens, std::string text, std::vec
       events_.push_back(StreamEvent{std::move(tokens), std::move(text), false, std::nullopt, std::nullopt,
                                     std::move(logprobs), std::move(prompt_logprobs)});
     }
+  }
+  cv_.notify_all();
+}
+
+void RequestStream::push_replayed(std::vector<int32_t> tokens, std::string text) {
+  {
+    std::lock_guard lock(mu_);
+    StreamEvent ev;
+    ev.tokens = std::move(tokens);
+    ev.text = std::move(text);
+    ev.replayed = true;
+    events_.push_back(std::move(ev));
   }
   cv_.notify_all();
 }

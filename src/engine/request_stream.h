@@ -29,6 +29,7 @@ struct RequestStats {
   double ttft_s = 0;                 // arrival -> first generated token
   double e2e_s = 0;                  // arrival -> finished
   std::vector<double> itl_s;         // gaps between consecutive generated tokens
+  std::string stop_string;           // the stop string that ended the request ("": none did)
 };
 
 struct StreamEvent {
@@ -43,6 +44,10 @@ struct StreamEvent {
   // With GenerateRequest::prompt_logprobs: prompt tokens 1.. in order (the
   // first token has no logprob), all in the event of the first token.
   std::vector<SampledLogprobs> prompt_logprobs;
+  // The first event of a resumed request (GenerateRequest::num_replayed):
+  // `tokens` are the replayed ones and `text` what they release, which the
+  // client already has. Never merged with the events after it.
+  bool replayed = false;
 };
 
 class RequestStream {
@@ -62,6 +67,8 @@ class RequestStream {
   // Producer side (engine thread).
   void push(std::vector<int32_t> tokens, std::string text, std::vector<SampledLogprobs> logprobs = {},
             std::vector<SampledLogprobs> prompt_logprobs = {});
+  // The replayed event of a resumed request; call before anything else.
+  void push_replayed(std::vector<int32_t> tokens, std::string text);
   void finish(FinishReason reason, RequestStats stats, std::string final_text = {});
   void fail(Error error);
 

@@ -14,7 +14,12 @@ std::string StopMatcher::push(std::string_view text) {
   pending_ += text;
   // Earliest complete stop string wins.
   size_t first = std::string::npos;
-  for (const auto& s : stops_) first = std::min(first, pending_.find(s));
+  for (const auto& s : stops_) {
+    const size_t at = pending_.find(s);
+    if (at == std::string::npos || (first != std::string::npos && at >= first)) continue;
+    first = at;
+    matched_ = s;
+  }
   if (first != std::string::npos) {
     stopped_ = true;
     std::string out = pending_.substr(0, first);

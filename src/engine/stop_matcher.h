@@ -19,11 +19,14 @@ class StopMatcher {
   // Whatever was held back (call at the end when no stop string matched).
   std::string flush();
   bool stopped() const { return stopped_; }
+  // The stop string that matched (after stopped()).
+  const std::string& matched() const { return matched_; }
 
  private:
   std::vector<std::string> stops_;
   std::string pending_;
   bool stopped_ = false;
+  std::string matched_;
 };
 
 }  // namespace kvlm

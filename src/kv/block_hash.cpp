@@ -23,6 +23,30 @@ BlockHash hash_for_group(const BlockHash& h, int32_t group) {
   return BlockHash{hash128(&group, sizeof(group), h.value)};
 }
 
+uint64_t cache_salt_key(std::string_view salt) { return hash128(salt.data(), salt.size()).lo | 1; }
+
+std::string block_hash_hex(const BlockHash& h) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out(32, '0');
+  for (int i = 0; i < 16; ++i) {
+    out[15 - i] = kDigits[(h.value.hi >> (4 * i)) & 0xf];
+    out[31 - i] = kDigits[(h.value.lo >> (4 * i)) & 0xf];
+  }
+  return out;
+}
+
+std::optional<BlockHash> block_hash_from_hex(std::string_view hex) {
+  if (hex.size() != 32) return std::nullopt;
+  uint64_t words[2] = {0, 0};
+  for (size_t i = 0; i < 32; ++i) {
+    const char c = hex[i];
+    const int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (v < 0) return std::nullopt;
+    words[i / 16] = words[i / 16] << 4 | static_cast<uint64_t>(v);
+  }
+  return BlockHash{Hash128{words[1], words[0]}};
+}
+
 std::vector<BlockHash> hash_full_blocks(std::span<const int32_t> tokens, int32_t block_size,
                                         uint64_t extra_key) {
   KVLM_ASSERT(block_size > 0, "block_size must be positive");

@@ -1,7 +1,7 @@
 // Content hash of a full KV block, chained to its parent block's hash, so a
 // hit on block i means the whole prefix up to and including block i matches
-// (DESIGN.md "Prefix cache"). 128 bits: a collision, which would hand one
-// prompt another prompt's KV, is negligible.
+// (docs/ARCHITECTURE.md "Blocks and the pool"). 128 bits: a collision,
+// which would hand one prompt another prompt's KV, is negligible.
 #pragma once
 
 #include <compare>
@@ -9,6 +9,8 @@
 #include <functional>
 #include <optional>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/hash.h"
@@ -30,6 +32,15 @@ BlockHash hash_block(std::optional<BlockHash> parent, std::span<const int32_t> t
 // `h`: each group keeps its own physical copy of a block's tokens (its layers'
 // K/V), so the groups must not find each other's blocks. Group 0 uses h.
 BlockHash hash_for_group(const BlockHash& h, int32_t group);
+
+// The extra_key of a request's cache_salt (vLLM's prefix-cache namespace):
+// never 0, which means "shared".
+uint64_t cache_salt_key(std::string_view salt);
+
+// 32 lowercase hex digits (hi then lo), the form KV events and the router
+// exchange; from_hex is nullopt for anything else.
+std::string block_hash_hex(const BlockHash& h);
+std::optional<BlockHash> block_hash_from_hex(std::string_view hex);
 
 // Hashes of every full block of `tokens` (tokens.size() / block_size of them).
 std::vector<BlockHash> hash_full_blocks(std::span<const int32_t> tokens, int32_t block_size,

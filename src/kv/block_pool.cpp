@@ -68,6 +68,13 @@ bool PrefixCache::insert(const BlockHash& h, BlockId id) {
   return map_.try_emplace(h, id).second;
 }
 
+std::vector<BlockHash> PrefixCache::hashes() const {
+  std::vector<BlockHash> out;
+  out.reserve(map_.size());
+  for (const auto& [h, id] : map_) out.push_back(h);
+  return out;
+}
+
 void PrefixCache::erase(const BlockHash& h, BlockId id) {
   auto it = map_.find(h);
   if (it != map_.end() && it->second == id) map_.erase(it);
@@ -101,6 +108,7 @@ std::vector<BlockId> BlockPool::allocate(int32_t n) {
     // Reusing the block overwrites its content: only now is the hash gone.
     if (m.hash) {
       prefix_cache_.erase(*m.hash, id);
+      if (record_events_) events_.push_back({KvEvent::Kind::kRemoved, *m.hash});
       m.hash.reset();
       ++num_evicted_cached_blocks_;
     }
@@ -141,14 +149,25 @@ void BlockPool::cache(BlockId id, const BlockHash& h) {
   if (m.hash) return;
   // Two requests may compute the same block at once; the first one wins and
   // the other's copy stays uncached, freed like any other block.
-  if (prefix_cache_.insert(h, id)) m.hash = h;
+  if (!prefix_cache_.insert(h, id)) return;
+  m.hash = h;
+  if (record_events_) events_.push_back({KvEvent::Kind::kStored, h});
 }
 
 void BlockPool::uncache(BlockId id) {
   BlockMeta& m = meta_[id.value()];
   if (!m.hash) return;
   prefix_cache_.erase(*m.hash, id);
+  if (record_events_) events_.push_back({KvEvent::Kind::kRemoved, *m.hash});
   m.hash.reset();
 }
+
+std::vector<KvEvent> BlockPool::take_events() {
+  std::vector<KvEvent> out;
+  out.swap(events_);
+  return out;
+}
+
+std::vector<BlockHash> BlockPool::cached_hashes() const { return prefix_cache_.hashes(); }
 
 }  // namespace kvlm

@@ -1,4 +1,4 @@
-// The pool of KV blocks shared by every request (vLLM v1 style, see STYLE.md).
+// The pool of KV blocks shared by every request (vLLM v1 style, see docs/CONTRIBUTING.md).
 //
 // Block metadata is plain data in one array indexed by block id. A block with
 // reference count 0 sits in the FreeBlockQueue, an intrusive doubly-linked
@@ -53,9 +53,19 @@ class PrefixCache {
   bool insert(const BlockHash& h, BlockId id);   // false if h is already cached
   void erase(const BlockHash& h, BlockId id);    // only if h maps to id
   size_t size() const { return map_.size(); }
+  std::vector<BlockHash> hashes() const;
 
  private:
   std::unordered_map<BlockHash, BlockId> map_;
+};
+
+// A change to what the prefix cache holds, for a router that routes by the
+// blocks each server really holds (KvEventLog in engine/, docs/router.md).
+struct KvEvent {
+  enum class Kind : uint8_t { kStored, kRemoved };
+  Kind kind;
+  BlockHash hash;  // the cache key: the chain hash for KV group 0
+  bool operator==(const KvEvent&) const = default;
 };
 
 class BlockPool {
@@ -93,6 +103,13 @@ class BlockPool {
   // Forgets block `id`'s hash (its content is about to change in place).
   void uncache(BlockId id);
 
+  // With recording on, every hash that enters or leaves the prefix cache is
+  // listed, in order; take_events() hands the list over.
+  void record_events(bool on) { record_events_ = on; }
+  std::vector<KvEvent> take_events();
+  // Every hash the prefix cache holds now (a snapshot for a new reader of the events).
+  std::vector<BlockHash> cached_hashes() const;
+
   const BlockMeta& meta(BlockId id) const { return meta_[id.value()]; }
   std::vector<BlockId> free_queue_order() const { return free_queue_.to_vector(); }
   size_t num_cached_blocks() const { return prefix_cache_.size(); }
@@ -105,6 +122,8 @@ class BlockPool {
   FreeBlockQueue free_queue_;
   PrefixCache prefix_cache_;
   int64_t num_evicted_cached_blocks_ = 0;
+  bool record_events_ = false;
+  std::vector<KvEvent> events_;
 };
 
 }  // namespace kvlm

@@ -212,7 +212,7 @@ bool KvCacheManager::on_computed(RequestId id, std::span<const int32_t> tokens,
       }
       if (record_published_ && num_groups() == 1 && pool_.meta(r.tables[0][i]).hash == hash_for_group(h, 0)) {
         const auto first = tokens.begin() + static_cast<ptrdiff_t>(i) * bs;
-        published_.push_back({r.tables[0][i], h, parent, std::vector<int32_t>(first, first + bs)});
+        published_.push_back({r.tables[0][i], h, parent, std::vector<int32_t>(first, first + bs), extra_key});
       }
       r.block_hashes.push_back(h);
     }
@@ -228,6 +228,24 @@ bool KvCacheManager::on_computed(RequestId id, std::span<const int32_t> tokens,
   }
   if (r.policy && r.num_computed >= r.budget.budget_tokens + bs) return evict(r);
   return true;
+}
+
+void KvCacheManager::rollback(RequestId id, int32_t num_computed_tokens) {
+  auto it = requests_.find(id);
+  KVLM_ASSERT(it != requests_.end(), "rollback for a request without blocks");
+  RequestBlocks& r = it->second;
+  KVLM_ASSERT(!r.policy && r.num_evicted == 0, "rollback under a KV budget");
+  KVLM_ASSERT(num_computed_tokens == r.num_computed, "rollback to other than the computed tokens");
+  if (r.num_slots <= num_computed_tokens) return;
+  const auto num_entries = static_cast<size_t>(ceil_div(num_computed_tokens, config_.block_size));
+  for (BlockTable& t : r.tables) {
+    if (t.size() <= num_entries) continue;
+    const size_t keep = std::max(num_entries, static_cast<size_t>(t.num_released));
+    std::vector<BlockId> reversed(t.blocks().rbegin(), t.blocks().rend() - static_cast<std::ptrdiff_t>(keep));
+    pool_.free(reversed);
+    t.truncate(keep);
+  }
+  r.num_slots = num_computed_tokens;
 }
 
 void KvCacheManager::free(RequestId id) {

@@ -1,6 +1,7 @@
 // Per-request block tables over the shared BlockPool, prefix-cache lookups,
 // and (for models with sliding-window layers) release of blocks that fell out
-// of the window. The only place that does block arithmetic (DESIGN.md).
+// of the window. The only place that does block arithmetic
+// (docs/ARCHITECTURE.md).
 //
 // KV groups: layers that share block tables. Most models have one group;
 // Gemma-2 has a full-attention group and a sliding-window group. Every group
@@ -66,6 +67,7 @@ struct PublishedBlock {
   BlockHash hash;                   // chain hash (group 0's key)
   std::optional<BlockHash> parent;  // nullopt for a chain's first block
   std::vector<int32_t> tokens;      // its block_size token ids
+  uint64_t salt = 0;                // the extra_key it was hashed with (a request's cache_salt key)
 };
 
 class KvCacheManager {
@@ -88,7 +90,7 @@ class KvCacheManager {
   PrefixHit find_prefix(std::span<const int32_t> tokens, uint64_t extra_key = 0,
                         int32_t max_hit_tokens = INT32_MAX);
 
-  // Feasibility and mutation in a pair (STYLE.md): can the request, which has
+  // Feasibility and mutation in a pair (docs/CONTRIBUTING.md): can the request, which has
   // num_computed tokens in its table (or `hit` if it is new), grow to hold
   // num_computed + num_new tokens?
   bool can_allocate(RequestId id, int32_t num_new, const PrefixHit* hit = nullptr) const;
@@ -107,6 +109,15 @@ class KvCacheManager {
   // reaches the same state).
   [[nodiscard]] bool on_computed(RequestId id, std::span<const int32_t> tokens, int32_t num_computed,
                                  uint64_t extra_key = 0);
+
+  // Speculative decoding: the request's slots past num_computed (verified
+  // proposals that were rejected) are given back, so its tables hold what
+  // they would had it computed only num_computed tokens: trailing blocks no
+  // slot < num_computed uses are freed (last first; never full, so never
+  // cached). Call after on_computed() with the same count. Requests without
+  // a budget only (a budget's policy has seen no rejected slot either: the
+  // scheduler does not speculate under budgets).
+  void rollback(RequestId id, int32_t num_computed_tokens);
 
   // Budgets. Tokens a request may compute in its next step before its policy
   // must run (unbounded: INT32_MAX); for a request without blocks, after `hit`.
@@ -136,6 +147,9 @@ class KvCacheManager {
   std::optional<std::vector<BlockId>> import_blocks(std::span<const BlockHash> hashes);
   void release_imported(std::span<const BlockId> blocks);
   int64_t num_evicted_tokens(KvPolicyKind kind) const { return num_evicted_tokens_[static_cast<size_t>(kind)]; }
+  // KV events (block_pool.h): what entered and left the prefix cache.
+  void record_kv_events(bool on) { pool_.record_events(on); }
+  std::vector<KvEvent> take_kv_events() { return pool_.take_events(); }
 
   // Releases all of a request's blocks (finished, aborted or preempted), its
   // last block first so cached blocks are evicted newest-first.
@@ -181,7 +195,7 @@ class KvCacheManager {
   KvOps ops_;
   bool record_published_ = false;
   std::vector<PublishedBlock> published_;
-  std::array<int64_t, 8> num_evicted_tokens_{};
+  std::array<int64_t, kNumKvPolicyKinds> num_evicted_tokens_{};
 };
 
 }  // namespace kvlm

@@ -1,5 +1,6 @@
 // What kv/ asks the runner to do to KV bytes when a sequence sheds tokens
-// (DESIGN.md: kv/ is bookkeeping only and emits lists that others execute).
+// (docs/ARCHITECTURE.md "Layers": kv/ is bookkeeping only and emits lists
+// that others execute).
 // The runner executes a list in order, before the forward pass of the next
 // step, so every op reads the bytes as the previous ops left them.
 #pragma once

@@ -7,6 +7,7 @@
 
 #include "common/assert.h"
 #include "common/error.h"
+#include "kv/kv_learned_policy.h"
 
 namespace kvlm {
 namespace {
@@ -120,6 +121,8 @@ std::span<const KvPolicyKind> all_kv_policies() { return kAllPolicies; }
 
 std::string_view kv_policy_name(KvPolicyKind kind) {
   switch (kind) {
+    case KvPolicyKind::kOracle: return "oracle";
+    case KvPolicyKind::kLearned: return "learned";
     case KvPolicyKind::kWindow: return "window";
     case KvPolicyKind::kSinks: return "sinks";
     case KvPolicyKind::kH2o: return "h2o";
@@ -148,11 +151,15 @@ std::string kv_policy_names() {
 }
 
 bool kv_policy_needs_attention(KvPolicyKind kind) {
-  return kind == KvPolicyKind::kH2o || kind == KvPolicyKind::kTova || kind == KvPolicyKind::kLru;
+  return kind == KvPolicyKind::kH2o || kind == KvPolicyKind::kTova || kind == KvPolicyKind::kLru ||
+         kind == KvPolicyKind::kOracle || kind == KvPolicyKind::kLearned;
 }
 
+// The oracle collects entropy too: kv train-policy records the learned
+// policy's features under it.
 bool kv_policy_needs_entropy(KvPolicyKind kind) {
-  return kind == KvPolicyKind::kEntropy || kind == KvPolicyKind::kEntropyLow;
+  return kind == KvPolicyKind::kEntropy || kind == KvPolicyKind::kEntropyLow || kind == KvPolicyKind::kOracle ||
+         kind == KvPolicyKind::kLearned;
 }
 
 bool kv_policy_is_block_granular(KvPolicyKind kind) {
@@ -165,6 +172,10 @@ KvBudget validated_budget(KvBudget b, int32_t block_size) {
   if (b.budget_tokens < 0) throw_error(ErrorCode::kInvalidArgument, "kv_budget must be positive, got {}", b.budget_tokens);
   if (b.num_sinks < 0) throw_error(ErrorCode::kInvalidArgument, "kv sinks must be >= 0, got {}", b.num_sinks);
   if (b.num_recent < 0) throw_error(ErrorCode::kInvalidArgument, "kv recent must be >= 0, got {}", b.num_recent);
+  if (b.policy == KvPolicyKind::kOracle && !b.oracle)
+    throw_error(ErrorCode::kInvalidArgument, "kv policy oracle is offline only (kvlm bench kv, kvlm perplexity)");
+  if (b.policy == KvPolicyKind::kLearned && !b.scorer)
+    throw_error(ErrorCode::kInvalidArgument, "kv policy learned needs a trained file: learned:POLICY.json");
   // Memory comes in blocks: a budget is a whole number of them.
   b.budget_tokens = (b.budget_tokens + block_size - 1) / block_size * block_size;
   const int32_t num_sink_blocks = (b.num_sinks + block_size - 1) / block_size;
@@ -219,10 +230,15 @@ void KvPolicy::on_compact(std::span<const int32_t> from) {
   num_dropped_ += static_cast<int64_t>(score_.size() - from.size());
   score_ = std::move(score);
   age_ = std::move(age);
+  compact_stats(from);
   after_evict();
 }
 
 std::vector<int32_t> KvPolicy::lowest(int32_t num_recent, int32_t num_evict) const {
+  return lowest_by(score_, num_recent, num_evict);
+}
+
+std::vector<int32_t> KvPolicy::lowest_by(std::span<const float> score, int32_t num_recent, int32_t num_evict) const {
   const int32_t n = num_slots();
   KVLM_ASSERT(n - num_recent >= num_evict, "too few candidates to evict");
   std::vector<int32_t> idx(static_cast<size_t>(n));
@@ -231,7 +247,7 @@ std::vector<int32_t> KvPolicy::lowest(int32_t num_recent, int32_t num_evict) con
   std::nth_element(idx.begin(), idx.begin() + (n - num_recent), idx.end(),
                    [&](int32_t a, int32_t b) { return age_[a] < age_[b]; });
   idx.resize(static_cast<size_t>(n - num_recent));
-  auto by_score = [&](int32_t a, int32_t b) { return score_[a] != score_[b] ? score_[a] < score_[b] : age_[a] < age_[b]; };
+  auto by_score = [&](int32_t a, int32_t b) { return score[a] != score[b] ? score[a] < score[b] : age_[a] < age_[b]; };
   std::partial_sort(idx.begin(), idx.begin() + num_evict, idx.end(), by_score);
   idx.resize(static_cast<size_t>(num_evict));
   std::sort(idx.begin(), idx.end());
@@ -278,6 +294,8 @@ std::unique_ptr<KvPolicy> make_kv_policy(const KvBudget& budget, int32_t block_s
     case KvPolicyKind::kEntropyLow: return std::make_unique<EntropyPolicy>(b.policy, b, block_size);
     case KvPolicyKind::kLru: return std::make_unique<LruPolicy>(b, block_size);
     case KvPolicyKind::kFifo: return std::make_unique<FifoPolicy>(b, block_size);
+    case KvPolicyKind::kOracle: return make_oracle_policy(b, block_size);
+    case KvPolicyKind::kLearned: return make_learned_policy(b, block_size);
   }
   throw_error(ErrorCode::kInvalidArgument, "unknown KV policy");
 }

@@ -1,5 +1,5 @@
 // KV eviction policies: which of a sequence's resident tokens to drop when it
-// reaches its KV budget (DESIGN.md "Budget and token eviction").
+// reaches its KV budget (docs/ARCHITECTURE.md "Budgets, policies, eviction").
 //
 // A policy sees one sequence's resident slots 0..n-1 in token order and keeps
 // the statistics it needs for them, aligned with the slots: accumulated
@@ -36,11 +36,22 @@ enum class KvPolicyKind {
   kEntropyLow,  // ... the lowest
   kLru,         // drop the block attended (above uniform) least recently
   kFifo,        // drop the oldest block (sinks kept)
+  // Offline only (bench kv, perplexity, kv train-policy): drop the tokens the
+  // rest of the text attends to least, read from a first pass's trace.
+  kOracle,
+  kLearned,  // drop the tokens a trained scorer (kv_scorer.h) rates lowest
 };
+inline constexpr size_t kNumKvPolicyKinds = 10;
 
-// Every policy, in the order tables list them.
+class KvAttentionTrace;
+class KvScorer;
+class KvSampleSink;
+
+// Every fixed policy, in the order tables list them (not oracle or learned:
+// they need a first pass or a trained file).
 std::span<const KvPolicyKind> all_kv_policies();
 std::string_view kv_policy_name(KvPolicyKind kind);
+// The fixed policies only: "oracle" and "learned:..." need more than a name.
 std::optional<KvPolicyKind> parse_kv_policy(std::string_view name);
 // "window, sinks, h2o, ..." for error messages and --help.
 std::string kv_policy_names();
@@ -64,6 +75,17 @@ struct KvBudget {
   // the newest block).
   int32_t num_recent = 0;
   bool shift = false;     // renumber positions inside the cache (StreamingLLM)
+  // kOracle: this sequence's attention with the full cache, recorded by a
+  // first pass of the same text under the same policy (an empty trace records;
+  // a full one is read). Shared: the caller keeps it across both passes.
+  std::shared_ptr<KvAttentionTrace> oracle;
+  int32_t oracle_horizon = 0;  // future queries the oracle sums (0: all)
+  // kOracle during kv train-policy: every eviction point's (features, target)
+  // rows go here. Shared: the trainer reads it after the request ends.
+  std::shared_ptr<KvSampleSink> samples;
+  // kLearned: the trained scorer. Shared: immutable, one per loaded file,
+  // used by every request that names it.
+  std::shared_ptr<const KvScorer> scorer;
   bool enabled() const { return budget_tokens > 0; }
 };
 
@@ -122,6 +144,11 @@ class KvPolicy {
   int32_t num_sink_blocks() const;
   // Newest blocks a block policy keeps (ceil(num_recent / block_size), at least 1).
   int32_t num_recent_blocks() const;
+  // lowest() over another statistic (same length as score_).
+  std::vector<int32_t> lowest_by(std::span<const float> score, int32_t num_recent, int32_t num_evict) const;
+  // Called by on_compact() before after_evict(): policies with statistics of
+  // their own rearrange them the same way.
+  virtual void compact_stats(std::span<const int32_t> from) {}
   // Called after on_evict() (TOVA starts a new round of queries).
   virtual void after_evict() {}
 

@@ -41,18 +41,19 @@ std::optional<std::string> read_whole(const std::string& path, uint64_t max_byte
   return out;
 }
 
-// The header of a record file (kRecordHeaderBytes) and its size.
-RecordStatus peek_file(const std::string& path, RecordHeader* header) {
+// Whether the file at `path` can be a record of `codec` named `name`, from
+// its first bytes and its size (RecordCodec::peek).
+RecordStatus peek_file(const std::string& path, const RecordCodec& codec, const Hash128& name, uint64_t* size) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return RecordStatus::kTruncated;
   struct stat st;
-  std::byte buf[kRecordHeaderBytes];
+  std::byte buf[RecordCodec::kPeekBytes];
   ssize_t n = -1;
   if (::fstat(fd, &st) == 0) n = ::pread(fd, buf, sizeof(buf), 0);
   ::close(fd);
-  if (n != static_cast<ssize_t>(sizeof(buf))) return RecordStatus::kTruncated;
-  return peek_record_header(std::span<const std::byte>(buf, sizeof(buf)), static_cast<uint64_t>(st.st_size),
-                            header);
+  if (n < 0) return RecordStatus::kTruncated;
+  *size = static_cast<uint64_t>(st.st_size);
+  return codec.peek(std::span<const std::byte>(buf, static_cast<size_t>(n)), *size, name);
 }
 
 }  // namespace
@@ -64,21 +65,24 @@ std::unique_ptr<DiskStore> DiskStore::open(const DiskStoreConfig& config) {
   if (ec || !fs::is_directory(s->ns_dir_, ec))
     throw_error(ErrorCode::kInvalidArgument, "--kv-disk {}: cannot create {}: {}", config.dir, s->ns_dir_,
                 ec ? ec.message() : "not a directory");
+  if (config.fsync == DiskFsync::kAlways) fsync_directory(config.dir);  // the namespace directory's entry
   s->scan();
   return s;
 }
 
 DiskStore::DiskStore(const DiskStoreConfig& config)
-    : config_(config), ns_dir_(config.dir + "/" + hash_hex(config.ns)) {}
+    : config_(config),
+      codec_(config.ns, config.security),
+      ns_dir_(config.dir + "/" + hash_hex(codec_.tier_id())) {}
 
-std::string DiskStore::record_path(const BlockHash& h) const {
-  std::string hex = hash_hex(h.value);
+std::string DiskStore::name_path(const Hash128& name) const {
+  std::string hex = hash_hex(name);
   return ns_dir_ + "/" + hex.substr(0, 2) + "/" + hex + std::string(kExt);
 }
 
 void DiskStore::scan() {
   struct Found {
-    BlockHash hash;
+    Hash128 name;
     uint64_t num_bytes;
     fs::file_time_type mtime;
   };
@@ -88,29 +92,31 @@ void DiskStore::scan() {
     if (!it->is_regular_file(ec)) continue;
     const std::string path = it->path().string();
     const std::string file = it->path().filename().string();
-    std::optional<Hash128> name_hash;
-    if (file.size() == 32 + kExt.size() && file.ends_with(kExt)) name_hash = parse_hash_hex(file.substr(0, 32));
-    RecordHeader h;
-    RecordStatus st = name_hash ? peek_file(path, &h) : RecordStatus::kBadMagic;
-    if (st == RecordStatus::kOk && h.ns != config_.ns) st = RecordStatus::kWrongNamespace;
-    if (st == RecordStatus::kOk && h.hash.value != *name_hash) st = RecordStatus::kWrongHash;
-    const bool is_tmp = file.find(".tmp.") != std::string::npos;
+    if (is_temp_record_file(file)) {
+      // A write a killed process never finished: not a record, not corrupt.
+      if (temp_file_is_orphan(file)) fs::remove(it->path(), ec);
+      ec.clear();
+      continue;
+    }
+    std::optional<Hash128> name;
+    if (file.size() == 32 + kExt.size() && file.ends_with(kExt)) name = parse_hash_hex(file.substr(0, 32));
+    uint64_t size = 0;
+    const RecordStatus st = name ? peek_file(path, codec_, *name, &size) : RecordStatus::kBadMagic;
     if (st != RecordStatus::kOk) {
-      if (!is_tmp) {
-        counters_.num_corrupt.fetch_add(1, std::memory_order_relaxed);
-        warn_.warn("removing {}: {}", path, record_status_name(st));
-      }
+      counters_.num_corrupt.fetch_add(1, std::memory_order_relaxed);
+      counters_.refuse(refusal_of(st));
+      warn_.warn("removing {}: {}", path, record_status_name(st));
       fs::remove(it->path(), ec);
       ec.clear();
       continue;
     }
-    found.push_back({h.hash, encoded_record_bytes(h.num_tokens, h.payload_bytes), it->last_write_time(ec)});
+    found.push_back({*name, size, it->last_write_time(ec)});
     ec.clear();
   }
   std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) { return a.mtime < b.mtime; });
   for (const Found& f : found) {
-    lru_.push_back(f.hash);
-    index_[f.hash] = Entry{f.num_bytes, std::prev(lru_.end())};
+    lru_.push_back(f.name);
+    index_[f.name] = Entry{f.num_bytes, std::prev(lru_.end())};
     num_bytes_held_ += f.num_bytes;
   }
   publish_size();
@@ -119,14 +125,14 @@ void DiskStore::scan() {
 
 void DiskStore::touch(Entry& e) { lru_.splice(lru_.end(), lru_, e.lru); }
 
-void DiskStore::erase(BlockHash h, bool remove_file) {  // by value: h may live in lru_
-  auto it = index_.find(h);
+void DiskStore::erase(Hash128 name, bool remove_file) {  // by value: name may live in lru_
+  auto it = index_.find(name);
   if (it == index_.end()) return;
   num_bytes_held_ -= it->second.num_bytes;
   lru_.erase(it->second.lru);
   index_.erase(it);
   publish_size();
-  if (remove_file) ::unlink(record_path(h).c_str());
+  if (remove_file) ::unlink(name_path(name).c_str());
 }
 
 bool DiskStore::make_room(uint64_t num_bytes) {
@@ -141,13 +147,17 @@ bool DiskStore::make_room(uint64_t num_bytes) {
 
 bool DiskStore::ensure_shard(const std::string& shard) {
   if (shards_made_.count(shard)) return true;
-  if (::mkdir(shard.c_str(), 0755) != 0 && errno != EEXIST) return false;
+  const bool made = ::mkdir(shard.c_str(), 0755) == 0;
+  if (!made && errno != EEXIST) return false;
+  // The new shard's entry in the namespace directory must outlive a power
+  // loss too, or the records renamed into it would not.
+  if (made && config_.fsync == DiskFsync::kAlways && fsync_directory(ns_dir_) != 0) return false;
   shards_made_.insert(shard);
   return true;
 }
 
-int DiskStore::write_file(const BlockHash& h, const std::string& bytes) {
-  const std::string path = record_path(h);
+int DiskStore::write_file(const Hash128& name, const std::string& bytes) {
+  const std::string path = name_path(name);
   const std::string shard = path.substr(0, path.rfind('/'));
   if (!ensure_shard(shard)) {
     const int err = errno;
@@ -167,6 +177,13 @@ int DiskStore::write_file(const BlockHash& h, const std::string& bytes) {
     else put += static_cast<size_t>(n);
   }
   int err = ok ? 0 : errno;
+  // always: the bytes are on disk before the name points at them, and the
+  // name is on disk before the next record is written.
+  const bool always = config_.fsync == DiskFsync::kAlways;
+  if (ok && always && ::fsync(fd) != 0) {
+    ok = false;
+    err = errno;
+  }
   if (fd >= 0 && ::close(fd) != 0 && ok) {
     ok = false;
     err = errno;
@@ -174,6 +191,12 @@ int DiskStore::write_file(const BlockHash& h, const std::string& bytes) {
   if (ok && ::rename(tmp.c_str(), path.c_str()) != 0) {
     ok = false;
     err = errno;
+  }
+  if (ok && always && (err = fsync_directory(shard)) != 0) {
+    // The record is whole under its name but may not survive a power loss:
+    // not indexed (the next scan finds it if it did survive).
+    warn_.warn("cannot fsync {}: {}", shard, std::strerror(err));
+    return err;
   }
   if (!ok) {
     ::unlink(tmp.c_str());
@@ -198,30 +221,38 @@ size_t DiskStore::probe(std::span<const BlockHash> hashes) {
   std::lock_guard<std::mutex> lock(mu_);
   counters_.num_lookups.fetch_add(1, std::memory_order_relaxed);
   size_t n = 0;
-  while (n < hashes.size() && index_.count(hashes[n])) ++n;
+  while (n < hashes.size() && index_.count(codec_.name(hashes[n]))) ++n;
   return n;
 }
 
-std::vector<KvRecord> DiskStore::load(std::span<const BlockHash> hashes) {
+std::vector<KvRecord> DiskStore::load(std::span<const BlockHash> hashes, const Deadline& deadline) {
   const double t0 = steady_clock().now_s();
   std::lock_guard<std::mutex> lock(mu_);
   counters_.num_lookups.fetch_add(1, std::memory_order_relaxed);
   counters_.num_lookup_blocks.fetch_add(static_cast<int64_t>(hashes.size()), std::memory_order_relaxed);
   std::vector<KvRecord> out;
   for (const BlockHash& h : hashes) {
-    auto it = index_.find(h);
+    auto it = index_.find(codec_.name(h));
     if (it == index_.end()) break;
+    if (deadline.passed()) {
+      counters_.refuse(TierRefusal::kTimeout);
+      break;
+    }
     const std::string path = record_path(h);
     std::optional<std::string> bytes = read_whole(path, it->second.num_bytes);
     KvRecord r;
-    RecordStatus st = bytes ? decode_record(*bytes, config_.ns, h, &r) : RecordStatus::kTruncated;
+    RecordStatus st = bytes ? codec_.decode(*bytes, h, &r) : RecordStatus::kTruncated;
     if (st != RecordStatus::kOk) {
       // Gone or damaged since the scan: never loaded, removed so it is not
       // tried again.
-      if (bytes) counters_.num_corrupt.fetch_add(1, std::memory_order_relaxed);
-      else counters_.num_errors.fetch_add(1, std::memory_order_relaxed);
+      if (bytes) {
+        counters_.num_corrupt.fetch_add(1, std::memory_order_relaxed);
+        counters_.refuse(refusal_of(st));
+      } else {
+        counters_.num_errors.fetch_add(1, std::memory_order_relaxed);
+      }
       warn_.warn("dropping {}: {}", path, bytes ? record_status_name(st) : std::strerror(errno));
-      erase(h, /*remove_file=*/true);
+      erase(it->first, /*remove_file=*/true);
       break;
     }
     counters_.num_bytes_read.fetch_add(static_cast<int64_t>(bytes->size()), std::memory_order_relaxed);
@@ -237,34 +268,42 @@ size_t DiskStore::store(std::span<const KvRecord> records) {
   std::lock_guard<std::mutex> lock(mu_);
   size_t num_new = 0;
   for (const KvRecord& r : records) {
-    auto it = index_.find(r.hash);
+    const Hash128 name = codec_.name(r.hash);
+    auto it = index_.find(name);
     if (it != index_.end()) {
       touch(it->second);
       continue;
     }
-    const uint64_t size = encoded_record_bytes(r.tokens.size(), r.payload.size());
+    const uint64_t size = codec_.encoded_bytes(r.tokens.size(), r.payload.size());
     if (!make_room(size)) {
       counters_.num_blocks_dropped.fetch_add(1, std::memory_order_relaxed);
       warn_.warn("a {}-byte record is larger than --kv-disk-size {}; not stored", size, config_.max_bytes);
       continue;
     }
-    const std::string bytes = encode_record(config_.ns, r);
-    int err = write_file(r.hash, bytes);
+    const std::string bytes = codec_.encode(r);
+    int err = write_file(name, bytes);
     // A full filesystem (the cap is larger than the space left): the newest
     // block is worth more than the least recently used ones, as under the cap.
-    if (err == ENOSPC && evict_for_space(size)) err = write_file(r.hash, bytes);
+    if (err == ENOSPC && evict_for_space(size)) err = write_file(name, bytes);
     if (err != 0) {
       counters_.num_errors.fetch_add(1, std::memory_order_relaxed);
       counters_.num_blocks_dropped.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
-    lru_.push_back(r.hash);
-    index_[r.hash] = Entry{size, std::prev(lru_.end())};
+    lru_.push_back(name);
+    index_[name] = Entry{size, std::prev(lru_.end())};
     num_bytes_held_ += size;
     publish_size();
     counters_.num_blocks_written.fetch_add(1, std::memory_order_relaxed);
     counters_.num_bytes_written.fetch_add(static_cast<int64_t>(size), std::memory_order_relaxed);
     ++num_new;
+  }
+  // batch: the whole write-back batch is durable when store returns.
+  if (num_new > 0 && config_.fsync == DiskFsync::kBatch) {
+    if (const int err = sync_filesystem_of(ns_dir_); err != 0) {
+      counters_.num_errors.fetch_add(1, std::memory_order_relaxed);
+      warn_.warn("cannot sync {}: {}", ns_dir_, std::strerror(err));
+    }
   }
   return num_new;
 }
@@ -286,10 +325,10 @@ TierStats DiskStore::stats() const {
 
 bool DiskStore::contains(const BlockHash& h) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return index_.count(h) != 0;
+  return index_.count(codec_.name(h)) != 0;
 }
 
-std::vector<BlockHash> DiskStore::lru_order() const {
+std::vector<Hash128> DiskStore::lru_order() const {
   std::lock_guard<std::mutex> lock(mu_);
   return {lru_.begin(), lru_.end()};
 }

@@ -1,4 +1,4 @@
-// The tier I/O thread (DESIGN.md "Threads"): the engine thread hands it
+// The tier I/O thread (docs/ARCHITECTURE.md "Threads"): the engine thread hands it
 // writes and lookups and never waits for it.
 //
 //  - Writes: a bounded queue of records. A record whose hash is already
@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "common/strong_id.h"
+#include "kvstore/deadline.h"
 #include "kvstore/record.h"
 
 namespace kvlm {
@@ -36,12 +37,14 @@ struct TierLookup {
   std::optional<BlockHash> parent;  // hash of the block before hashes[0] (nullopt: none)
   std::vector<BlockHash> hashes;    // chain hashes, in order
   std::vector<int32_t> tokens;      // [hashes.size() * block_size] the blocks' token ids
+  uint64_t salt = 0;                // the request's cache_salt key (kv/block_hash.h)
   double begin_s = 0;               // when begin_lookup was called (steady clock)
+  Deadline deadline;                // begin_s + the lookup timeout: all of it, queueing included
 };
 
 // Its answer: the records of the longest contiguous prefix of `hashes` some
-// tier holds, every one validated (namespace, hash, checksum, parent chain,
-// tokens, payload size). Empty on a miss or any failure.
+// tier holds, every one validated (namespace, hash, checksum or MAC, parent
+// chain, tokens, salt, payload size). Empty on a miss or any failure.
 struct TierLookupResult {
   RequestId request;
   std::vector<KvRecord> records;

@@ -1,13 +1,13 @@
 // The namespace a tier record lives in: a 128-bit fingerprint of everything
-// that makes KV bytes incompatible (DESIGN.md "Tiers"). Two processes that
+// that makes KV bytes incompatible (docs/ARCHITECTURE.md "Tiers"). Two processes that
 // would compute different K/V bytes for the same tokens must get different
 // fingerprints; the same model files and settings always give the same one,
 // on any machine and in any process (XXH3-128 with no seed over a canonical
 // serialization: no std::hash, no pointer, no time).
 //
-// kvstore/ may not depend on model/, so the engine fills ModelIdentity from
-// its GGUF (tensor table and architecture metadata, or a digest of the tensor
-// data when it has computed one).
+// kvstore/ may not depend on model/, so apps/tier_options.cpp
+// (kv_namespace_spec) fills ModelIdentity from the GGUF: its tensor table,
+// its general and architecture metadata, and a digest of its tensor data.
 //
 // cache_salt: an operator-wide salt (for example one per tenant deployment).
 // A request's own `cache_salt` is already part of its chained block hashes

@@ -4,6 +4,28 @@
 
 namespace kvlm {
 
+const char* tier_refusal_name(TierRefusal r) {
+  switch (r) {
+    case TierRefusal::kBadMac: return "bad_mac";
+    case TierRefusal::kCorrupt: return "corrupt";
+    case TierRefusal::kForeign: return "foreign";
+    case TierRefusal::kWrongType: return "wrong_type";
+    case TierRefusal::kOversize: return "oversize";
+    case TierRefusal::kTimeout: return "timeout";
+  }
+  return "?";
+}
+
+TierRefusal refusal_of(RecordStatus s) {
+  switch (s) {
+    case RecordStatus::kBadMac:
+    case RecordStatus::kUnauthenticated: return TierRefusal::kBadMac;
+    case RecordStatus::kWrongNamespace:
+    case RecordStatus::kWrongHash: return TierRefusal::kForeign;
+    default: return TierRefusal::kCorrupt;
+  }
+}
+
 void TierCounters::observe_load_latency(double seconds) {
   auto it = std::lower_bound(kTierLatencyBoundsS.begin(), kTierLatencyBoundsS.end(), seconds);
   buckets_[static_cast<size_t>(it - kTierLatencyBoundsS.begin())].fetch_add(1, std::memory_order_relaxed);
@@ -23,6 +45,7 @@ void TierCounters::snapshot(TierStats& out) const {
   out.num_corrupt = ld(num_corrupt);
   out.num_evicted = ld(num_evicted);
   for (size_t i = 0; i < buckets_.size(); ++i) out.load_latency_buckets[i] = ld(buckets_[i]);
+  for (size_t i = 0; i < num_refused_.size(); ++i) out.num_refused[i] = ld(num_refused_[i]);
   out.load_latency_sum_s = static_cast<double>(ld(latency_sum_ns_)) * 1e-9;
 }
 

@@ -1,4 +1,4 @@
-// One tier behind the RAM pool (DESIGN.md "Tiers"): the interface the disk
+// One tier behind the RAM pool (docs/ARCHITECTURE.md "Tiers"): the interface the disk
 // and Redis backends share, and the counters each keeps.
 //
 // Contract for every backend: no call throws or blocks without bound on a
@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kv/block_hash.h"
+#include "kvstore/deadline.h"
 #include "kvstore/record.h"
 
 namespace kvlm {
@@ -27,6 +28,19 @@ namespace kvlm {
 // Upper bounds (seconds) of the load-latency buckets; the last bucket is +Inf.
 inline constexpr std::array<double, 10> kTierLatencyBoundsS = {0.0001, 0.0003, 0.001, 0.003, 0.01,
                                                                0.03,   0.1,    0.3,   1.0,   3.0};
+
+// Why a tier's answer was not used, for kvlm_kv_tier_refused_total{reason}.
+enum class TierRefusal {
+  kBadMac,     // a MAC or AEAD tag that does not verify, or an unauthenticated record where a secret is set
+  kCorrupt,    // a record that does not parse, or whose checksum fails
+  kForeign,    // another namespace or block, or (stack) other tokens, parent, salt or size
+  kWrongType,  // Redis: a reply that is not a string (WRONGTYPE, an integer, an array)
+  kOversize,   // Redis: a reply longer than the largest legal record, or an array larger than asked
+  kTimeout,    // the lookup's deadline passed
+};
+inline constexpr size_t kNumTierRefusals = 6;
+const char* tier_refusal_name(TierRefusal r);  // "bad_mac", "corrupt", ...
+TierRefusal refusal_of(RecordStatus s);        // for a status other than kOk
 
 // A snapshot of one tier's counters: plain data the engine exports to /metrics.
 struct TierStats {
@@ -41,6 +55,7 @@ struct TierStats {
   int64_t num_bytes_written = 0;
   int64_t num_errors = 0;            // I/O or protocol errors, timeouts
   int64_t num_corrupt = 0;           // records refused by decode_record (disk: removed)
+  std::array<int64_t, kNumTierRefusals> num_refused{};  // by TierRefusal
   int64_t num_evicted = 0;           // disk: records removed to keep to the size cap
   int64_t num_records = 0;           // disk: records held now
   int64_t num_bytes_held = 0;        // disk: bytes held now
@@ -55,11 +70,15 @@ class TierCounters {
       num_blocks_dropped{0}, num_bytes_read{0}, num_bytes_written{0}, num_errors{0}, num_corrupt{0},
       num_evicted{0};
   void observe_load_latency(double seconds);
+  void refuse(TierRefusal why, int64_t n = 1) {
+    num_refused_[static_cast<size_t>(why)].fetch_add(n, std::memory_order_relaxed);
+  }
   // Fills every field of `out` but name, up, num_records and num_bytes_held.
   void snapshot(TierStats& out) const;
 
  private:
   std::array<std::atomic<int64_t>, kTierLatencyBoundsS.size() + 1> buckets_{};
+  std::array<std::atomic<int64_t>, kNumTierRefusals> num_refused_{};
   std::atomic<int64_t> latency_sum_ns_{0};
 };
 
@@ -71,8 +90,10 @@ class KvStore {
   // absent one: a chain is only useful as a prefix). A hint: load may still miss.
   virtual size_t probe(std::span<const BlockHash> hashes) = 0;
   // The records of the longest prefix of `hashes` the tier holds and that
-  // decode as exactly those blocks of this namespace.
-  virtual std::vector<KvRecord> load(std::span<const BlockHash> hashes) = 0;
+  // decode as exactly those blocks of this namespace, as far as the tier got
+  // before `deadline`.
+  virtual std::vector<KvRecord> load(std::span<const BlockHash> hashes, const Deadline& deadline) = 0;
+  std::vector<KvRecord> load(std::span<const BlockHash> hashes) { return load(hashes, Deadline::none()); }
   // Writes the records not yet held; returns how many the tier now holds
   // newly. Records already present are left (and count as held).
   virtual size_t store(std::span<const KvRecord> records) = 0;

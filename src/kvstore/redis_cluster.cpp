@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <charconv>
+#include <fstream>
+
+#include <fmt/format.h>
 
 #include "common/error.h"
 
@@ -69,23 +72,77 @@ int32_t redis_key_slot(std::string_view key) {
   return crc16_xmodem(key) % kRedisNumSlots;
 }
 
-std::vector<std::optional<RedisReply>> SingleRedisRouter::execute(std::span<const RedisCommand> commands) {
+ReplyLimits cluster_slots_limits() {
+  // Redis 7 nests range, node and node metadata arrays: depth 4.
+  return ReplyLimits{.max_bulk_bytes = 1024,
+                     .max_elements = kRedisNumSlots,
+                     .max_total_elements = 16 * kRedisNumSlots,
+                     .max_depth = 4,
+                     .max_line_bytes = 4096};
+}
+
+std::vector<std::optional<RedisReply>> SingleRedisRouter::execute(std::span<const RedisCommand> commands,
+                                                                  const RedisCall& call) {
   std::vector<std::optional<RedisReply>> out(commands.size());
-  auto replies = link_.pipeline(commands);
-  if (!replies) return out;
-  for (size_t i = 0; i < replies->size(); ++i) out[i] = std::move((*replies)[i]);
+  link_.reap_if_closed();  // a server restarted since the last call: connect afresh
+  auto replies = link_.pipeline(commands, call);
+  for (size_t i = 0; i < replies.size(); ++i) out[i] = std::move(replies[i]);
   return out;
 }
 
-ClusterRedisRouter::ClusterRedisRouter(std::vector<RedisEndpoint> seeds, RedisLinkOptions options)
-    : seeds_(std::move(seeds)), options_(std::move(options)) {
+ClusterRedisRouter::ClusterRedisRouter(std::vector<RedisEndpoint> seeds, RedisLinkOptions options, const Clock& clock)
+    : seeds_(std::move(seeds)), options_(std::move(options)), clock_(clock) {
   slots_.fill(-1);
 }
 
-RedisLink& ClusterRedisRouter::link(const RedisEndpoint& e) {
+bool ClusterRedisRouter::known(const RedisEndpoint& e) const {
+  return std::find(nodes_.begin(), nodes_.end(), e) != nodes_.end() ||
+         std::find(seeds_.begin(), seeds_.end(), e) != seeds_.end();
+}
+
+size_t ClusterRedisRouter::num_open_connections() const {
+  size_t n = 0;
+  for (const auto& [e, l] : links_) n += l->connected() ? 1 : 0;
+  return n;
+}
+
+bool ClusterRedisRouter::make_room(const RedisLink& wanted) {
+  for (size_t open = num_open_connections(); open >= options_.max_cluster_connections; --open) {
+    RedisLink* oldest = nullptr;
+    for (auto& [e, l] : links_) {
+      const bool busy = std::find(busy_.begin(), busy_.end(), l.get()) != busy_.end();
+      if (l->connected() && l.get() != &wanted && !busy && (!oldest || l->last_used_s() < oldest->last_used_s()))
+        oldest = l.get();
+    }
+    if (oldest == nullptr) return false;  // every open socket has replies pending in this call
+    oldest->disconnect();
+  }
+  return true;
+}
+
+RedisLink* ClusterRedisRouter::link(const RedisEndpoint& e) {
+  if (!known(e)) return nullptr;
   auto& l = links_[e];
-  if (!l) l = std::make_unique<RedisLink>(e, options_);
-  return *l;
+  if (!l) l = std::make_unique<RedisLink>(e, options_, clock_);
+  if (!l->connected() && !make_room(*l)) {
+    last_error_ = fmt::format("{}: {} connections open, the cap", e.to_string(), options_.max_cluster_connections);
+    if (last_failure_ == RedisFailure::kNone) last_failure_ = RedisFailure::kDown;
+    return nullptr;
+  }
+  return l.get();
+}
+
+void ClusterRedisRouter::reap_idle() {
+  for (auto& [e, l] : links_) l->reap_if_closed();
+}
+
+void ClusterRedisRouter::drop_links_outside_topology() {
+  std::erase_if(links_, [&](const auto& kv) { return !known(kv.first); });
+}
+
+void ClusterRedisRouter::note_failure(const RedisLink& link) {
+  last_error_ = link.last_error();
+  if (last_failure_ == RedisFailure::kNone) last_failure_ = link.failure();
 }
 
 std::optional<RedisEndpoint> ClusterRedisRouter::slot_owner(int32_t slot) const {
@@ -104,8 +161,9 @@ bool ClusterRedisRouter::apply_slots(const RedisReply& reply) {
     const auto& master = range.elements[2];
     if (master.type != RedisReply::Type::kArray || master.elements.size() < 2) return false;
     const int64_t start = range.elements[0].integer, end = range.elements[1].integer;
-    if (start < 0 || end >= kRedisNumSlots || start > end) return false;
-    RedisEndpoint e{master.elements[0].str, static_cast<int>(master.elements[1].integer)};
+    const int64_t port = master.elements[1].integer;
+    if (start < 0 || end >= kRedisNumSlots || start > end || port <= 0 || port > 65535) return false;
+    RedisEndpoint e{master.elements[0].str, static_cast<int>(port)};
     if (e.host.empty() || e.host == "?") return false;
     auto it = std::find(nodes.begin(), nodes.end(), e);
     const auto idx = static_cast<int16_t>(it - nodes.begin());
@@ -117,46 +175,73 @@ bool ClusterRedisRouter::apply_slots(const RedisReply& reply) {
   return true;
 }
 
-bool ClusterRedisRouter::refresh() {
+bool ClusterRedisRouter::refresh(const Deadline& deadline, RedisCall::Kind kind) {
+  refreshed_this_call_ = true;
+  last_refresh_s_ = clock_.now_s();
   std::vector<RedisEndpoint> candidates = nodes_;
   candidates.insert(candidates.end(), seeds_.begin(), seeds_.end());
   const RedisCommand cmd = {"CLUSTER", "SLOTS"};
+  const RedisCall call{kind, deadline, cluster_slots_limits()};
   for (const auto& e : candidates) {
-    auto r = link(e).pipeline(std::span(&cmd, 1));
-    if (r && apply_slots((*r)[0])) {
+    if (deadline.passed(clock_)) break;
+    RedisLink* l = link(e);
+    if (l == nullptr) continue;
+    auto r = l->pipeline(std::span(&cmd, 1), call);
+    if (r.size() == 1 && apply_slots(r[0])) {
       map_stale_ = false;
+      drop_links_outside_topology();
       return true;
     }
-    last_error_ = r ? "CLUSTER SLOTS from " + e.to_string() + ": unexpected reply" : link(e).last_error();
+    if (r.empty()) note_failure(*l);
+    else last_error_ = "CLUSTER SLOTS from " + e.to_string() + ": unexpected reply";
   }
   return false;
 }
 
-std::optional<RedisReply> ClusterRedisRouter::follow(const RedisCommand& cmd, RedisReply reply, int hops_left) {
+std::optional<RedisReply> ClusterRedisRouter::follow(const RedisCommand& cmd, RedisReply reply, int hops_left,
+                                                     const RedisCall& call) {
   auto redirect = parse_redirect(reply);
   if (!redirect) return reply;
-  if (hops_left == 0) return std::nullopt;
+  auto refuse = [&](std::string why) -> std::optional<RedisReply> {
+    last_error_ = std::move(why);
+    if (last_failure_ == RedisFailure::kNone) last_failure_ = RedisFailure::kRedirect;
+    return std::nullopt;
+  };
+  if (hops_left == 0) return refuse("redirected too many times: " + reply.str);
   ++num_redirects_;
+  // A node the topology does not list: ask the cluster, never connect blindly.
+  if (!known(redirect->to) && !refreshed_this_call_ && clock_.now_s() - last_refresh_s_ >= kMinRefreshIntervalS)
+    refresh(call.deadline, call.kind);
+  if (!known(redirect->to)) return refuse("redirected to " + redirect->to.to_string() + ", outside the topology");
   std::vector<RedisCommand> cmds;
   if (redirect->ask) {
     cmds.push_back({"ASKING"});
-  } else {
-    auto it = std::find(nodes_.begin(), nodes_.end(), redirect->to);
-    if (it == nodes_.end()) it = nodes_.insert(nodes_.end(), redirect->to);
+  } else if (auto it = std::find(nodes_.begin(), nodes_.end(), redirect->to); it != nodes_.end()) {
     slots_[static_cast<size_t>(redirect->slot)] = static_cast<int16_t>(it - nodes_.begin());
     map_stale_ = true;  // other slots probably moved too: reload before the next call
   }
   cmds.push_back(cmd);
-  auto replies = link(redirect->to).pipeline(cmds);
-  if (!replies) return std::nullopt;
-  return follow(cmd, std::move(replies->back()), hops_left - 1);
+  RedisLink* l = link(redirect->to);
+  if (l == nullptr) return std::nullopt;
+  auto replies = l->pipeline(cmds, call);
+  if (replies.size() < cmds.size()) {
+    note_failure(*l);
+    return std::nullopt;
+  }
+  return follow(cmd, std::move(replies.back()), hops_left - 1, call);
 }
 
-std::vector<std::optional<RedisReply>> ClusterRedisRouter::execute(std::span<const RedisCommand> commands) {
+std::vector<std::optional<RedisReply>> ClusterRedisRouter::execute(std::span<const RedisCommand> commands,
+                                                                   const RedisCall& call) {
   std::vector<std::optional<RedisReply>> out(commands.size());
-  if (map_stale_) refresh();
+  refreshed_this_call_ = false;
+  last_failure_ = RedisFailure::kNone;
+  reap_idle();
+  if (map_stale_ && (nodes_.empty() || clock_.now_s() - last_refresh_s_ >= kMinRefreshIntervalS))
+    refresh(call.deadline, call.kind);
   if (nodes_.empty()) {
     up_ = false;
+    if (last_failure_ == RedisFailure::kNone) last_failure_ = RedisFailure::kDown;
     return out;
   }
   // Group by owning node; a slot the map does not cover goes to any node,
@@ -166,37 +251,37 @@ std::vector<std::optional<RedisReply>> ClusterRedisRouter::execute(std::span<con
     int16_t idx = commands[i].size() > 1 ? slots_[static_cast<size_t>(redis_key_slot(commands[i][1]))] : 0;
     groups[idx < 0 ? int16_t{0} : idx].push_back(i);
   }
-  bool any_up = groups.empty();
   // Send to every node first, then read: the nodes work in parallel and the
   // call costs one round trip, not one per node.
   struct Sent {
     std::vector<size_t> members;
     std::vector<RedisCommand> batch;
     RedisLink* link;
-    bool ok;
   };
   std::vector<Sent> sent;
   for (const auto& [idx, members] : groups) {
-    Sent s{members, {}, &link(nodes_[static_cast<size_t>(idx)]), false};
+    Sent s{members, {}, link(nodes_[static_cast<size_t>(idx)])};
     for (size_t i : members) s.batch.push_back(commands[i]);
-    s.ok = s.link->send(s.batch);
+    if (s.link != nullptr && s.link->send(s.batch, call)) busy_.push_back(s.link);
+    else if (s.link != nullptr) note_failure(*s.link);
     sent.push_back(std::move(s));
   }
   // Every reply is read before any redirect is followed: a redirect sends to
   // a node whose replies may still be waiting on its connection.
-  std::vector<std::optional<std::vector<RedisReply>>> received;
-  for (auto& s : sent) received.push_back(s.ok ? s.link->receive() : std::nullopt);
+  std::vector<std::vector<RedisReply>> received;
+  for (auto& s : sent) received.push_back(s.link != nullptr ? s.link->receive() : std::vector<RedisReply>{});
+  busy_.clear();
+  bool any_reply = groups.empty();
   for (size_t n = 0; n < sent.size(); ++n) {
-    if (!received[n]) {
-      last_error_ = sent[n].link->last_error();
+    if (received[n].size() < sent[n].batch.size() && sent[n].link != nullptr) {
+      note_failure(*sent[n].link);
       map_stale_ = true;  // a node may have failed over
-      continue;
     }
-    any_up = true;
-    for (size_t k = 0; k < sent[n].members.size(); ++k)
-      out[sent[n].members[k]] = follow(sent[n].batch[k], std::move((*received[n])[k]), 3);
+    any_reply = any_reply || !received[n].empty();
+    for (size_t k = 0; k < received[n].size(); ++k)
+      out[sent[n].members[k]] = follow(sent[n].batch[k], std::move(received[n][k]), 3, call);
   }
-  up_ = any_up;
+  up_ = any_reply;
   return out;
 }
 
@@ -231,6 +316,29 @@ RedisUrl parse_redis_url(std::string_view url) {
   if (!out.cluster && out.endpoints.size() > 1)
     throw_error(ErrorCode::kInvalidArgument, "--kv-redis {}: several servers need redis+cluster://", url);
   return out;
+}
+
+namespace {
+
+std::string read_password(const std::string& path, const std::string& flag) {
+  std::ifstream in(path);
+  if (!in) throw_error(ErrorCode::kNotFound, "{} {}: cannot read it", flag, path);
+  std::string line;
+  std::getline(in, line);
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+  if (line.empty()) throw_error(ErrorCode::kInvalidArgument, "{} {}: the first line is empty", flag, path);
+  return line;
+}
+
+}  // namespace
+
+std::unique_ptr<RedisRouter> open_redis(const std::string& url_text, const std::string& password_file,
+                                        RedisLinkOptions options, const std::string& flag) {
+  const RedisUrl url = parse_redis_url(url_text);
+  if (!password_file.empty()) options.password = read_password(password_file, flag);
+  options.db = url.db;
+  if (url.cluster) return std::make_unique<ClusterRedisRouter>(url.endpoints, options);
+  return std::make_unique<SingleRedisRouter>(url.endpoints[0], options);
 }
 
 }  // namespace kvlm

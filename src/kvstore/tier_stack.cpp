@@ -26,30 +26,39 @@ TierStack::TierStack(std::vector<std::unique_ptr<KvStore>> tiers, const TierStac
 TierStack::~TierStack() { worker_.reset(); }  // join before the tiers go
 
 bool TierStack::enqueue_store(const BlockHash& hash, std::optional<BlockHash> parent,
-                              std::span<const int32_t> tokens, std::span<const std::byte> bytes) {
+                              std::span<const int32_t> tokens, std::span<const std::byte> bytes, uint64_t salt) {
   if (tiers_.empty()) return false;
   KvRecord r;
   r.hash = hash;
   r.parent = parent;
+  r.salt = salt;
   r.tokens.assign(tokens.begin(), tokens.end());
   r.payload.assign(bytes.begin(), bytes.end());
   return worker_->enqueue_store(std::move(r)) == IoWorker::Enqueued::kQueued;
 }
 
 void TierStack::begin_lookup(RequestId request, std::optional<BlockHash> parent, std::span<const BlockHash> hashes,
-                             std::span<const int32_t> tokens) {
+                             std::span<const int32_t> tokens, uint64_t salt) {
   KVLM_ASSERT(hashes.empty() || tokens.size() % hashes.size() == 0, "tokens must be whole blocks");
   TierLookup l;
   l.request = request;
   l.parent = parent;
   l.hashes.assign(hashes.begin(), hashes.end());
   l.tokens.assign(tokens.begin(), tokens.end());
+  l.salt = salt;
   l.begin_s = steady_clock().now_s();
+  l.deadline = Deadline{l.begin_s + config_.lookup_timeout_s};
   worker_->enqueue_lookup(std::move(l));
 }
 
-size_t TierStack::num_valid(const TierLookup& l, size_t first, const std::vector<KvRecord>& records) {
+void TierStack::note_used(const TierLookupResult& result) {
+  for (size_t t = 0; t < num_used_.size(); ++t) num_used_[t].fetch_add(result.num_from_tier[t], std::memory_order_relaxed);
+}
+
+size_t TierStack::num_valid(const TierLookup& l, size_t tier, size_t first, const std::vector<KvRecord>& records) {
   const size_t block_size = l.hashes.empty() ? 0 : l.tokens.size() / l.hashes.size();
+  // Formats 2 and 3 carry the salt under their MAC; format 1 carries none.
+  const bool check_salt = config_.authenticated();
   size_t n = 0;
   for (; n < records.size(); ++n) {
     const size_t i = first + n;
@@ -59,11 +68,14 @@ size_t TierStack::num_valid(const TierLookup& l, size_t first, const std::vector
         r.tokens.size() == block_size &&
         std::equal(r.tokens.begin(), r.tokens.end(), l.tokens.begin() + static_cast<std::ptrdiff_t>(i * block_size));
     const bool size_ok = config_.payload_bytes == 0 || r.payload.size() == config_.payload_bytes;
-    if (r.hash != l.hashes[i] || r.parent != parent || !tokens_ok || !size_ok) {
-      // A hash collision or a writer with another layout: never loaded.
+    const bool salt_ok = !check_salt || r.salt == l.salt;
+    if (r.hash != l.hashes[i] || r.parent != parent || !tokens_ok || !size_ok || !salt_ok) {
+      // A hash collision, a writer with another layout, or a record replayed
+      // from another prompt or salt: never loaded.
       num_rejected_.fetch_add(1, std::memory_order_relaxed);
+      num_refused_foreign_[std::min<size_t>(tier, 1)].fetch_add(1, std::memory_order_relaxed);
       warn_.warn("refusing block {} of a lookup: {}", i,
-                 !tokens_ok ? "other tokens" : !size_ok ? "other payload size" : "other parent");
+                 !tokens_ok ? "other tokens" : !size_ok ? "other payload size" : !salt_ok ? "other salt" : "other parent");
       break;
     }
   }
@@ -77,10 +89,11 @@ TierLookupResult TierStack::lookup(TierLookup& l) {
   num_lookup_blocks_.fetch_add(static_cast<int64_t>(l.hashes.size()), std::memory_order_relaxed);
   for (size_t t = 0; t < tiers_.size() && out.records.size() < l.hashes.size(); ++t) {
     const size_t first = out.records.size();
-    std::vector<KvRecord> got = tiers_[t]->load(std::span(l.hashes).subspan(first));
-    got.resize(num_valid(l, first, got));
+    std::vector<KvRecord> got = tiers_[t]->load(std::span(l.hashes).subspan(first), l.deadline);
+    got.resize(num_valid(l, t, first, got));
     out.num_from_tier[std::min<size_t>(t, 1)] += static_cast<int32_t>(got.size());
-    if (config_.write_back_hits && t > 0) write_back_[t] = got;
+    // Only what a MAC vouches for outlives the lower tier in the one above.
+    if (config_.write_back_hits && config_.authenticated() && t > 0) write_back_[t] = got;
     for (auto& r : got) out.records.push_back(std::move(r));
   }
   num_hit_blocks_.fetch_add(static_cast<int64_t>(out.records.size()), std::memory_order_relaxed);
@@ -103,7 +116,13 @@ void TierStack::store_batch(std::vector<KvRecord>& batch) {
 
 TierStackStats TierStack::stats() const {
   TierStackStats s;
-  for (const auto& t : tiers_) s.tiers.push_back(t->stats());
+  for (size_t t = 0; t < tiers_.size(); ++t) {
+    TierStats ts = tiers_[t]->stats();
+    // A tier's hits are the blocks the engine used; the stack's refusals are its too.
+    ts.num_hit_blocks = num_used_[std::min<size_t>(t, 1)].load(std::memory_order_relaxed);
+    ts.num_refused[static_cast<size_t>(TierRefusal::kForeign)] += num_refused_foreign_[std::min<size_t>(t, 1)].load();
+    s.tiers.push_back(std::move(ts));
+  }
   s.num_queued_writes = static_cast<int64_t>(worker_->num_queued_writes());
   s.num_dropped_full = worker_->num_dropped_full();
   s.num_dropped_duplicate = worker_->num_dropped_duplicate();

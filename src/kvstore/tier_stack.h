@@ -1,9 +1,8 @@
-// The tiers behind the RAM pool, in order: disk, then Redis (DESIGN.md
+// The tiers behind the RAM pool, in order: disk, then Redis (docs/ARCHITECTURE.md
 // "Tiers"), with their I/O thread. This is the whole surface the engine uses.
 //
-// Integration (not wired yet; kv/, sched/, runner/ and engine/ are changing
-// for per-sequence KV budgets). What the engine will call, all from its step
-// thread, none of it blocking on a tier:
+// Integration (engine/engine_tiers.cpp). What the engine calls, all from its
+// step thread, none of it blocking on a tier:
 //
 //   at start:        tiers = TierStack::open(config), config from
 //                    apps/tier_options.h: make_tier_config(flags,
@@ -22,11 +21,13 @@
 //                    tiers->begin_lookup(request, hash of block n-1 or nullopt,
 //                    their hashes, their tokens); the request waits in a
 //                    loading state, others keep stepping.
-//   every step:      for (auto& r : tiers->poll_completions()): allocate
-//                    r.records.size() pool blocks, KvStorage::write_block each
-//                    record's payload into them, cache them under their hashes
-//                    (BlockPool::cache), and admit the request as a prefix hit
-//                    of RAM + tier blocks (counted in cached_tokens). Zero
+//   every step:      for (auto& r : tiers->poll_completions()): take
+//                    r.records.size() pool blocks cached under their hashes
+//                    (KvCacheManager::import_blocks), KvStorage::write_block
+//                    each record's payload into them, leave them free and
+//                    cached (release_imported), and admit the request as a
+//                    prefix hit of RAM + tier blocks (counted in
+//                    cached_tokens). A pool too full to take them, or zero
 //                    records: admit it as a plain miss. A request cancelled
 //                    meanwhile: drop its completion.
 //   metrics:         tiers->stats() per tier, for /metrics (`up` per tier;
@@ -39,13 +40,16 @@
 // the step thread (a memcpy of one block, 352 KiB for TinyLlama F16), the
 // I/O after it does not.
 //
-// Several KV groups (Gemma-2): each group keeps its own copy of a block, so
-// each is its own record, keyed hash_for_group(h, g) with parent
+// Several KV groups (Gemma-2) are refused for now (Engine's constructor).
+// Supporting them: each group keeps its own copy of a block, so each would
+// be its own record, keyed hash_for_group(h, g) with parent
 // hash_for_group(p, g), bytes read from that group's block id; a lookup is
 // then one chain per group (lookups check each record's parent against the
 // previous hash of the list they were given).
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -67,7 +71,16 @@ struct TierStackConfig {
   size_t max_queued_writes = 4096;        // blocks waiting for the I/O thread
   size_t max_write_batch = 32;            // blocks per store() call (one Redis pipeline)
   size_t payload_bytes = 0;               // KvStorage::bytes_per_block; 0: not checked
-  bool write_back_hits = true;            // a hit in a lower tier is copied into the tiers above it
+  // A hit in a lower tier is copied into the tiers above it, only when the
+  // records are authenticated (a tier secret): an unauthenticated Redis
+  // record is used but never made to outlive its TTL on disk.
+  bool write_back_hits = true;
+  // The deadline of a whole lookup, queueing included (--kv-tier-timeout-ms).
+  double lookup_timeout_s = 0.25;
+  // Whether records carry a MAC (both tiers share one TierSecurity).
+  bool authenticated() const {
+    return (disk && disk->security.authenticated()) || (redis && redis->security.authenticated());
+  }
 };
 
 // Counters of the stack itself; per-tier counters are in `tiers`.
@@ -79,7 +92,7 @@ struct TierStackStats {
   int64_t num_lookups = 0;
   int64_t num_lookup_blocks = 0;
   int64_t num_hit_blocks = 0;      // blocks handed to the engine
-  int64_t num_rejected = 0;        // records refused by the stack: wrong parent, tokens or size
+  int64_t num_rejected = 0;        // records refused by the stack: wrong parent, tokens, salt or size
 };
 
 class TierStack {
@@ -96,12 +109,17 @@ class TierStack {
   // pool block may change as soon as this returns. False if dropped (already
   // queued, or the queue is full).
   bool enqueue_store(const BlockHash& hash, std::optional<BlockHash> parent, std::span<const int32_t> tokens,
-                     std::span<const std::byte> bytes);
+                     std::span<const std::byte> bytes, uint64_t salt = 0);
   // Asks the tiers for `hashes` (the blocks after a RAM hit whose last block
-  // hash is `parent`); tokens holds their ids, block after block. The answer
-  // comes through poll_completions().
+  // hash is `parent`, under cache salt key `salt`); tokens holds their ids,
+  // block after block. The answer comes through poll_completions(), by
+  // lookup_timeout_s from now (what the tiers had by then).
   void begin_lookup(RequestId request, std::optional<BlockHash> parent, std::span<const BlockHash> hashes,
-                    std::span<const int32_t> tokens);
+                    std::span<const int32_t> tokens, uint64_t salt = 0);
+  // The records of `result` went into the pool: counts them as hits of the
+  // tiers they came from (kvlm_kv_tier_hit_blocks_total counts only these).
+  void note_used(const TierLookupResult& result);
+  double lookup_timeout_s() const { return config_.lookup_timeout_s; }
   // Finished lookups; never blocks.
   std::vector<TierLookupResult> poll_completions() { return worker_->poll_completions(); }
   // Waits up to timeout_s for queued writes; true if all were written (or dropped by a tier).
@@ -115,12 +133,14 @@ class TierStack {
   TierLookupResult lookup(TierLookup& lookup);
   void store_batch(std::vector<KvRecord>& batch);
   void write_back();
-  // How many of `records` (loaded for hashes[first...]) continue the chain.
-  size_t num_valid(const TierLookup& lookup, size_t first, const std::vector<KvRecord>& records);
+  // How many of `records` (loaded from tier `tier` for hashes[first...]) continue the chain.
+  size_t num_valid(const TierLookup& lookup, size_t tier, size_t first, const std::vector<KvRecord>& records);
 
   std::vector<std::unique_ptr<KvStore>> tiers_;
   TierStackConfig config_;
   std::atomic<int64_t> num_lookups_{0}, num_lookup_blocks_{0}, num_hit_blocks_{0}, num_rejected_{0};
+  // Per tier position: blocks used by the engine, and refused by the stack.
+  std::array<std::atomic<int64_t>, 2> num_used_{}, num_refused_foreign_{};
   RateLimitedLog warn_{"stack"};
   // Lower-tier hits of the last lookup, by the tier they came from; touched
   // only on the I/O thread.

@@ -1,6 +1,6 @@
 // What one forward pass computes: every scheduled token of every sequence in
-// the step, flattened into T rows (DESIGN.md "ModelRunner::forward"). Plain
-// data built by the runner; the model only reads it.
+// the step, flattened into T rows (docs/ARCHITECTURE.md "The life of a
+// request"). Plain data built by the runner; the model only reads it.
 #pragma once
 
 #include <cstdint>

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/assert.h"
 #include "common/error.h"
 #include "common/printable.h"
 
@@ -218,6 +219,7 @@ class GgufParser {
       t.data = data_ + data_offset + t.offset;
     }
     check_regions(*out, info_offsets);
+    out->path_ = file->path();
     out->file_ = std::move(file);
     return out;
   }
@@ -260,6 +262,37 @@ std::string GgufTensor::shape_string() const {
   std::string s = "[";
   for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
   return s + "]";
+}
+
+const uint8_t* GgufTensor::slice(int64_t i, int64_t n) const {
+  KVLM_ASSERT(n > 0 && i >= 0 && i < n && dims.back() % n == 0, "slice index out of range");
+  if (!slices.empty()) {
+    KVLM_ASSERT(static_cast<int64_t>(slices.size()) == n, "a sliced tensor's own slices only");
+    return slices[static_cast<size_t>(i)];
+  }
+  return data + static_cast<size_t>(i) * (num_bytes / static_cast<size_t>(n));
+}
+
+std::vector<std::pair<const uint8_t*, size_t>> GgufTensor::byte_ranges() const {
+  if (slices.empty()) return {{data, num_bytes}};
+  std::vector<std::pair<const uint8_t*, size_t>> ranges;
+  for (const uint8_t* s : slices) ranges.emplace_back(s, num_bytes / slices.size());
+  return ranges;
+}
+
+std::unique_ptr<GgufFile> GgufFile::from_parts(std::string source, Metadata metadata, std::vector<GgufTensor> tensors,
+                                               std::unique_ptr<TensorOwner> owner) {
+  auto out = std::unique_ptr<GgufFile>(new GgufFile());
+  out->path_ = std::move(source);
+  out->version_ = 3;
+  out->metadata_ = std::move(metadata);
+  out->owner_ = std::move(owner);
+  for (GgufTensor& t : tensors) {
+    if (!out->tensor_index_.emplace(t.name, out->tensors_.size()).second)
+      throw_error(ErrorCode::kCorrupt, "{}: duplicate tensor name '{}'", out->path_, t.name);
+    out->tensors_.push_back(std::move(t));
+  }
+  return out;
 }
 
 std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {

@@ -57,21 +57,7 @@ void put_value(ByteSink& out, const MetaValue& v) {
   }
 }
 
-MetaValue array_of(MetaType elem, std::vector<MetaValue> items) {
-  MetaValue v;
-  v.type = MetaType::kArray;
-  v.elem_type = elem;
-  v.value = std::move(items);
-  return v;
-}
-
 }  // namespace
-
-MetaValue meta_u32(uint32_t v) { return MetaValue{MetaType::kU32, MetaType::kU8, uint64_t{v}}; }
-MetaValue meta_i32(int32_t v) { return MetaValue{MetaType::kI32, MetaType::kU8, int64_t{v}}; }
-MetaValue meta_f32(float v) { return MetaValue{MetaType::kF32, MetaType::kU8, double{v}}; }
-MetaValue meta_bool(bool v) { return MetaValue{MetaType::kBool, MetaType::kU8, int64_t{v ? 1 : 0}}; }
-MetaValue meta_string(std::string v) { return MetaValue{MetaType::kString, MetaType::kU8, std::move(v)}; }
 
 void GgufWriter::set_string(const std::string& key, std::string v) { set(key, meta_string(std::move(v))); }
 void GgufWriter::set_u32(const std::string& key, uint32_t v) { set(key, meta_u32(v)); }
@@ -79,20 +65,10 @@ void GgufWriter::set_f32(const std::string& key, float v) { set(key, meta_f32(v)
 void GgufWriter::set_bool(const std::string& key, bool v) { set(key, meta_bool(v)); }
 
 void GgufWriter::set_string_array(const std::string& key, const std::vector<std::string>& v) {
-  std::vector<MetaValue> items;
-  for (const auto& s : v) items.push_back(meta_string(s));
-  set(key, array_of(MetaType::kString, std::move(items)));
+  set(key, meta_string_array(v));
 }
-void GgufWriter::set_f32_array(const std::string& key, const std::vector<float>& v) {
-  std::vector<MetaValue> items;
-  for (float f : v) items.push_back(meta_f32(f));
-  set(key, array_of(MetaType::kF32, std::move(items)));
-}
-void GgufWriter::set_i32_array(const std::string& key, const std::vector<int32_t>& v) {
-  std::vector<MetaValue> items;
-  for (int32_t i : v) items.push_back(meta_i32(i));
-  set(key, array_of(MetaType::kI32, std::move(items)));
-}
+void GgufWriter::set_f32_array(const std::string& key, const std::vector<float>& v) { set(key, meta_f32_array(v)); }
+void GgufWriter::set_i32_array(const std::string& key, const std::vector<int32_t>& v) { set(key, meta_i32_array(v)); }
 
 void GgufWriter::add_tensor(const std::string& name, std::vector<int64_t> dims, DType dtype,
                             std::vector<uint8_t> data) {

@@ -68,11 +68,5 @@ class GgufWriter {
   std::vector<Tensor> tensors_;
 };
 
-// Builds a MetaValue from plain values (convenience for GgufWriter::set).
-MetaValue meta_u32(uint32_t v);
-MetaValue meta_i32(int32_t v);
-MetaValue meta_f32(float v);
-MetaValue meta_bool(bool v);
-MetaValue meta_string(std::string v);
 
 }  // namespace kvlm

@@ -1,6 +1,9 @@
-// Llama-family forward pass (llama, mistral, qwen2), batched over the T tokens
-// of a step. Straight-line, in the spirit of llama2.c: the shape of every
-// buffer is written beside it.
+// Llama-family forward pass, batched over the T tokens of a step: llama,
+// Mistral, Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE and Phi-3 differ only
+// in what a layer holds (llama_weights.h): Q/K/V biases, per-head Q/K norms,
+// fused matrices (split at load), a sliding window, RoPE frequency factors,
+// and experts in place of the dense FFN. Straight-line, in the spirit of
+// llama2.c: the shape of every buffer is written beside it.
 #include <algorithm>
 #include <cmath>
 
@@ -8,23 +11,15 @@
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/ops.h"
 #include "common/assert.h"
+#include "model/llama_weights.h"
 #include "model/model.h"
-#include "model/weights.h"
 
 namespace kvlm {
 namespace {
 
-struct LlamaLayer {
-  std::vector<float> attn_norm;          // [dim]
-  WeightMatrix wq, wk, wv, wo;           // [q_dim, dim], [kv_dim, dim] x2, [dim, q_dim]
-  std::vector<float> bq, bk, bv;         // [q_dim], [kv_dim] x2; empty unless Qwen2-style biases
-  std::vector<float> ffn_norm;           // [dim]
-  WeightMatrix w_gate, w_up, w_down;     // [ffn, dim] x2, [dim, ffn]
-};
-
 class LlamaModel final : public Model {
  public:
-  LlamaModel(std::unique_ptr<GgufFile> gguf, ModelConfig config)
+  LlamaModel(std::unique_ptr<GgufFile> gguf, ModelConfig config, const ModelLoadOptions& options)
       : Model(std::move(gguf), std::move(config)) {
     WeightLoader w(*gguf_);
     ModelConfig& c = config_;
@@ -32,23 +27,19 @@ class LlamaModel final : public Model {
     output_norm_ = w.vector("output_norm.weight", c.dim);
     // Tied embeddings: no output.weight, the embedding matrix is the head.
     output_ = w.output_head(token_embd_, c.vocab_size, c.dim);
-    for (int32_t l = 0; l < c.num_layers; ++l) {
-      const std::string p = "blk." + std::to_string(l) + ".";
-      LlamaLayer L;
-      L.attn_norm = w.vector(p + "attn_norm.weight", c.dim);
-      L.wq = w.matrix(p + "attn_q.weight", c.q_dim(), c.dim);
-      L.wk = w.matrix(p + "attn_k.weight", c.kv_dim(), c.dim);
-      L.wv = w.matrix(p + "attn_v.weight", c.kv_dim(), c.dim);
-      L.wo = w.matrix(p + "attn_output.weight", c.dim, c.q_dim());
-      L.bq = w.optional_vector(p + "attn_q.bias", c.q_dim());
-      L.bk = w.optional_vector(p + "attn_k.bias", c.kv_dim());
-      L.bv = w.optional_vector(p + "attn_v.bias", c.kv_dim());
-      L.ffn_norm = w.vector(p + "ffn_norm.weight", c.dim);
-      L.w_gate = w.matrix(p + "ffn_gate.weight", c.ffn_dim, c.dim);
-      L.w_up = w.matrix(p + "ffn_up.weight", c.ffn_dim, c.dim);
-      L.w_down = w.matrix(p + "ffn_down.weight", c.dim, c.ffn_dim);
-      layers_.push_back(std::move(L));
-    }
+    for (int32_t l = 0; l < c.num_layers; ++l) layers_.push_back(load_llama_layer(w, c, l));
+    // The factors live in this model; the config's RoPE points at them (and
+    // so does the runner's KV re-rotation, which reads config().rope).
+    rope_factors_ = load_rope_factors(w, c, options.max_context);
+    if (!rope_factors_.empty()) c.rope.freq_factors = rope_factors_.data();
+  }
+
+  // Phi-3 attends through a window on every layer: one group whose blocks
+  // older than the window go back to the pool.
+  std::vector<KvGroupSpec> kv_groups() const override {
+    std::vector<KvGroupSpec> groups = Model::kv_groups();
+    if (config_.arch == Arch::kPhi3) groups[0].window = config_.sliding_window;
+    return groups;
   }
 
   void forward(const ForwardBatch& batch, const KvCacheView& kv, ForwardScratch& s,
@@ -56,42 +47,22 @@ class LlamaModel final : public Model {
     const ModelConfig& c = config_;
     const int64_t T = static_cast<int64_t>(batch.tokens.size());
     KVLM_ASSERT(batch.positions.size() == batch.tokens.size(), "one position per token");
+    const int64_t ffn = c.moe.enabled() ? 0 : c.ffn_dim;
     s.x.resize(T * c.dim);          // [T, dim] residual stream
     s.xn.resize(T * c.dim);         // [T, dim] normed input of a sub-layer
     s.q.resize(T * c.q_dim());      // [T, heads, head_dim]
     s.k.resize(T * c.kv_dim());     // [T, kv_heads, head_dim]
     s.v.resize(T * c.kv_dim());     // [T, kv_heads, head_dim]
     s.attn.resize(T * c.q_dim());   // [T, heads, head_dim] attention output
-    s.h1.resize(T * c.ffn_dim);     // [T, ffn] gate, then silu(gate) * up
-    s.h2.resize(T * std::max(c.ffn_dim, c.dim));  // [T, ffn] up; [T, dim] sub-layer output
+    s.h1.resize(T * ffn);           // [T, ffn] gate, then silu(gate) * up
+    s.h2.resize(T * std::max<int64_t>(ffn, c.dim));  // [T, ffn] up; [T, dim] sub-layer output
+    if (c.moe.enabled()) s.moe_stats.reset(c.num_layers, c.moe.num_experts);
 
     for (int64_t t = 0; t < T; ++t) get_row(token_embd_, batch.tokens[t], &s.x[t * c.dim]);
-
-    AttentionParams ap;
-    ap.num_heads = c.num_heads;
-    ap.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     for (int32_t l = 0; l < c.num_layers; ++l) {
-      const LlamaLayer& L = layers_[l];
-      const KvGroupBatch& group = batch.groups[kv.layer_group[l]];
-      // Attention block.
-      rms_norm(s.x.data(), L.attn_norm.data(), s.xn.data(), T, c.dim, c.norm_eps);
-      const MatmulJob qkv[] = {{&L.wq, s.q.data()}, {&L.wk, s.k.data()}, {&L.wv, s.v.data()}};
-      matmul_many(qkv, s.xn.data(), T);
-      if (!L.bq.empty()) add_bias(s.q.data(), L.bq.data(), T, c.q_dim());
-      if (!L.bk.empty()) add_bias(s.k.data(), L.bk.data(), T, c.kv_dim());
-      if (!L.bv.empty()) add_bias(s.v.data(), L.bv.data(), T, c.kv_dim());
-      rope(s.q.data(), batch.positions.data(), T, c.num_heads, c.head_dim, c.rope);
-      rope(s.k.data(), batch.positions.data(), T, c.num_kv_heads, c.head_dim, c.rope);
-      kv_write(kv.layout, kv.layers[l], s.k.data(), s.v.data(), group.slots.data(), T);
-      paged_attention(kv.layout, kv.layers[l], s.q.data(), group.seqs, ap, s.attn.data());
-      matmul(L.wo, s.attn.data(), T, s.h2.data());
+      attention_block(l, batch, kv, s);
       add_inplace(s.x.data(), s.h2.data(), T * c.dim);
-      // Feed-forward block (SwiGLU).
-      rms_norm(s.x.data(), L.ffn_norm.data(), s.xn.data(), T, c.dim, c.norm_eps);
-      const MatmulJob gate_up[] = {{&L.w_gate, s.h1.data()}, {&L.w_up, s.h2.data()}};
-      matmul_many(gate_up, s.xn.data(), T);
-      swiglu(s.h1.data(), s.h2.data(), s.h1.data(), T * c.ffn_dim);
-      matmul(L.w_down, s.h1.data(), T, s.h2.data());
+      ffn_block(l, T, s);
       add_inplace(s.x.data(), s.h2.data(), T * c.dim);
     }
 
@@ -103,16 +74,62 @@ class LlamaModel final : public Model {
   }
 
  private:
+  // s.h2 ([T, dim]) = layer l's attention over the normed residual stream;
+  // the layer's K and V are written into the cache on the way.
+  void attention_block(int32_t l, const ForwardBatch& batch, const KvCacheView& kv, ForwardScratch& s) const {
+    const ModelConfig& c = config_;
+    const LlamaLayer& L = layers_[l];
+    const int64_t T = static_cast<int64_t>(batch.tokens.size());
+    const KvGroupBatch& group = batch.groups[kv.layer_group[l]];
+    rms_norm(s.x.data(), L.attn_norm.data(), s.xn.data(), T, c.dim, c.norm_eps);
+    const MatmulJob qkv[] = {{&L.wq, s.q.data()}, {&L.wk, s.k.data()}, {&L.wv, s.v.data()}};
+    matmul_many(qkv, s.xn.data(), T);
+    if (!L.bq.empty()) add_bias(s.q.data(), L.bq.data(), T, c.q_dim());
+    if (!L.bk.empty()) add_bias(s.k.data(), L.bk.data(), T, c.kv_dim());
+    if (!L.bv.empty()) add_bias(s.v.data(), L.bv.data(), T, c.kv_dim());
+    if (!L.q_norm.empty()) {
+      // Qwen3: every head of q and k normed on its own, before RoPE.
+      rms_norm(s.q.data(), L.q_norm.data(), s.q.data(), T * c.num_heads, c.head_dim, c.norm_eps);
+      rms_norm(s.k.data(), L.k_norm.data(), s.k.data(), T * c.num_kv_heads, c.head_dim, c.norm_eps);
+    }
+    rope(s.q.data(), batch.positions.data(), T, c.num_heads, c.head_dim, c.rope);
+    rope(s.k.data(), batch.positions.data(), T, c.num_kv_heads, c.head_dim, c.rope);
+    kv_write(kv.layout, kv.layers[l], s.k.data(), s.v.data(), group.slots.data(), T);
+    AttentionParams ap;
+    ap.num_heads = c.num_heads;
+    ap.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    ap.window = c.arch == Arch::kPhi3 ? c.sliding_window : 0;
+    paged_attention(kv.layout, kv.layers[l], s.q.data(), group.seqs, ap, s.attn.data());
+    matmul(L.wo, s.attn.data(), T, s.h2.data());
+  }
+
+  // s.h2 ([T, dim]) = layer l's feed-forward block (SwiGLU, or its experts)
+  // over the normed residual stream.
+  void ffn_block(int32_t l, int64_t T, ForwardScratch& s) const {
+    const ModelConfig& c = config_;
+    const LlamaLayer& L = layers_[l];
+    rms_norm(s.x.data(), L.ffn_norm.data(), s.xn.data(), T, c.dim, c.norm_eps);
+    if (c.moe.enabled()) {
+      moe_ffn(L.moe, c.moe, s.xn.data(), T, c.dim, s.moe, s.h2.data(), s.moe_stats, l);
+      return;
+    }
+    const MatmulJob gate_up[] = {{&L.w_gate, s.h1.data()}, {&L.w_up, s.h2.data()}};
+    matmul_many(gate_up, s.xn.data(), T);
+    swiglu(s.h1.data(), s.h2.data(), s.h1.data(), T * c.ffn_dim);
+    matmul(L.w_down, s.h1.data(), T, s.h2.data());
+  }
+
   WeightMatrix token_embd_;          // [vocab, dim]
   std::vector<float> output_norm_;   // [dim]
   WeightMatrix output_;              // [vocab, dim]
   std::vector<LlamaLayer> layers_;
+  std::vector<float> rope_factors_;  // [rot_dim / 2] or empty; config_.rope.freq_factors points here
 };
 
 }  // namespace
 
-std::unique_ptr<Model> load_llama(std::unique_ptr<GgufFile> gguf, ModelConfig config) {
-  return std::make_unique<LlamaModel>(std::move(gguf), std::move(config));
+std::unique_ptr<Model> load_llama(std::unique_ptr<GgufFile> gguf, ModelConfig config, const ModelLoadOptions& options) {
+  return std::make_unique<LlamaModel>(std::move(gguf), std::move(config), options);
 }
 
 }  // namespace kvlm

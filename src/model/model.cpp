@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "model/hf_checkpoint.h"
+#include "model/quantize_tensors.h"
 
 namespace kvlm {
 
@@ -12,12 +14,17 @@ std::vector<KvGroupSpec> Model::kv_groups() const {
   return {all};
 }
 
-std::unique_ptr<Model> Model::load(std::unique_ptr<GgufFile> gguf) {
+std::unique_ptr<Model> Model::load(std::unique_ptr<GgufFile> gguf, const ModelLoadOptions& options) {
+  if (options.quantize) gguf = convert_tensors(std::move(gguf), *options.quantize);
   ModelConfig config = ModelConfig::from_metadata(gguf->metadata());
   switch (config.arch) {
     case Arch::kLlama:
     case Arch::kQwen2:
-      return load_llama(std::move(gguf), std::move(config));
+    case Arch::kQwen2Moe:
+    case Arch::kQwen3:
+    case Arch::kQwen3Moe:
+    case Arch::kPhi3:
+      return load_llama(std::move(gguf), std::move(config), options);
     case Arch::kGpt2:
       return load_gpt2(std::move(gguf), std::move(config));
     case Arch::kGemma2:
@@ -32,6 +39,8 @@ void gather_rows(const std::vector<float>& x, std::span<const int32_t> rows, int
     std::copy_n(&x[static_cast<size_t>(rows[r]) * dim], dim, &out[r * dim]);
 }
 
-std::unique_ptr<Model> Model::load(const std::string& path) { return load(GgufFile::open(path)); }
+std::unique_ptr<Model> Model::load(const std::string& path, const ModelLoadOptions& options) {
+  return load(open_model_file(path), options);
+}
 
 }  // namespace kvlm

@@ -11,12 +11,26 @@
 #include "model/config.h"
 #include "model/forward_batch.h"
 #include "model/gguf.h"
+#include "model/moe.h"
 
 namespace kvlm {
 
-// Activation buffers reused across steps (grown on demand, never shrunk).
+// Activation buffers reused across steps (grown on demand, never shrunk),
+// and the counters of the last forward pass that used them.
 struct ForwardScratch {
   std::vector<float> x, xn, q, k, v, attn, h1, h2, out_rows;
+  MoeScratch moe;
+  MoeStats moe_stats;  // reset by each forward pass of a model with experts
+};
+
+struct ModelLoadOptions {
+  // The longest sequence this process will run, in tokens (0: the model's
+  // trained context). Phi-3's long-rope picks its long or short factors by
+  // it, as llama.cpp does by its context per sequence.
+  int32_t max_context = 0;
+  // --quantize: the matrices converted to this type while loading
+  // (model/quantize_tensors.h); unset: used as stored.
+  std::optional<DType> quantize;
 };
 
 class Model {
@@ -24,8 +38,9 @@ class Model {
   // Reads the architecture from the file and loads the matching family.
   // Throws Error(kUnsupported) for an unknown architecture, Error(kCorrupt)
   // for missing or mis-shaped tensors.
-  static std::unique_ptr<Model> load(std::unique_ptr<GgufFile> gguf);
-  static std::unique_ptr<Model> load(const std::string& path);
+  static std::unique_ptr<Model> load(std::unique_ptr<GgufFile> gguf, const ModelLoadOptions& options = {});
+  // `path`: a GGUF file or a Hugging Face checkpoint folder (model/hf_checkpoint.h).
+  static std::unique_ptr<Model> load(const std::string& path, const ModelLoadOptions& options = {});
   virtual ~Model() = default;
 
   const ModelConfig& config() const { return config_; }
@@ -53,7 +68,8 @@ class Model {
 void gather_rows(const std::vector<float>& x, std::span<const int32_t> rows, int64_t dim, std::vector<float>& out);
 
 // Family constructors (one file each).
-std::unique_ptr<Model> load_llama(std::unique_ptr<GgufFile> gguf, ModelConfig config);   // llama.cpp
+// llama.cpp: llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Phi-3.
+std::unique_ptr<Model> load_llama(std::unique_ptr<GgufFile> gguf, ModelConfig config, const ModelLoadOptions& options);
 std::unique_ptr<Model> load_gpt2(std::unique_ptr<GgufFile> gguf, ModelConfig config);    // gpt2.cpp
 std::unique_ptr<Model> load_gemma2(std::unique_ptr<GgufFile> gguf, ModelConfig config);  // gemma2.cpp
 

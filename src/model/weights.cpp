@@ -1,6 +1,7 @@
 #include "model/weights.h"
 
 #include "backend/quant.h"
+#include "common/assert.h"
 #include "common/error.h"
 
 namespace kvlm {
@@ -21,6 +22,47 @@ WeightMatrix WeightLoader::matrix(const std::string& name, int64_t rows, int64_t
   auto m = optional_matrix(name, rows, cols);
   if (!m) throw_error(ErrorCode::kCorrupt, "{}: missing tensor '{}'", gguf_.path(), name);
   return *m;
+}
+
+namespace {
+
+// Rows [first_row, first_row + rows) of a tensor whose rows are `cols` long.
+WeightMatrix slice(const GgufTensor& t, int64_t first_row, int64_t rows, int64_t cols) {
+  KVLM_ASSERT(t.slices.empty(), "row ranges of a contiguous tensor only");
+  const auto* base = static_cast<const uint8_t*>(t.data);
+  const size_t offset = static_cast<size_t>(first_row) * row_bytes(t.dtype, cols);
+  return pack_for_matmul(WeightMatrix{base + offset, t.dtype, rows, cols, nullptr});
+}
+
+}  // namespace
+
+std::vector<WeightMatrix> WeightLoader::split_rows(const std::string& name, const std::vector<int64_t>& row_counts,
+                                                   int64_t cols) const {
+  int64_t total = 0;
+  for (int64_t r : row_counts) total += r;
+  const GgufTensor& t = gguf_.require_tensor(name);
+  if (t.dims.size() != 2 || t.dims[0] != cols || t.dims[1] != total)
+    throw_error(ErrorCode::kCorrupt, "{}: tensor '{}' has shape {}, expected [{}, {}]", gguf_.path(), name,
+                t.shape_string(), cols, total);
+  std::vector<WeightMatrix> parts;
+  int64_t first = 0;
+  for (int64_t r : row_counts) {
+    parts.push_back(slice(t, first, r, cols));
+    first += r;
+  }
+  return parts;
+}
+
+std::vector<WeightMatrix> WeightLoader::experts(const std::string& name, int64_t num_experts, int64_t rows,
+                                                int64_t cols) const {
+  const GgufTensor& t = gguf_.require_tensor(name);
+  if (t.dims.size() != 3 || t.dims[0] != cols || t.dims[1] != rows || t.dims[2] != num_experts)
+    throw_error(ErrorCode::kCorrupt, "{}: tensor '{}' has shape {}, expected [{}, {}, {}]", gguf_.path(), name,
+                t.shape_string(), cols, rows, num_experts);
+  std::vector<WeightMatrix> out;
+  for (int64_t e = 0; e < num_experts; ++e)
+    out.push_back(pack_for_matmul(WeightMatrix{t.slice(e, num_experts), t.dtype, rows, cols, nullptr}));
+  return out;
 }
 
 std::vector<float> WeightLoader::optional_vector(const std::string& name, int64_t n) const {

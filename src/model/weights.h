@@ -1,6 +1,7 @@
 // Typed access to a GGUF file's tensors with shape checks, for the loaders.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +24,14 @@ class WeightLoader {
   // The output head: output.weight when the file has one, else the embedding
   // table (tied embeddings), packed for matmul() in both cases.
   WeightMatrix output_head(const WeightMatrix& token_embd, int64_t vocab_size, int64_t dim) const;
+  // Row ranges of one fused [sum(row_counts), cols] matrix (Phi-3's attn_qkv
+  // and ffn_up), each its own matrix packed for matmul(), in order.
+  std::vector<WeightMatrix> split_rows(const std::string& name, const std::vector<int64_t>& row_counts,
+                                       int64_t cols) const;
+  // The experts of a 3-D [num_experts, rows, cols] tensor (GGUF dims {cols,
+  // rows, num_experts}: expert e's rows follow expert e - 1's), one matrix
+  // each, packed for matmul().
+  std::vector<WeightMatrix> experts(const std::string& name, int64_t num_experts, int64_t rows, int64_t cols) const;
   // A vector of n values converted to f32 (norm weights, biases).
   std::vector<float> vector(const std::string& name, int64_t n) const;
   std::vector<float> optional_vector(const std::string& name, int64_t n) const;  // empty if absent

@@ -67,7 +67,9 @@ void ModelRunner::collect_stats(const SchedulerOutput& out) {
             st.attention[static_cast<size_t>(r) * ctx + j] += raw[(static_cast<size_t>(r) * num_kv + h) * ctx + j];
       for (float& w : st.attention) w *= norm;
     }
-    const int32_t num_rows = s.num_prompt_logits + (s.sample ? 1 : 0);
+    const int32_t num_rows = s.num_prompt_logits + (s.sample ? 1 + s.num_spec_tokens : 0);
+    KVLM_ASSERT(s.num_spec_tokens == 0 || !(s.collect_entropy || s.collect_attention),
+                "proposals verified under a KV policy");
     if (s.collect_entropy) {
       st.entropy.assign(static_cast<size_t>(n), std::numeric_limits<float>::quiet_NaN());
       for (int32_t k = 0; k < num_rows; ++k) {
@@ -118,7 +120,10 @@ std::span<const float> ModelRunner::execute(const SchedulerOutput& out) {
     for (size_t g = 0; g < num_groups; ++g)
       seqs_[g].push_back(AttentionSeq{begin, n, s.slot_begin + n, tables[g].ids, stats});
     for (int32_t i = 0; i < s.num_prompt_logits; ++i) logit_rows_.push_back(begin + i);
-    if (s.sample) logit_rows_.push_back(begin + n - 1);
+    // Sampling rows: the last token's, or with proposals each of the last
+    // 1 + num_spec_tokens tokens' (row j predicts the token after proposal j).
+    if (s.sample)
+      for (int32_t j = s.num_spec_tokens; j >= 0; --j) logit_rows_.push_back(begin + n - 1 - j);
   }
 
   if (highest_block >= 0) storage_.note_use(BlockId(highest_block));

@@ -21,7 +21,8 @@ class ModelRunner {
 
   // Runs the step. Returns the logits rows, [rows, vocab], in the order of
   // out.seqs: for each seq its num_prompt_logits prompt rows, then its
-  // sampling row if sample == true. Valid until the next call.
+  // sampling rows if sample == true (1 + num_spec_tokens: the last known
+  // token's, then each proposal's). Valid until the next call.
   // First runs out.kv_ops (evictions' byte work), in order.
   std::span<const float> execute(const SchedulerOutput& out);
   // What the last execute() observed for KV policies, one entry per seq of

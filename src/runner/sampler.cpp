@@ -70,7 +70,18 @@ SampledLogprobs token_logprobs(std::span<const float> logits, int32_t token, int
 
 Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
 
-int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
+double Sampler::draw() {
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  return uniform(rng_);
+}
+
+void Sampler::skip_draws(int64_t n) {
+  if (params_.temperature <= 0.f) return;
+  for (int64_t i = 0; i < n; ++i) draw();
+}
+
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history,
+                        std::optional<int32_t> draft) {
   const int32_t n = static_cast<int32_t>(logits.size());
   const bool penalize = params_.repetition_penalty != 1.f || params_.frequency_penalty != 0.f ||
                         params_.presence_penalty != 0.f;
@@ -154,8 +165,13 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
     candidates_.resize(k);
   }
   softmax(params_.temperature);
-  std::uniform_real_distribution<double> uniform(0.0, 1.0);
-  double r = uniform(rng_);
+  if (draft) {
+    // The proposal first in the cumulative order: r < p(draft) accepts it;
+    // past it, r is uniform over the rest, which is the residual draw.
+    auto it = std::find_if(candidates_.begin(), candidates_.end(), [&](const Candidate& c) { return c.id == *draft; });
+    if (it != candidates_.end()) std::rotate(candidates_.begin(), it, it + 1);
+  }
+  const double r = draw();
   double cum = 0;
   for (const auto& c : candidates_) {
     cum += c.p;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <span>
 #include <utility>
@@ -33,9 +34,20 @@ class Sampler {
   // Picks a token from logits[0..n). `history` is the sequence so far (prompt
   // and output), used by the penalties. Order as llama.cpp's default chain:
   // logit bias, penalties, top-k, top-p, min-p, temperature, draw.
-  int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
+  // `draft`: a proposed token (speculative decoding, one-hot proposal). The
+  // draw tries it first: it comes out with its probability p(draft), and
+  // otherwise the draw falls on the other candidates in proportion to theirs
+  // (the residual distribution). That is the rejection-sampling rule with a
+  // deterministic proposal: the token follows the same distribution as
+  // without a draft, and it still takes exactly one draw. Greedy: the argmax.
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> history,
+                 std::optional<int32_t> draft = std::nullopt);
 
   const SamplingParams& params() const { return params_; }
+  // Advances the random stream past `n` calls of sample(), as if they had
+  // been made (a resumed generation continues its seed's stream): a call
+  // that samples (temperature > 0) draws one number; a greedy one draws none.
+  void skip_draws(int64_t n);
 
  private:
   struct Candidate {
@@ -43,6 +55,7 @@ class Sampler {
     float logit;
     float p;
   };
+  double draw();  // uniform in [0, 1): the one use of rng_ per sampling call
   SamplingParams params_;
   std::mt19937_64 rng_;
   std::vector<Candidate> candidates_;  // scratch, reused

@@ -33,6 +33,8 @@ class SequenceEvaluator {
   // every row ([tokens.size(), vocab]) if all_logits, else the last row only.
   // Throws Error(kOutOfRange) if the sequence would exceed max_tokens.
   const std::vector<float>& eval(std::span<const int32_t> tokens, bool all_logits);
+  // The experts' work in the last eval (empty for a dense model).
+  const MoeStats& moe_stats() const { return scratch_.moe_stats; }
 
  private:
   const Model& model_;

@@ -44,6 +44,14 @@ struct Request {
   std::optional<FinishReason> finish_reason;
   int32_t num_preemptions = 0;
   bool admitted_once = false;
+  // Steps it waited for another request to finish computing its next prompt
+  // block (Scheduler: shared prefixes in flight), so as to take it cached.
+  int32_t num_deferrals = 0;
+  // Speculative decoding: tokens proposed to follow tokens.back() (set by the
+  // engine before schedule()). The next decode step computes them beside the
+  // last token and samples a row for each; schedule() clears them. Ignored
+  // unless the request is decoding without a KV budget.
+  std::vector<int32_t> draft_tokens;
 
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <unordered_set>
 
 #include "common/assert.h"
 #include "common/error.h"
@@ -34,7 +35,45 @@ int32_t resident_limit(const Request& r, int32_t num_tokens, int32_t block_size)
   return std::min(num_tokens, r.kv_budget.budget_tokens + block_size);
 }
 
+// Steps a waiting request may wait for a shared prefix in flight: a bound,
+// so a request whose twin never caches its blocks (a budget, a full pool)
+// still runs.
+constexpr int32_t kMaxDeferrals = 64;
+
 }  // namespace
+
+// The prompt blocks a step computes in full, by hash (a small set: built
+// only when a waiting request asks).
+class Scheduler::PromptBlocksInFlight {
+ public:
+  explicit PromptBlocksInFlight(const KvCacheManager& kv) : kv_(kv) {}
+  // `r` computes tokens [computed, computed + num_new) this step, where
+  // computed is its num_computed_tokens or, newly admitted, its hit.
+  void add(const Request& r, int32_t num_new, std::optional<int32_t> computed = std::nullopt) {
+    if (!kv_.prefix_caching() || r.prompt_logits || r.kv_budget.enabled()) return;  // a budget may publish nothing
+    const int32_t bs = kv_.block_size();
+    const int32_t from = computed.value_or(r.num_computed_tokens);
+    const int32_t first = from / bs, end = std::min(from + num_new, r.num_prompt_tokens) / bs;
+    if (end <= first) return;
+    const std::vector<BlockHash> hashes =
+        hash_full_blocks(std::span<const int32_t>(r.tokens).first(static_cast<size_t>(end) * bs), bs, r.cache_salt);
+    for (int32_t i = first; i < end; ++i) blocks_.insert(hashes[static_cast<size_t>(i)]);
+  }
+  // Whether the first block `r` would compute after `hit` is one of them.
+  bool computes_next_block(const Request& r, const PrefixHit& hit) const {
+    if (blocks_.empty() || r.prompt_logits) return false;
+    const int32_t bs = kv_.block_size();
+    const int32_t n = hit.num_tokens / bs;
+    if ((n + 1) * bs > r.num_tokens() - 1) return false;  // no full block left that a hit could cover
+    const auto block = std::span<const int32_t>(r.tokens).subspan(static_cast<size_t>(n) * bs, bs);
+    const std::optional<BlockHash> parent = hit.hashes.empty() ? std::nullopt : std::optional(hit.hashes.back());
+    return blocks_.count(hash_block(parent, block, r.cache_salt)) > 0;
+  }
+
+ private:
+  const KvCacheManager& kv_;
+  std::unordered_set<BlockHash> blocks_;
+};
 
 Scheduler::Scheduler(SchedulerConfig config, KvCacheConfig kv_config)
     : config_(validated(config)), kv_(std::move(kv_config)) {}
@@ -86,12 +125,14 @@ void Scheduler::add_request(std::unique_ptr<Request> request) {
   requests_.emplace(r.id, std::move(request));
 }
 
-ScheduledSeq Scheduler::make_seq(const Request& r, int32_t num_new) {
+ScheduledSeq Scheduler::make_seq(const Request& r, int32_t num_new, std::span<const int32_t> drafts) {
   ScheduledSeq s;
   s.id = r.id;
   s.num_computed = r.num_computed_tokens;
   auto first = r.tokens.begin() + r.num_computed_tokens;
   s.new_tokens.assign(first, first + num_new);
+  s.new_tokens.insert(s.new_tokens.end(), drafts.begin(), drafts.end());
+  s.num_spec_tokens = static_cast<int32_t>(drafts.size());
   s.sample = r.num_computed_tokens + num_new == r.num_tokens();
   s.slot_begin = kv_.num_resident(r.id);
   s.position_begin = r.kv_budget.enabled() && r.kv_budget.shift ? s.slot_begin : r.num_computed_tokens;
@@ -130,6 +171,18 @@ SchedulerOutput Scheduler::schedule() {
   // 1. Running requests, oldest first: decodes and unfinished prompt chunks.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Request* r = running_[i];
+    // A decode with proposals verifies them in the same step, if the pool has
+    // room for their slots now; else it decodes alone (no preemption for them).
+    const int32_t num_drafts = num_drafts_allowed(*r, budget);
+    if (num_drafts > 0 && kv_.allocate(r->id, 1 + num_drafts)) {
+      out.seqs.push_back(make_seq(*r, 1, std::span<const int32_t>(r->draft_tokens).first(num_drafts)));
+      r->draft_tokens.clear();
+      out.num_tokens += 1 + num_drafts;
+      budget -= 1 + num_drafts;
+      ++i;
+      continue;
+    }
+    r->draft_tokens.clear();
     const int32_t num_new = std::min({r->num_tokens() - r->num_computed_tokens, budget,
                                       kv_.max_new_tokens(r->id, r->kv_budget)});
     KVLM_ASSERT(num_new > 0, "a running request with nothing to compute");
@@ -155,20 +208,30 @@ SchedulerOutput Scheduler::schedule() {
 
   // 2. Waiting requests in FIFO order. After a preemption the pool is known to
   // be short, and admitting would only steal blocks back from the preempted.
-  while (!preempted && budget > 0 && !waiting_.empty() &&
-         num_running() < config_.max_num_seqs) {
+  PromptBlocksInFlight in_flight(kv_);
+  for (const ScheduledSeq& s : out.seqs) in_flight.add(*requests_.at(s.id), static_cast<int32_t>(s.new_tokens.size()));
+  size_t next = 0;
+  while (!preempted && budget > 0 && next < waiting_.size() && num_running() < config_.max_num_seqs) {
     // A new request always needs a fresh block (a hit leaves its last token
     // to compute): with none free, skip hashing its prompt.
     if (kv_.pool().num_free_blocks() == 0) break;
-    Request* r = waiting_.front();
+    Request* r = waiting_[next];
     PrefixHit hit = r->prompt_logits ? PrefixHit{}
                                      : kv_.find_prefix(r->tokens, r->cache_salt, kv_.max_hit_tokens(r->kv_budget));
+    // Its next block is being computed by a request of this step: wait one
+    // step and take it from the prefix cache rather than compute it twice.
+    if (r->num_deferrals < kMaxDeferrals && in_flight.computes_next_block(*r, hit)) {
+      ++r->num_deferrals;
+      ++next;
+      continue;
+    }
     const int32_t num_new = std::min({r->num_tokens() - hit.num_tokens, budget,
                                       kv_.max_new_tokens(r->id, r->kv_budget, &hit)});
     // Head-of-line blocking is deliberate: skipping a big request for
     // smaller ones behind it could starve it forever.
     if (!kv_.allocate(r->id, num_new, &hit, r->kv_budget)) break;
-    waiting_.pop_front();
+    waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(next));
+    in_flight.add(*r, num_new, hit.num_tokens);
     if (!r->admitted_once) {
       r->num_cached_tokens = hit.num_tokens;
       r->admitted_once = true;
@@ -185,16 +248,20 @@ SchedulerOutput Scheduler::schedule() {
 }
 
 std::vector<std::unique_ptr<Request>> Scheduler::update(const SchedulerOutput& out, std::span<const int32_t> sampled,
-                                                        std::span<const SeqKvStats> kv_stats) {
+                                                        std::span<const SeqKvStats> kv_stats,
+                                                        std::span<const int32_t> num_sampled) {
   KVLM_ASSERT(kv_stats.empty() || kv_stats.size() == out.seqs.size(), "one KV statistics entry per seq");
   std::vector<RequestId> finished, must_preempt;
-  size_t next_sample = 0;
+  size_t next_sample = 0, next_count = 0;
   for (size_t i = 0; i < out.seqs.size(); ++i) {
     const ScheduledSeq& s = out.seqs[i];
-    std::optional<int32_t> token;
+    std::span<const int32_t> tokens;
     if (s.sample) {
-      KVLM_ASSERT(next_sample < sampled.size(), "fewer sampled tokens than sampling seqs");
-      token = sampled[next_sample++];
+      const size_t n = num_sampled.empty() ? 1 : static_cast<size_t>(num_sampled[next_count++]);
+      KVLM_ASSERT(n >= 1 && n <= static_cast<size_t>(1 + s.num_spec_tokens), "sampled tokens beyond the proposals");
+      KVLM_ASSERT(next_sample + n <= sampled.size(), "fewer sampled tokens than sampling seqs");
+      tokens = sampled.subspan(next_sample, n);
+      next_sample += n;
     }
     auto it = requests_.find(s.id);
     // finish() between schedule() and update() (a cancel): nothing to advance.
@@ -202,21 +269,14 @@ std::vector<std::unique_ptr<Request>> Scheduler::update(const SchedulerOutput& o
     Request& r = *it->second;
     KVLM_ASSERT(r.status == RequestStatus::kRunning, "update for a request that is not running");
     KVLM_ASSERT(r.num_computed_tokens == s.num_computed, "update out of step with schedule");
-    r.num_computed_tokens += static_cast<int32_t>(s.new_tokens.size());
-    if (token) r.tokens.push_back(*token);
+    r.num_computed_tokens += static_cast<int32_t>(s.new_tokens.size()) - s.num_spec_tokens;
+    const bool done = commit_sampled(r, s, tokens);
     if (!kv_stats.empty()) observe(s, kv_stats[i]);
     // A policy that cannot copy a shared block for want of a free one: the
     // request replays later and reaches the same state (deterministic).
     if (!kv_.on_computed(r.id, r.tokens, r.num_computed_tokens, r.cache_salt)) must_preempt.push_back(r.id);
-    if (!token) continue;
-
-    const auto& stops = r.stop_token_ids;
-    if (std::find(stops.begin(), stops.end(), *token) != stops.end()) {
-      r.finish_reason = FinishReason::kStop;
-    } else if (r.num_output_tokens() >= r.max_tokens || at_length_limit(r)) {
-      r.finish_reason = FinishReason::kLength;
-    }
-    if (r.finish_reason) finished.push_back(r.id);
+    if (s.num_spec_tokens > 0 && !done) kv_.rollback(r.id, r.num_computed_tokens);
+    if (done) finished.push_back(r.id);
   }
   KVLM_ASSERT(next_sample == sampled.size(), "more sampled tokens than sampling seqs");
 
@@ -230,6 +290,35 @@ std::vector<std::unique_ptr<Request>> Scheduler::update(const SchedulerOutput& o
     preempt(*it->second);
   }
   return done;
+}
+
+bool Scheduler::commit_sampled(Request& r, const ScheduledSeq& s, std::span<const int32_t> tokens) {
+  for (size_t j = 0; j < tokens.size(); ++j) {
+    // tokens[j - 1] was accepted: it is the proposal this step computed next.
+    if (j > 0) {
+      KVLM_ASSERT(tokens[j - 1] == s.new_tokens[s.new_tokens.size() - s.num_spec_tokens + j - 1],
+                  "an accepted token that is not the proposal");
+      ++r.num_computed_tokens;
+    }
+    r.tokens.push_back(tokens[j]);
+    const auto& stops = r.stop_token_ids;
+    if (std::find(stops.begin(), stops.end(), tokens[j]) != stops.end()) {
+      r.finish_reason = FinishReason::kStop;
+    } else if (r.num_output_tokens() >= r.max_tokens || at_length_limit(r)) {
+      r.finish_reason = FinishReason::kLength;
+    }
+    if (r.finish_reason) return true;
+  }
+  return false;
+}
+
+int32_t Scheduler::num_drafts_allowed(const Request& r, int32_t budget) const {
+  if (r.draft_tokens.empty() || r.kv_budget.enabled() || r.num_tokens() - r.num_computed_tokens != 1) return 0;
+  // Room for the proposals and the token sampled after them: the step
+  // budget, max_tokens and the context length.
+  const int32_t n = std::min({static_cast<int32_t>(r.draft_tokens.size()), budget - 1,
+                              r.max_tokens - r.num_output_tokens() - 1, config_.max_model_len - r.num_tokens() - 1});
+  return std::max(n, 0);
 }
 
 void Scheduler::observe(const ScheduledSeq& s, const SeqKvStats& stats) {
@@ -260,6 +349,11 @@ const Request* Scheduler::find(RequestId id) const {
   return it == requests_.end() ? nullptr : it->second.get();
 }
 
+void Scheduler::set_draft(RequestId id, std::vector<int32_t> tokens) {
+  auto it = requests_.find(id);
+  if (it != requests_.end()) it->second->draft_tokens = std::move(tokens);
+}
+
 std::unique_ptr<Request> Scheduler::remove(RequestId id) {
   auto it = requests_.find(id);
   KVLM_ASSERT(it != requests_.end(), "removing an unknown request");
@@ -273,6 +367,12 @@ std::unique_ptr<Request> Scheduler::remove(RequestId id) {
   free_blocks(id);
   r->status = RequestStatus::kFinished;
   return r;
+}
+
+int64_t Scheduler::num_pending_tokens() const {
+  int64_t n = 0;
+  for (const auto& [id, r] : requests_) n += r->num_tokens() - r->num_computed_tokens;
+  return n;
 }
 
 }  // namespace kvlm

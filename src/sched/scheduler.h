@@ -1,4 +1,4 @@
-// Continuous-batching scheduler (DESIGN.md "Scheduler::schedule()"). Each step:
+// Continuous-batching scheduler (docs/ARCHITECTURE.md "The life of a request"). Each step:
 //   1. running requests first, in admission order, each taking what it still
 //      needs (1 token for a decode, a chunk for an unfinished prompt) from the
 //      step's token budget; when the pool is short, the most recently admitted
@@ -6,7 +6,10 @@
 //      recomputed later) until the request fits or is itself preempted;
 //   2. then, if nothing was preempted this step, waiting requests in FIFO
 //      order, each starting after its prefix-cache hit, while the budget, the
-//      sequence cap and the pool allow.
+//      sequence cap and the pool allow. A waiting request whose next prompt
+//      block another request computes in this step waits a step (at most 64)
+//      and then takes it from the prefix cache: requests of one prefix sent
+//      together compute it once.
 // The scheduler owns the KvCacheManager; the runner keeps a copy of the block
 // tables from the changes each SchedulerOutput carries (kv/block_table.h).
 #pragma once
@@ -37,6 +40,11 @@ struct ScheduledSeq {
   int32_t position_begin = 0; // its position: num_computed, or slot_begin with --kv-shift
   std::vector<int32_t> new_tokens;  // tokens [num_computed, num_computed + new_tokens.size())
   bool sample = false;        // all known tokens computed after this step: sample the next
+  // Speculative decoding: the last num_spec_tokens of new_tokens are proposed
+  // tokens (Request::draft_tokens), not known ones. Each of the last
+  // 1 + num_spec_tokens new tokens then has a sampling row; update() takes
+  // 1 + (proposals accepted) tokens and rolls the rest back.
+  int32_t num_spec_tokens = 0;
   // Leading new tokens that are prompt positions whose next-token logits are
   // wanted (Request::prompt_logits): positions num_computed .. + this - 1,
   // never the last prompt position (that one is the sampling row). With an
@@ -85,29 +93,47 @@ class Scheduler {
   SchedulerOutput schedule();
 
   // After the forward pass of `out`: advances num_computed_tokens, appends
-  // `sampled` (one token per seq with sample == true, in order), publishes
+  // `sampled` (one token per seq with sample == true, in order; a seq with
+  // proposals takes num_sampled[its index among the sampling seqs] tokens:
+  // its accepted proposals, then the token sampled after them), publishes
   // full blocks to the prefix cache, feeds `kv_stats` (one per seq, or
   // empty) to KV policies, which may evict, and applies stop conditions.
+  // Rejected proposals' slots are rolled back (KvCacheManager::rollback);
+  // tokens after one that ends the request are dropped.
   // Returns the requests that finished (their blocks already released).
+  // num_sampled empty: one token per sampling seq.
   std::vector<std::unique_ptr<Request>> update(const SchedulerOutput& out, std::span<const int32_t> sampled,
-                                               std::span<const SeqKvStats> kv_stats = {});
+                                               std::span<const SeqKvStats> kv_stats = {},
+                                               std::span<const int32_t> num_sampled = {});
 
   // Ends a request now (cancel, disconnect, stop string). Returns it, or
   // nullptr if unknown or already finished.
   std::unique_ptr<Request> finish(RequestId id, FinishReason reason);
 
   const Request* find(RequestId id) const;
+  // Speculative decoding: proposals for a request's next decode step
+  // (Request::draft_tokens); ignored for an unknown request.
+  void set_draft(RequestId id, std::vector<int32_t> tokens);
   bool has_unfinished() const { return !waiting_.empty() || !running_.empty(); }
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
   int64_t num_preemptions() const { return num_preemptions_; }
+  // Tokens every unfinished request still has to compute before it samples
+  // (a prompt's rest; 1 for a decode): the backlog a router weighs.
+  int64_t num_pending_tokens() const;
   const KvCacheManager& kv() const { return kv_; }
   // The engine thread's access for KV tiers (published blocks, imports).
   KvCacheManager& kv_manager() { return kv_; }
   const SchedulerConfig& config() const { return config_; }
 
  private:
-  ScheduledSeq make_seq(const Request& r, int32_t num_new);
+  class PromptBlocksInFlight;  // scheduler.cpp: shared prefixes computed this step
+  ScheduledSeq make_seq(const Request& r, int32_t num_new, std::span<const int32_t> drafts = {});
+  // How many of r's proposals a decode step may verify within `budget`.
+  int32_t num_drafts_allowed(const Request& r, int32_t budget) const;
+  // Appends one seq's sampled tokens (stopping at one that ends it) and
+  // advances its computed count; true if it finished.
+  bool commit_sampled(Request& r, const ScheduledSeq& s, std::span<const int32_t> tokens);
   void free_blocks(RequestId id);
   void observe(const ScheduledSeq& s, const SeqKvStats& stats);
   bool at_length_limit(const Request& r) const;

@@ -1,18 +1,15 @@
-// The server's admission limits (server.h ServerConfig): the 503 they answer
-// and the queue check before a generation request is submitted.
+// The server's admission limits (server.h ServerConfig): the 503 they answer,
+// the queue check before a generation request is submitted, the memory a
+// request's parsed body takes, and the answers to refused grammars.
 #include <fmt/format.h>
 
+#include "common/memory_budget.h"
+#include "constrain/grammar_cache.h"
 #include "engine/engine.h"
+#include "server/openai/json_text.h"
 #include "server/routes.h"
 
 namespace kvlm {
-
-void send_overloaded(httplib::Response& res, int retry_after_s, const std::string& message, const char* code) {
-  openai::RequestError e{503, message, std::nullopt, "server_error"};
-  e.code = code;
-  send_error(res, e);
-  res.set_header("Retry-After", std::to_string(retry_after_s));
-}
 
 bool refuse_when_queue_full(ServerContext& ctx, int32_t num_choices, httplib::Response& res) {
   if (ctx.max_queued_requests < 0) return false;
@@ -28,6 +25,40 @@ bool refuse_when_queue_full(ServerContext& ctx, int32_t num_choices, httplib::Re
                               num_unfinished, ctx.max_queued_requests),
                   "queue_full");
   return true;
+}
+
+int64_t take_body_memory(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  if (req.body.empty()) return 0;
+  const int64_t need = openai::parsed_json_bytes(req.body);
+  MemoryBudget& budget = *ctx.body_memory;
+  if (budget.try_take(need)) return need;
+  const double mib = 1 << 20;
+  if (need > budget.limit()) {
+    send_error(res, {413, fmt::format("the request body would take about {:.0f} MiB once parsed, more than the server "
+                                      "gives all requests together (--body-mem {:.0f} MiB)",
+                                      need / mib, budget.limit() / mib)});
+  } else {
+    ++ctx.num_rejected_body_memory;
+    send_overloaded(res, ctx.retry_after_s,
+                    fmt::format("the server is holding {:.0f} of {:.0f} MiB of parsed request bodies (--body-mem) and "
+                                "this one needs {:.0f} MiB more; retry later",
+                                budget.num_bytes_in_use() / mib, budget.limit() / mib, need / mib),
+                    "body_memory_exhausted");
+  }
+  return 0;
+}
+
+void send_grammar_refusal(const ServerContext& ctx, httplib::Response& res, const constrain::GrammarLimitError& e,
+                          const std::string& param) {
+  using constrain::GrammarLimit;
+  if (e.limit() == GrammarLimit::kTooLarge) return send_error(res, {400, fmt::format("'{}': {}", param, e.what()), param});
+  const constrain::GrammarLimits& l = ctx.grammars->limits();
+  const bool memory = e.limit() == GrammarLimit::kMemory;
+  const std::string limit = memory ? fmt::format("--grammar-mem {} MiB", l.memory_bytes >> 20)
+                                   : fmt::format("--grammar-compilations {}, --grammar-wait-ms {}", l.max_compilations,
+                                                 l.max_wait.count());
+  send_overloaded(res, ctx.retry_after_s, fmt::format("{} ({})", e.what(), limit),
+                  memory ? "grammar_memory_exhausted" : "grammar_compilations_busy");
 }
 
 }  // namespace kvlm

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "constrain/grammar_cache.h"
 #include "engine/engine.h"
 #include "kv/kv_policy.h"
 
@@ -52,6 +53,14 @@ class Writer {
     out_ += fmt::format("{}_sum{{{}}} {}\n", name, labels_, h.sum());
     out_ += fmt::format("{}_count{{{}}} {}\n", name, labels_, h.count());
   }
+  // Per tier and reason: the tier's answers that were not used.
+  void tier_refusals(const char* name, const char* help, const std::vector<TierStats>& tiers) {
+    header(name, "counter", help);
+    for (const TierStats& t : tiers)
+      for (size_t r = 0; r < kNumTierRefusals; ++r)
+        out_ += fmt::format("{}{{{},tier=\"{}\",reason=\"{}\"}} {}\n", name, labels_, escape_label(t.name),
+                            tier_refusal_name(static_cast<TierRefusal>(r)), t.num_refused[r]);
+  }
   // Per-tier histograms: the tiers count per bucket; Prometheus wants them cumulative.
   void tier_latency(const char* name, const char* help, const std::vector<TierStats>& tiers) {
     header(name, "histogram", help);
@@ -86,10 +95,11 @@ void write_tier_metrics(Writer& w, const EngineMetrics& m) {
     for (const TierStats& t : m.tiers) v.emplace_back(t.name, static_cast<double>(value(t)));
     w.labelled(name, type, help, v, "tier");
   };
-  per_tier("kvlm_kv_tier_up", "gauge", "1 while the KV tier answers, 0 while it is down (its misses are recomputed).",
+  per_tier("kvlm_kv_tier_up", "gauge",
+           "1 while the KV tier answers, 0 while every command of its last call failed (its misses are recomputed).",
            [](const TierStats& t) { return t.up ? 1 : 0; });
   per_tier("kvlm_kv_tier_lookups_total", "counter", "Lookups sent to the KV tier.", [](const TierStats& t) { return t.num_lookups; });
-  per_tier("kvlm_kv_tier_hit_blocks_total", "counter", "KV blocks the tier returned valid.",
+  per_tier("kvlm_kv_tier_hit_blocks_total", "counter", "KV blocks from the tier that requests used (verified, taken into the pool).",
            [](const TierStats& t) { return t.num_hit_blocks; });
   per_tier("kvlm_kv_tier_blocks_written_total", "counter", "KV blocks written to the tier.",
            [](const TierStats& t) { return t.num_blocks_written; });
@@ -103,6 +113,11 @@ void write_tier_metrics(Writer& w, const EngineMetrics& m) {
   per_tier("kvlm_kv_tier_corrupt_records_total", "counter", "Records the tier held that failed validation (never loaded).",
            [](const TierStats& t) { return t.num_corrupt; });
   per_tier("kvlm_kv_tier_records", "gauge", "Records the tier holds (disk).", [](const TierStats& t) { return t.num_records; });
+  w.tier_refusals("kvlm_kv_tier_refused_total",
+                  "Tier answers not used, by reason: bad_mac, corrupt, foreign, wrong_type, oversize, timeout.", m.tiers);
+  w.metric("kvlm_kv_tier_lookups_timed_out_total", "counter",
+           "Lookups not answered by --kv-tier-timeout-ms: the request went on and computed the blocks.",
+           static_cast<double>(m.num_tier_lookups_timed_out));
   w.metric("kvlm_kv_tier_hit_tokens_total", "counter", "Prompt tokens loaded from a KV tier instead of computed.",
            static_cast<double>(m.num_tier_hit_tokens));
   w.metric("kvlm_kv_tier_write_drops_total", "counter", "Full blocks the tiers' write queue refused (full or duplicate).",
@@ -134,6 +149,21 @@ std::string prometheus_text(const EngineMetrics& m, const std::string& model_nam
   w.metric("kvlm_prompt_tokens_total", "counter", "Prompt tokens submitted.", static_cast<double>(m.num_prompt_tokens));
   w.metric("kvlm_generation_tokens_total", "counter", "Tokens generated.", static_cast<double>(m.num_generated_tokens));
   w.metric("kvlm_engine_steps_total", "counter", "Engine steps run.", static_cast<double>(m.num_steps));
+  w.metric("kvlm_spec_proposed_tokens_total", "counter", "Speculative decoding: proposed tokens verified.",
+           static_cast<double>(m.num_spec_proposed));
+  w.metric("kvlm_spec_accepted_tokens_total", "counter", "Speculative decoding: proposed tokens accepted.",
+           static_cast<double>(m.num_spec_accepted));
+  w.metric("kvlm_spec_verify_steps_total", "counter", "Speculative decoding: sequence steps that verified proposals.",
+           static_cast<double>(m.num_spec_steps));
+  {
+    std::vector<std::pair<std::string, double>> per_step;
+    for (size_t n = 1; n < m.spec_tokens_per_step.size(); ++n)
+      per_step.emplace_back(n + 1 == m.spec_tokens_per_step.size() ? fmt::format("{}+", n) : std::to_string(n),
+                            static_cast<double>(m.spec_tokens_per_step[n]));
+    w.labelled("kvlm_spec_tokens_per_step_total", "counter",
+               "Speculative decoding: verifying sequence steps by the tokens they gave (1 + accepted).", per_step,
+               "tokens");
+  }
   w.labelled("kvlm_engine_step_seconds_total", "counter",
              "Step-thread time by phase; all but forward is serial work around the forward pass.",
              {{"schedule", m.step_times.schedule_s},
@@ -164,7 +194,36 @@ std::string prometheus_text(const EngineMetrics& m, const std::string& model_nam
   return w.take();
 }
 
-std::string server_metrics_text(const RejectionCounts& r, const std::string& model_name) {
+namespace {
+
+void write_grammar_metrics(Writer& w, const constrain::GrammarStats& g) {
+  w.metric("kvlm_grammar_memory_bytes", "gauge",
+           "Bytes held by grammar compilations, cached grammars and the grammars of running requests.",
+           static_cast<double>(g.num_bytes_in_use));
+  w.metric("kvlm_grammar_memory_budget_bytes", "gauge", "The grammars' memory budget (--grammar-mem).",
+           static_cast<double>(g.budget_bytes));
+  w.metric("kvlm_grammar_compilations_running", "gauge", "Grammar compilations running now.", g.num_compiling);
+  w.metric("kvlm_grammar_compilations_waiting", "gauge",
+           "Requests waiting for a compilation slot or for another request's compilation of their grammar.",
+           g.num_waiting);
+  w.metric("kvlm_grammar_compilations_total", "counter", "Grammars compiled.", static_cast<double>(g.num_compiled));
+  w.metric("kvlm_grammar_cache_hits_total", "counter", "Grammars found compiled (or refused) in the cache.",
+           static_cast<double>(g.num_hits));
+  w.metric("kvlm_grammar_cache_entries", "gauge", "Compiled grammars and refusals the cache holds.",
+           static_cast<double>(g.num_cached));
+  w.metric("kvlm_grammar_cache_bytes", "gauge",
+           "Bytes of the cached grammars and keys (at most a sixteenth of --grammar-mem; part of the memory above).",
+           static_cast<double>(g.num_cached_bytes));
+  std::vector<std::pair<std::string, double>> refused;
+  for (auto limit : {constrain::GrammarLimit::kTooLarge, constrain::GrammarLimit::kMemory, constrain::GrammarLimit::kBusy})
+    refused.emplace_back(constrain::grammar_limit_name(limit), static_cast<double>(g.num_refused[static_cast<int>(limit)]));
+  w.labelled("kvlm_grammar_refused_total", "counter",
+             "Grammars refused for their cost, by reason: too_large (400), memory and busy (503).", refused, "reason");
+}
+
+}  // namespace
+
+std::string server_metrics_text(const ServerSeries& s, const std::string& model_name) {
   Writer w(model_name);
   // Resident memory, the Prometheus client libraries' standard name: the
   // soak test watches it for leaks.
@@ -175,9 +234,19 @@ std::string server_metrics_text(const RejectionCounts& r, const std::string& mod
   }
   w.metric("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.",
            static_cast<double>(pages_resident) * static_cast<double>(::sysconf(_SC_PAGESIZE)));
+  w.metric("kvlm_heap_trims_total", "counter", "Times freed heap memory was given back to the system (malloc_trim).",
+           static_cast<double>(s.num_heap_trims));
+  const RejectionCounts& r = s.rejected;
   w.labelled("kvlm_server_rejected_total", "counter", "Requests refused with 503 at a server limit, by limit.",
-             {{"connections", static_cast<double>(r.num_connections)}, {"queue", static_cast<double>(r.num_queue)}},
+             {{"connections", static_cast<double>(r.num_connections)},
+              {"queue", static_cast<double>(r.num_queue)},
+              {"body_memory", static_cast<double>(r.num_body_memory)}},
              "limit");
+  w.metric("kvlm_body_memory_bytes", "gauge", "Bytes reserved for the parsed bodies of the requests being handled.",
+           static_cast<double>(s.body_memory_bytes));
+  w.metric("kvlm_body_memory_budget_bytes", "gauge", "The parsed bodies' memory budget (--body-mem).",
+           static_cast<double>(s.body_memory_budget_bytes));
+  if (s.grammars) write_grammar_metrics(w, *s.grammars);
   return w.take();
 }
 

@@ -8,14 +8,30 @@ namespace kvlm {
 
 struct EngineMetrics;
 
+namespace constrain {
+struct GrammarStats;
+}  // namespace constrain
+
 std::string prometheus_text(const EngineMetrics& m, const std::string& model_name);
 
 // Requests the server refused at its limits (503 + Retry-After), by limit.
 struct RejectionCounts {
   int64_t num_connections = 0;  // --max-connections: the connection was answered and closed
   int64_t num_queue = 0;        // --max-queued-requests: a generation request found the queue full
+  int64_t num_body_memory = 0;  // --body-mem: the parsed bodies being handled held it all
 };
-// The server's own series, appended to prometheus_text's.
-std::string server_metrics_text(const RejectionCounts& r, const std::string& model_name);
+
+// The server's own state, beside the engine's.
+struct ServerSeries {
+  RejectionCounts rejected;
+  const constrain::GrammarStats* grammars = nullptr;
+  int64_t num_heap_trims = 0;
+  int64_t body_memory_bytes = 0;  // held by the parsed bodies of requests being handled
+  int64_t body_memory_budget_bytes = 0;
+};
+// The server's own series, appended to prometheus_text's: its resident
+// memory and the heap trims that keep it down, the refusals, the parsed
+// bodies' memory, and its grammars' memory, compilations and cache.
+std::string server_metrics_text(const ServerSeries& s, const std::string& model_name);
 
 }  // namespace kvlm

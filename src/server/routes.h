@@ -9,11 +9,15 @@
 #include <mutex>
 #include <string_view>
 #include <string>
+#include <vector>
 
 #include <httplib.h>
 
+#include "chat/reasoning.h"
 #include "chat/tool_calls.h"
+#include "server/http/front.h"
 #include "server/in_flight.h"
+#include "server/response_store.h"
 #include "server/openai/protocol.h"
 
 namespace kvlm {
@@ -21,17 +25,33 @@ namespace kvlm {
 class Engine;
 class ChatTemplate;
 class Error;
+class HeapTrimmer;
+class MemoryBudget;
+
+namespace constrain {
+class GrammarCache;
+class GrammarLimitError;
+}  // namespace constrain
 
 struct ServerContext {
   Engine& engine;
-  std::string model_name;
-  std::unique_ptr<ChatTemplate> chat_template;  // null: the model has none (chat requests get 400)
-  std::string chat_template_error;              // why it is null
+  // The names it serves the model under (--served-model-name, repeatable):
+  // the first is its own (metrics, the chat page), the others aliases.
+  std::vector<std::string> model_names;
+  std::unique_ptr<ChatTemplate> chat_template{};  // null: the model has none (chat requests get 400)
+  std::string chat_template_error{};            // why it is null
   // How the template's model writes tool calls, and whether the template
   // renders `tools` itself (else a system prompt describes them).
   ToolCallFormat tool_format = ToolCallFormat::kGeneric;
   bool template_renders_tools = false;
-  InFlightRequests in_flight;                   // generation requests not yet answered in full
+  // The thinking markers of the template's model (chat/reasoning.h; nullopt:
+  // it does not think), and whether its thinking is answered apart by
+  // default (--reasoning-format separate) or left in the content (none).
+  std::optional<ReasoningMarkers> reasoning_markers{};
+  bool separate_reasoning = true;
+  // Responses stored for GET /v1/responses/{id} and previous_response_id.
+  ResponseStore responses{};
+  InFlightRequests in_flight{};                 // generation requests not yet answered in full
   // A prompt text longer than this many bytes cannot fit the context (no
   // token covers more bytes than the longest vocabulary piece), so it is
   // refused before it is tokenized: a 32 MiB prompt costs nothing.
@@ -42,37 +62,53 @@ struct ServerContext {
   int retry_after_s = 1;                          // ServerConfig::retry_after_s
   // The queue check and the submission happen under it, so concurrent
   // requests cannot all pass a check that only one of them fits.
-  std::mutex admission_mu;
+  std::mutex admission_mu{};
   std::atomic<int64_t> num_rejected_connections{0};
   std::atomic<int64_t> num_rejected_queue{0};
+  // Names this process for KV-event readers (a restarted server is another
+  // instance: its cache starts empty).
+  std::string instance_id{};
+  // Every grammar requests compile (structured output, tools): one memory
+  // budget, bounded compilations at once, a cache (--grammar-mem ...).
+  std::unique_ptr<constrain::GrammarCache> grammars{};
+  // What the requests being handled hold of --body-mem (their parsed bodies).
+  std::unique_ptr<MemoryBudget> body_memory{};
+  std::atomic<int64_t> num_rejected_body_memory{0};
+  const HeapTrimmer* heap_trimmer = nullptr;  // the server's (for /metrics)
+  // The API keys (their per-key metrics); null in tests without a server.
+  const ApiKeyring* keys = nullptr;
 };
 
+// Takes what parsing the request's body may allocate (parsed_json_bytes)
+// from ctx.body_memory, for the caller to give back when the handler is
+// done; 0 and an answer (413 past the whole budget, 503 + Retry-After
+// body_memory_exhausted while others hold it) when it does not fit.
+int64_t take_body_memory(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+// Answers a grammar refused for what it costs: 400 on `param` when it alone
+// is too large, else 503 with Retry-After and a code naming the limit
+// (grammar_memory_exhausted, grammar_compilations_busy).
+void send_grammar_refusal(const ServerContext& ctx, httplib::Response& res, const constrain::GrammarLimitError& e,
+                          const std::string& param);
 // Answers 503 with Retry-After when a generation request of `num_choices`
 // would wait beyond --max-queued-requests; call under ctx.admission_mu.
 bool refuse_when_queue_full(ServerContext& ctx, int32_t num_choices, httplib::Response& res);
-// The 503 of a limit: Retry-After, an OpenAI error with `code`.
-void send_overloaded(httplib::Response& res, int retry_after_s, const std::string& message, const char* code);
-
-// Writes an OpenAI-style error.
-void send_error(httplib::Response& res, const openai::RequestError& e);
-// The OpenAI-style error for a kvlm::Error: 400 for the client's faults, 404,
-// 503, else 500 ("server_error").
-openai::RequestError error_for(const Error& e);
-// Answers 500 for a fault of ours (an exception no validation expected): logs
-// `what` with a fresh id that the message repeats, so the log line can be found.
-void send_internal_error(httplib::Response& res, const httplib::Request& req, std::string_view what);
-// Parses the body as JSON or answers 400; nullopt then.
-std::optional<openai::Json> parse_body(const httplib::Request& req, httplib::Response& res);
-
 void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+// POST /v1/messages, Anthropic's Messages API (routes_messages.cpp).
+void handle_messages(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+// POST /v1/responses, GET and DELETE /v1/responses/{id}: OpenAI's Responses
+// API (routes_responses.cpp).
+void handle_responses(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_get_response(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_delete_response(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_models(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+// GET /v1/models/{id}: one served name's model object, or 404 model_not_found.
+void handle_model(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_health(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_metrics(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_tokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_detokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_status(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);  // routes_web.cpp
-// GET / and the chat page's files (no key: the page asks for one).
-void add_web_routes(httplib::Server& http);
+void handle_kv_events(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);  // routes_kv_events.cpp
 
 }  // namespace kvlm

@@ -2,13 +2,17 @@
 // prompt (here; tools in routes_tools.cpp), submit its choices to the engine
 // (routes_submit.cpp), then answer with one JSON body (routes_choices.cpp) or
 // an SSE stream (routes_stream.cpp).
+#include <algorithm>
 #include <ctime>
+#include <span>
 
 #include <fmt/format.h>
 
 #include "chat/chat_prompt.h"
 #include "common/error.h"
+#include "constrain/grammar_cache.h"
 #include "engine/engine.h"
+#include "server/openai/chat_render.h"
 #include "server/openai/json_text.h"
 #include "server/routes.h"
 #include "server/routes_choices.h"
@@ -26,12 +30,50 @@ int64_t unix_now() { return static_cast<int64_t>(std::time(nullptr)); }
 // refused before tokenizing or decoding it: the answer run() would give after
 // spending seconds on a 32 MiB prompt, at no cost.
 bool refuse_long_prompt(const ServerContext& ctx, httplib::Response& res, size_t num_bytes, size_t num_ids,
-                        const char* param) {
+                        const std::string& param) {
   const auto limit = static_cast<size_t>(ctx.engine.max_model_len());
   if (num_bytes <= ctx.max_prompt_bytes && num_ids < limit) return false;
-  send_error(res, {400, fmt::format("This model's maximum context length is {} tokens. However, your {} is longer "
-                                    "({} bytes, {} token ids).", limit, param, num_bytes, num_ids),
-                   std::string(param)});
+  openai::RequestError e{400, fmt::format("This model's maximum context length is {} tokens. However, your {} is longer "
+                                          "({} bytes, {} token ids).", limit, param, num_bytes, num_ids), param};
+  e.code = "context_length_exceeded";
+  send_error(res, e);
+  return true;
+}
+
+// The model a request names must be one this server serves (any of its
+// names); none named is the served model. Answers 404 model_not_found and
+// returns nullopt otherwise; else the name the answer gives.
+std::optional<std::string> served_model(const ServerContext& ctx, const std::string& asked, httplib::Response& res) {
+  if (asked.empty()) return ctx.model_names[0];
+  for (const std::string& name : ctx.model_names)
+    if (name == asked) return asked;
+  send_model_not_found(res, asked);
+  return std::nullopt;
+}
+
+// A completions prompt's token ids (and, for echo, its text); false after
+// answering 400. `param` names it ("prompt", "prompt[1]").
+bool add_prompt(const ServerContext& ctx, const openai::Prompt& p, const std::string& param, Generation& gen,
+                httplib::Response& res) {
+  if (const auto* text = std::get_if<std::string>(&p)) {
+    if (refuse_long_prompt(ctx, res, text->size(), 0, param)) return false;
+    gen.prompts.push_back(ctx.engine.tokenizer().encode(*text, /*add_special=*/true, /*parse_special=*/true));
+    gen.prompt_texts.push_back(gen.echo ? *text : "");
+    return true;
+  }
+  const auto& ids = std::get<std::vector<int32_t>>(p);
+  if (refuse_long_prompt(ctx, res, 0, ids.size(), param)) return false;
+  std::string text;
+  if (gen.echo) {
+    try {
+      text = echo_text(ctx.engine.tokenizer(), ids).text;
+    } catch (const Error& e) {
+      send_error(res, {400, e.what(), param});
+      return false;
+    }
+  }
+  gen.prompts.push_back(ids);
+  gen.prompt_texts.push_back(std::move(text));
   return true;
 }
 
@@ -48,61 +90,126 @@ size_t message_bytes(const openai::Json& messages) {
 void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   auto body = parse_body(req, res);
   if (!body) return;
-  auto parsed = openai::parse_completion_request(*body);
+  std::variant<openai::CompletionRequest, openai::RequestError> parsed;
+  try {
+    parsed = openai::parse_completion_request(*body, ctx.grammars.get());
+  } catch (const constrain::GrammarLimitError& e) {
+    return send_grammar_refusal(ctx, res, e, "response_format");
+  }
   if (auto* e = std::get_if<openai::RequestError>(&parsed)) return send_error(res, *e);
   auto& r = std::get<openai::CompletionRequest>(parsed);
-  Generation gen{false, openai::new_id("cmpl"), unix_now(), std::move(r.options), {}, r.echo, {}, std::nullopt, nullptr};
-  if (auto* text = std::get_if<std::string>(&r.prompt)) {
-    if (refuse_long_prompt(ctx, res, text->size(), 0, "prompt")) return;
-    gen.prompt = ctx.engine.tokenizer().encode(*text, /*add_special=*/true, /*parse_special=*/true);
-    if (gen.echo) gen.prompt_text = *text;
+  const std::optional<std::string> model = served_model(ctx, r.options.model, res);
+  if (!model) return;
+  Generation gen{.chat = false, .id = openai::new_id("cmpl"), .created = unix_now(), .model = *model,
+                 .options = std::move(r.options)};
+  gen.echo = r.echo;
+  if (gen.options.prompt_token_ids) {
+    // The router's resumed stream: the prompt as the first server tokenized it.
+    if (refuse_long_prompt(ctx, res, 0, gen.options.prompt_token_ids->size(), "prompt_token_ids")) return;
+    gen.prompts.push_back(*gen.options.prompt_token_ids);
+    gen.prompt_texts.emplace_back();
   } else {
-    gen.prompt = std::get<std::vector<int32_t>>(r.prompt);
-    if (refuse_long_prompt(ctx, res, 0, gen.prompt.size(), "prompt")) return;
-    if (gen.echo) {
-      try {
-        gen.prompt_text = ctx.engine.tokenizer().decode(gen.prompt);
-      } catch (const Error& e) {
-        return send_error(res, {400, e.what(), std::string("prompt")});
-      }
-    }
+    for (size_t i = 0; i < r.prompts.size(); ++i)
+      if (!add_prompt(ctx, r.prompts[i], r.prompts.size() == 1 ? "prompt" : fmt::format("prompt[{}]", i), gen, res))
+        return;
   }
   run_generation(ctx, std::move(gen), req, res);
+}
+
+namespace {
+
+// The thinking section of a chat generation (gen.prompts[0] rendered): its
+// thinking answered apart unless the request or the server says none; and
+// for a grammar (which applies to the answer) or a thinking budget, the
+// engine told where the section ends, its open forced when the template
+// leaves opening it to the model. A prompt that closed the section (thinking
+// turned off) has none for the engine.
+void set_reasoning(const ServerContext& ctx, const openai::ChatRequest& r, Generation& gen) {
+  if (!ctx.reasoning_markers || !r.separate_reasoning.value_or(ctx.separate_reasoning)) return;
+  const ReasoningMarkers& m = *ctx.reasoning_markers;
+  const Tokenizer& tok = ctx.engine.tokenizer();
+  const std::vector<int32_t>& prompt = gen.prompts[0];
+  const std::string tail = tok.decode(std::span<const int32_t>(prompt).last(std::min<size_t>(prompt.size(), 32)));
+  const bool opened = prompt_opens_reasoning(tail, m);
+  gen.reasoning = Generation::Reasoning{m, opened};
+  const bool constrained = gen.constraint || gen.options.constraint;
+  if (prompt_closes_reasoning(tail, m) || (!constrained && !r.thinking_budget)) return;
+  // A budget of nothing opens no section (one the prompt opened is closed at once).
+  if (!opened && r.thinking_budget == 0) return;
+  GenerateRequest::Thinking t{.close = m.close, .opened = opened};
+  t.close_tokens = tok.encode("\n" + m.close + "\n\n", /*add_special=*/false, /*parse_special=*/true);
+  if (!opened) t.open_tokens = tok.encode(m.open + "\n", /*add_special=*/false, /*parse_special=*/true);
+  t.budget = r.thinking_budget.value_or(-1);
+  gen.thinking = std::move(t);
+}
+
+}  // namespace
+
+std::optional<Generation> chat_generation(ServerContext& ctx, openai::ChatRequest r, std::string id,
+                                          httplib::Response& res) {
+  const std::optional<std::string> model = served_model(ctx, r.options.model, res);
+  if (!model) return std::nullopt;
+  if (!ctx.chat_template) {
+    send_error(res, {400, ctx.chat_template_error, std::string("messages")});
+    return std::nullopt;
+  }
+  if (refuse_long_prompt(ctx, res, message_bytes(r.messages), 0, "messages")) return std::nullopt;
+  Generation gen{.chat = true, .id = std::move(id), .created = unix_now(), .model = *model,
+                 .options = std::move(r.options)};
+  if (!r.tools.is_null() && r.tool_choice.kind != openai::ToolChoice::Kind::kNone) {
+    // A named function is one call of it, as OpenAI answers (and its grammar allows).
+    const bool named = r.tool_choice.kind == openai::ToolChoice::Kind::kNamed;
+    gen.tool_calls = Generation::ToolCalls{ctx.tool_format, r.parallel_tool_calls && !named};
+    if (r.legacy_functions) gen.tool_calls->style = openai::CallStyle::kFunctionCall;
+    for (const Json& t : r.tools) gen.tool_calls->names.push_back(t["function"]["name"].get<std::string>());
+  }
+  try {
+    gen.constraint = tool_call_constraint(ctx.tool_format, r, ctx.grammars.get());
+  } catch (const constrain::GrammarLimitError& e) {
+    send_grammar_refusal(ctx, res, e, "tools");
+    return std::nullopt;
+  } catch (const Error& e) {
+    send_error(res, {400, e.what(), std::string("tools")});
+    return std::nullopt;
+  }
+  gen.prompt_texts.emplace_back();
+  if (gen.options.prompt_token_ids) {
+    if (refuse_long_prompt(ctx, res, 0, gen.options.prompt_token_ids->size(), "prompt_token_ids")) return std::nullopt;
+    gen.prompts.push_back(*gen.options.prompt_token_ids);  // rendered by the server this stream began on
+  } else {
+    try {
+      gen.prompts.push_back(render_chat_prompt(ctx.engine.tokenizer(), *ctx.chat_template, r));
+    } catch (const Error& e) {
+      send_error(res, {400, e.what(), std::string("messages")});
+      return std::nullopt;
+    }
+  }
+  set_reasoning(ctx, r, gen);
+  return gen;
+}
+
+std::optional<openai::ChatRequest> parse_chat(ServerContext& ctx, const Json& body, httplib::Response& res) {
+  std::variant<openai::ChatRequest, openai::RequestError> parsed;
+  try {
+    parsed = openai::parse_chat_request(body, ctx.grammars.get());
+  } catch (const constrain::GrammarLimitError& e) {
+    send_grammar_refusal(ctx, res, e, "response_format");
+    return std::nullopt;
+  }
+  if (auto* e = std::get_if<openai::RequestError>(&parsed)) {
+    send_error(res, *e);
+    return std::nullopt;
+  }
+  return std::move(std::get<openai::ChatRequest>(parsed));
 }
 
 void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   auto body = parse_body(req, res);
   if (!body) return;
-  auto parsed = openai::parse_chat_request(*body);
-  if (auto* e = std::get_if<openai::RequestError>(&parsed)) return send_error(res, *e);
-  auto& r = std::get<openai::ChatRequest>(parsed);
-  if (!ctx.chat_template) return send_error(res, {400, ctx.chat_template_error, std::string("messages")});
-  if (refuse_long_prompt(ctx, res, message_bytes(r.messages), 0, "messages")) return;
-  Generation gen{true, openai::new_id("chatcmpl"), unix_now(), std::move(r.options), {}, false, {}, std::nullopt, nullptr};
-  if (!r.tools.is_null() && r.tool_choice.kind != openai::ToolChoice::Kind::kNone)
-    gen.tool_calls = Generation::ToolCalls{ctx.tool_format, r.parallel_tool_calls};
-  try {
-    gen.constraint = tool_call_constraint(ctx.tool_format, r);
-  } catch (const Error& e) {
-    return send_error(res, {400, e.what(), std::string("tools")});
-  }
-  const TemplateInput in = template_input(ctx, r);
-  try {
-    gen.prompt = encode_chat(ctx.engine.tokenizer(), *ctx.chat_template, in.messages, /*add_generation_prompt=*/true,
-                             in.extra);
-  } catch (const Error& e) {
-    // A template that refuses a system message gets the tools described in
-    // the first user message instead.
-    try {
-      if (!in.messages_without_system) throw;
-      gen.prompt = encode_chat(ctx.engine.tokenizer(), *ctx.chat_template, *in.messages_without_system,
-                               /*add_generation_prompt=*/true, in.extra);
-    } catch (const Error&) {
-      // The template's own words, e.g. "System role not supported".
-      return send_error(res, {400, e.what(), std::string("messages")});
-    }
-  }
-  run_generation(ctx, std::move(gen), req, res);
+  std::optional<openai::ChatRequest> r = parse_chat(ctx, *body, res);
+  if (!r) return;
+  std::optional<Generation> gen = chat_generation(ctx, std::move(*r), openai::new_id("chatcmpl"), res);
+  if (gen) run_generation(ctx, std::move(*gen), req, res);
 }
 
 }  // namespace kvlm

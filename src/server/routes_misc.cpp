@@ -4,7 +4,10 @@
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "common/heap_trimmer.h"
 #include "common/log.h"
+#include "common/memory_budget.h"
+#include "constrain/grammar_cache.h"
 #include "engine/engine.h"
 #include "server/metrics_text.h"
 #include "server/openai/fields.h"
@@ -17,50 +20,33 @@ namespace kvlm {
 
 using openai::Json;
 
-void send_error(httplib::Response& res, const openai::RequestError& e) {
-  res.status = e.status;
-  res.set_content(openai::dump_json(openai::error_json(e)), "application/json");
+namespace {
+
+// The model object of one served name (each alias is listed as its own
+// model, as OpenAI lists every model a key may use).
+Json model_json(const ServerContext& ctx, const std::string& name) {
+  static const int64_t created = static_cast<int64_t>(std::time(nullptr));
+  return Json{{"id", name},
+              {"object", "model"},
+              {"created", created},
+              {"owned_by", "kvlm"},
+              {"max_model_len", ctx.engine.max_model_len()}};
 }
 
-openai::RequestError error_for(const Error& e) {
-  int status = 500;
-  switch (e.code()) {
-    case ErrorCode::kInvalidArgument:
-    case ErrorCode::kOutOfRange:
-    case ErrorCode::kUnsupported: status = 400; break;
-    case ErrorCode::kNotFound: status = 404; break;
-    case ErrorCode::kUnavailable: status = 503; break;
-    default: break;
-  }
-  openai::RequestError r{status, e.what(), std::nullopt};
-  if (status >= 500) r.type = "server_error";
-  return r;
-}
-
-void send_internal_error(httplib::Response& res, const httplib::Request& req, std::string_view what) {
-  const std::string id = openai::new_id("err");
-  log_error("{} {} {}: internal error: {}", id, unicode::sanitize_utf8(req.method), unicode::sanitize_utf8(req.path),
-            unicode::sanitize_utf8(what));
-  send_error(res, {500, fmt::format("internal error (logged as {})", id), std::nullopt, "server_error"});
-}
-
-std::optional<Json> parse_body(const httplib::Request& req, httplib::Response& res) {
-  try {
-    return openai::parse_json(req.body);
-  } catch (const Error& e) {
-    send_error(res, {400, fmt::format("the request body is {}", e.what()), std::nullopt});
-    return std::nullopt;
-  }
-}
+}  // namespace
 
 void handle_models(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
-  static const int64_t created = static_cast<int64_t>(std::time(nullptr));
-  Json model = {{"id", ctx.model_name},
-                {"object", "model"},
-                {"created", created},
-                {"owned_by", "kvlm"},
-                {"max_model_len", ctx.engine.max_model_len()}};
-  res.set_content(openai::dump_json(Json{{"object", "list"}, {"data", Json::array({model})}}), "application/json");
+  Json data = Json::array();
+  for (const std::string& name : ctx.model_names) data.push_back(model_json(ctx, name));
+  res.set_content(openai::dump_json(Json{{"object", "list"}, {"data", std::move(data)}}), "application/json");
+}
+
+void handle_model(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  // The route's pattern captures the rest of the path: ids may hold '/' ("org/model").
+  const std::string id = req.matches.size() > 1 ? req.matches[1].str() : "";
+  for (const std::string& name : ctx.model_names)
+    if (name == id) return res.set_content(openai::dump_json(model_json(ctx, name)), "application/json");
+  send_model_not_found(res, id);
 }
 
 // 503 while draining, so load balancers stop sending before the port closes.
@@ -74,8 +60,16 @@ void handle_health(ServerContext& ctx, const httplib::Request&, httplib::Respons
 }
 
 void handle_metrics(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
-  const RejectionCounts rejected{ctx.num_rejected_connections.load(), ctx.num_rejected_queue.load()};
-  res.set_content(prometheus_text(ctx.engine.metrics(), ctx.model_name) + server_metrics_text(rejected, ctx.model_name),
+  const constrain::GrammarStats grammars = ctx.grammars->stats();
+  ServerSeries series{.rejected = {ctx.num_rejected_connections.load(), ctx.num_rejected_queue.load(),
+                                   ctx.num_rejected_body_memory.load()},
+                      .grammars = &grammars,
+                      .num_heap_trims = ctx.heap_trimmer->num_trims(),
+                      .body_memory_bytes = ctx.body_memory->num_bytes_in_use(),
+                      .body_memory_budget_bytes = ctx.body_memory->limit()};
+  const std::string& name = ctx.model_names[0];
+  res.set_content(prometheus_text(ctx.engine.metrics(), name) + server_metrics_text(series, name) +
+                      (ctx.keys ? ctx.keys->metrics_text() : std::string()),
                   "text/plain; version=0.0.4");
 }
 

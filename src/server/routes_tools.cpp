@@ -1,5 +1,6 @@
 #include "server/routes_tools.h"
 
+#include <algorithm>
 #include <random>
 
 #include <fmt/format.h>
@@ -8,43 +9,117 @@
 #include "chat/tool_prompt.h"
 #include "common/error.h"
 #include "constrain/constraint.h"
+#include "constrain/grammar_cache.h"
 
 namespace kvlm {
 
 using openai::Json;
 
-TemplateInput template_input(const ServerContext& ctx, const openai::ChatRequest& r) {
-  ToolPromptMessages m = tool_prompt_messages(ctx.chat_template->source(), r.messages, r.tools,
-                                              r.tool_choice.kind != openai::ToolChoice::Kind::kNone);
-  return {std::move(m.messages), r.template_extra, std::move(m.without_system)};
+namespace {
+
+// The tools a call may name (all, or the named one), with their schemas:
+// no parameters means none ({}), not any object.
+struct CallableTool {
+  size_t index;
+  std::string name;
+  Json schema;
+  constrain::SchemaMode mode;
+};
+
+std::vector<CallableTool> callable_tools(const openai::ChatRequest& r) {
+  std::vector<CallableTool> out;
+  for (size_t i = 0; i < r.tools.size(); ++i) {
+    const Json& fn = r.tools[i]["function"];
+    std::string name = fn["name"].get<std::string>();
+    if (r.tool_choice.kind == openai::ToolChoice::Kind::kNamed && name != r.tool_choice.name) continue;
+    Json schema = fn.contains("parameters") && !fn["parameters"].is_null()
+                      ? fn["parameters"]
+                      : Json{{"type", "object"}, {"properties", Json::object()}, {"additionalProperties", false}};
+    // strict: true schemas were checked while parsing; the others leave
+    // what the grammar cannot enforce unenforced (constrain/json_schema.h).
+    const bool strict = fn.contains("strict") && fn["strict"].is_boolean() && fn["strict"].get<bool>();
+    out.push_back({i, std::move(name), std::move(schema),
+                   strict ? constrain::SchemaMode::kStrict : constrain::SchemaMode::kLenient});
+  }
+  return out;
 }
 
-std::shared_ptr<const constrain::Program> tool_call_constraint(ToolCallFormat f, const openai::ChatRequest& r) {
-  using Kind = openai::ToolChoice::Kind;
-  if (r.tools.is_null() || (r.tool_choice.kind != Kind::kRequired && r.tool_choice.kind != Kind::kNamed))
-    return nullptr;
+// A pythonic call's keyword arguments for an object schema: its properties
+// as NAME=VALUE (JSON values, which the parser takes), the required ones
+// first in their order, then each optional one or not.
+constrain::Expr keyword_arguments(constrain::Grammar& g, const Json& schema, constrain::SchemaMode mode) {
+  using constrain::Expr;
+  const Json props = schema.contains("properties") && schema["properties"].is_object() ? schema["properties"] : Json::object();
+  const Json required = schema.contains("required") && schema["required"].is_array() ? schema["required"] : Json::array();
+  std::vector<Expr> must, may;
+  for (const auto& [name, sub] : props.items()) {
+    const bool is_required = std::find(required.begin(), required.end(), Json(name)) != required.end();
+    (is_required ? must : may).push_back(constrain::literal(name + "=") + constrain::json_schema_expr(g, sub, mode));
+  }
+  // tail[j]: the optional ones from j, each after ", " or left out.
+  std::vector<Expr> tail(may.size() + 1);
+  for (size_t j = may.size(); j-- > 0;) tail[j] = constrain::optional(constrain::literal(", ") + may[j]) + tail[j + 1];
+  if (!must.empty()) {
+    Expr out = must[0];
+    for (size_t i = 1; i < must.size(); ++i) out = out + constrain::literal(", ") + must[i];
+    return out + tail[0];
+  }
+  // No required one: the first written is any optional one, with no ", " before it.
+  Expr first;  // none at all
+  for (size_t i = may.size(); i-- > 0;) first = constrain::alt({may[i] + tail[i + 1], first});
+  return first;
+}
+
+// More than one call: parallel_tool_calls and no function named (a named
+// tool_choice is one call of it, as OpenAI answers).
+bool many_calls(const openai::ChatRequest& r) {
+  return r.parallel_tool_calls && r.tool_choice.kind != openai::ToolChoice::Kind::kNamed;
+}
+
+std::shared_ptr<const constrain::Program> tool_call_program(ToolCallFormat f, const openai::ChatRequest& r,
+                                                            const std::vector<CallableTool>& tools) {
   const ToolCallShape shape = tool_call_shape(f);
   constrain::Grammar g;
   std::vector<constrain::Expr> calls;
-  for (size_t i = 0; i < r.tools.size(); ++i) {
-    const Json& fn = r.tools[i]["function"];
-    const std::string name = fn["name"].get<std::string>();
-    if (r.tool_choice.kind == Kind::kNamed && name != r.tool_choice.name) continue;
-    // No parameters: the function takes none ({}).
-    const Json schema = fn.contains("parameters") ? fn["parameters"] : Json{{"type", "object"}};
+  for (const CallableTool& t : tools) {
     try {
-      calls.push_back(constrain::literal(shape.call_prefix + name + shape.name_to_arguments) +
-                      constrain::json_schema_expr(g, schema) + constrain::literal(shape.call_suffix));
+      const constrain::Expr args = f == ToolCallFormat::kPythonic ? keyword_arguments(g, t.schema, t.mode)
+                                                                  : constrain::json_schema_expr(g, t.schema, t.mode);
+      calls.push_back(constrain::literal(shape.call_prefix + t.name + shape.name_to_arguments) + args +
+                      constrain::literal(shape.call_suffix));
+    } catch (const constrain::GrammarLimitError&) {
+      throw;
     } catch (const Error& e) {
-      throw_error(ErrorCode::kInvalidArgument, "tools[{}].function.parameters: {}", i, e.what());
+      throw_error(ErrorCode::kInvalidArgument, "tools[{}].function.parameters: {}", t.index, e.what());
     }
   }
   const constrain::RuleId call = g.add_rule("tool_call", constrain::alt(std::move(calls)));
   constrain::Expr body = constrain::ref(call);
-  if (shape.parallel && r.parallel_tool_calls)
+  if (shape.parallel && many_calls(r))
     body = body + constrain::repeat(constrain::literal(shape.separator) + constrain::ref(call), 0, std::nullopt);
   g.set_root(constrain::literal(shape.prefix) + body + constrain::literal(shape.suffix));
   return constrain::grammar_program(g);
+}
+
+// What the tool-call grammar compiles from, as text: the cache's key.
+std::string tool_call_key(ToolCallFormat f, const openai::ChatRequest& r, const std::vector<CallableTool>& tools) {
+  std::string key = fmt::format("tools {} {}\n", tool_call_format_name(f), many_calls(r) ? "parallel" : "one");
+  for (const CallableTool& t : tools)
+    key += fmt::format("{} {} {}\n", t.name, t.mode == constrain::SchemaMode::kStrict ? "strict" : "lenient",
+                       constrain::canonical_schema_text(t.schema));
+  return key;
+}
+
+}  // namespace
+
+std::shared_ptr<const constrain::Program> tool_call_constraint(ToolCallFormat f, const openai::ChatRequest& r,
+                                                               constrain::GrammarCache* grammars) {
+  using Kind = openai::ToolChoice::Kind;
+  if (r.tools.is_null() || (r.tool_choice.kind != Kind::kRequired && r.tool_choice.kind != Kind::kNamed))
+    return nullptr;
+  const std::vector<CallableTool> tools = callable_tools(r);
+  auto build = [&] { return tool_call_program(f, r, tools); };
+  return grammars ? grammars->get(tool_call_key(f, r, tools), build) : build();
 }
 
 std::string new_tool_call_id(ToolCallFormat f) {
@@ -56,10 +131,10 @@ std::string new_tool_call_id(ToolCallFormat f) {
   return id;
 }
 
-Json tool_calls_json(ToolCallFormat f, const std::vector<ToolCall>& calls) {
+Json tool_calls_json(const std::vector<AnsweredCall>& calls) {
   Json out = Json::array();
-  for (const ToolCall& c : calls)
-    out.push_back(Json{{"id", new_tool_call_id(f)},
+  for (const AnsweredCall& c : calls)
+    out.push_back(Json{{"id", c.id},
                        {"type", "function"},
                        {"function", Json{{"name", c.name}, {"arguments", c.arguments}}}});
   return out;

@@ -4,23 +4,41 @@
 
 #include "engine/engine.h"
 #include "server/routes.h"
-#include "server/web_assets.h"
 
 namespace kvlm {
 
 using openai::Json;
+
+namespace {
+
+// How the shared tier's records are protected, so an unauthenticated one is
+// visible where operators look (docs/kv-tiers.md "Threat model").
+Json shared_tier_status(const Engine& engine) {
+  const auto& tiers = engine.config().tiers;
+  if (!tiers || !tiers->redis) return nullptr;
+  const TierSecurity& s = tiers->redis->security;
+  Json j = {{"records", s.encrypt ? "sealed" : s.authenticated() ? "authenticated" : "unauthenticated"}};
+  if (!s.authenticated())
+    j["warning"] = "anyone who can write to the Redis tier can change what requests compute, and anyone who can "
+                   "read it can read their prompts; start every server with the same --kv-secret-file";
+  return j;
+}
+
+}  // namespace
 
 void handle_status(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
   const EngineMetrics m = ctx.engine.metrics();
   const double hit_rate =
       m.num_prefix_query_tokens > 0 ? static_cast<double>(m.num_prefix_hit_tokens) / m.num_prefix_query_tokens : 0.0;
   const Json body = {
-      {"model", ctx.model_name},
+      {"model", ctx.model_names[0]},
       {"max_model_len", ctx.engine.max_model_len()},
       {"chat_template", ctx.chat_template != nullptr},  // false: the page offers plain completion
       {"draining", ctx.in_flight.draining()},
+      {"instance", ctx.instance_id},
       {"requests_running", m.num_running},
       {"requests_waiting", m.num_waiting},
+      {"pending_tokens", m.num_pending_tokens},
       {"requests_finished", m.num_requests_finished},
       {"kv_blocks_used", m.num_kv_blocks_used},
       {"kv_blocks_total", m.num_kv_blocks},
@@ -30,20 +48,10 @@ void handle_status(ServerContext& ctx, const httplib::Request&, httplib::Respons
       {"prefix_cache_hit_rate", hit_rate},
       {"prompt_tokens_total", m.num_prompt_tokens},
       {"generation_tokens_total", m.num_generated_tokens},
+      {"kv_shared_tier", shared_tier_status(ctx.engine)},
   };
   res.set_header("Cache-Control", "no-store");
   res.set_content(body.dump(), "application/json");
-}
-
-void add_web_routes(httplib::Server& http) {
-  for (const WebAsset& asset : web_assets()) {
-    auto serve = [&asset](const httplib::Request&, httplib::Response& res) {
-      res.set_header("Cache-Control", "no-cache");
-      res.set_content(asset.bytes.data(), asset.bytes.size(), std::string(asset.content_type));
-    };
-    http.Get(std::string(asset.path), serve);
-    if (asset.path == "/index.html") http.Get("/", serve);
-  }
 }
 
 }  // namespace kvlm

@@ -3,19 +3,26 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <thread>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 
 #include "chat/chat_prompt.h"
 #include "common/error.h"
+#include "common/heap_trimmer.h"
 #include "common/log.h"
+#include "common/memory_budget.h"
+#include "constrain/grammar_cache.h"
 #include "engine/engine.h"
 #include "model/model.h"
 #include "server/http/connection_limit.h"
 #include "server/metrics_text.h"
 #include "server/openai/json_text.h"
+#include "kvstore/redis_cluster.h"
+#include "server/anthropic/messages.h"
 #include "server/routes.h"
-#include "server/web_assets.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
 
@@ -24,26 +31,28 @@ namespace kvlm {
 struct Server::Impl {
   Impl(Engine& engine, ServerConfig c)
       : config(std::move(c)),
-        ctx{engine, config.model_name, nullptr, "", ToolCallFormat::kGeneric, false, {}, SIZE_MAX,
-            config.sse_heartbeat, config.max_queued_requests, config.request_timeout_s, config.retry_after_s, {},
-            {0}, {0}} {}
+        ctx{.engine = engine,
+            .model_names = config.model_names,
+            .sse_heartbeat = config.sse_heartbeat,
+            .max_queued_requests = config.max_queued_requests,
+            .request_timeout_s = config.request_timeout_s,
+            .retry_after_s = config.retry_after_s} {
+    ctx.separate_reasoning = config.separate_reasoning;
+  }
   ServerConfig config;
   ServerContext ctx;
-  httplib::Server http;
+  // Gives back what a burst freed (common/heap_trimmer.h): past 32 MiB held
+  // free, checked each second.
+  HeapTrimmer heap_trimmer{32 << 20, std::chrono::seconds(1)};
+  std::unique_ptr<httplib::Server> http = make_http_server(config.ssl_cert_file, config.ssl_key_file);
+  RouteTable routes{*http};
+  FrontDoor door{load_api_keys(config.api_keys, config.api_key_file), config.metrics_key};
   int port = -1;
-  // The methods each route answers: a known path asked with another method
-  // is a 405 with this list in its Allow header, not a 404.
-  std::map<std::string, std::set<std::string>> allowed_methods;
 };
 
 namespace {
 
 using Route = void (*)(ServerContext&, const httplib::Request&, httplib::Response&);
-
-bool authorized(const ServerConfig& config, const httplib::Request& req) {
-  if (config.api_key.empty()) return true;
-  return req.get_header_value("Authorization") == "Bearer " + config.api_key;
-}
 
 // See ServerContext::max_prompt_bytes: a token never stands for more input
 // bytes than its piece has (SPM's U+2581 and GPT-2's byte mapping only grow
@@ -56,197 +65,124 @@ size_t max_prompt_bytes(const Engine& engine) {
   return static_cast<size_t>(engine.max_model_len()) * longest;
 }
 
-// Routing misses and refusals by the transport (a malformed request line or
-// header, a body over the limit) as OpenAI-style JSON.
-void answer_transport_error(const std::map<std::string, std::set<std::string>>& allowed_methods,
-                            const httplib::Request& req, httplib::Response& res) {
-  if (res.status == 404) {
-    if (const auto it = allowed_methods.find(req.path); it != allowed_methods.end()) {
-      std::string allow;
-      for (const std::string& m : it->second) allow += (allow.empty() ? "" : ", ") + m;
-      if (it->second.count("GET")) allow += ", HEAD";  // httplib answers HEAD with the GET handler
-      res.status = 405;
-      res.set_header("Allow", allow);
-    }
-  }
-  std::string message = res.status == 404   ? fmt::format("no route {} {}", req.method, req.path)
-                        : res.status == 405 ? fmt::format("{} is not allowed on {}; use {}", req.method, req.path,
-                                                          res.get_header_value("Allow"))
-                        : res.status == 413 ? "the request body is too large"
-                                            : fmt::format("HTTP {}", res.status);
-  const std::string body = openai::dump_json(openai::error_json({res.status, unicode::sanitize_utf8(message), std::nullopt}));
-  if (res.status == 404 || res.status == 405) return res.set_content(body, "application/json");
-  // After a request httplib could not parse, the rest of the connection is
-  // garbage (and its Connection: close went unread): answer, then close.
-  // A provider that reports failure after its last byte makes httplib drop
-  // the socket instead of waiting 30 s for another request on it.
-  res.set_header("Connection", "close");
-  res.set_content_provider(body.size(), "application/json",
-                           [body](size_t offset, size_t length, httplib::DataSink& sink) {
-                             sink.write(body.data() + offset, length);
-                             return false;
-                           });
+// The default of --grammar-mem and --body-mem, from the machine's memory.
+int64_t default_memory_share() {
+  const int64_t physical = static_cast<int64_t>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE);
+  return constrain::default_grammar_memory(physical);
 }
 
-// The transport's workers behind --max-connections: connections past it are
-// answered 503 (Retry-After) by the pre-routing handler and closed.
-void install_connection_limit(httplib::Server& http, const ServerConfig& config, int max_seqs,
-                              std::atomic<int64_t>& num_rejected) {
-  size_t threads = config.num_http_threads > 0 ? static_cast<size_t>(config.num_http_threads)
-                                               : static_cast<size_t>(std::max(32, 2 * max_seqs + 8));
-  // More workers than connections allowed would never run.
-  if (config.max_connections > 0) threads = std::min(threads, config.max_connections);
-  const size_t max_connections = config.max_connections;
-  http.new_task_queue = [threads, max_connections, &num_rejected] {
-    return new LimitedTaskQueue(threads, max_connections, num_rejected);
-  };
-  http.set_pre_routing_handler([max_connections, retry_after_s = config.retry_after_s](const httplib::Request&,
-                                                                                       httplib::Response& res) {
-    if (!LimitedTaskQueue::over_limit()) return httplib::Server::HandlerResponse::Unhandled;
-    res.set_header("Connection", "close");
-    send_overloaded(res, retry_after_s,
-                    fmt::format("the server has {} connections open, its limit (--max-connections); retry later",
-                                max_connections),
-                    "too_many_connections");
-    return httplib::Server::HandlerResponse::Handled;
-  });
+constrain::GrammarLimits grammar_limits(const ServerConfig& c) {
+  constrain::GrammarLimits l;
+  l.memory_bytes = c.grammar_mem_bytes > 0 ? c.grammar_mem_bytes : default_memory_share();
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  l.max_compilations = c.grammar_compilations > 0 ? c.grammar_compilations : std::max(1, cores / 2);
+  l.max_wait = c.grammar_wait;
+  return l;
 }
 
 }  // namespace
 
 Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Impl>(engine, std::move(config))) {
   Impl& s = *impl_;
+  if (s.ctx.model_names.empty()) throw_error(ErrorCode::kInvalidArgument, "the server needs a model name");
   // The chat template: an override must parse (a startup error); a model
   // without one still serves completions, and chat requests get a 400.
   try {
     s.ctx.chat_template = load_chat_template(engine.model().gguf().metadata(), s.config.chat_template_file);
     s.ctx.tool_format = detect_tool_call_format(s.ctx.chat_template->source());
     s.ctx.template_renders_tools = template_renders_tools(s.ctx.chat_template->source());
-    log_info("chat template: tool calls in the {} format{}", tool_call_format_name(s.ctx.tool_format),
-             s.ctx.template_renders_tools ? "" : " (tools described in a system prompt)");
+    s.ctx.reasoning_markers = detect_reasoning_markers(s.ctx.chat_template->source());
+    log_info("chat template: tool calls in the {} format{}{}", tool_call_format_name(s.ctx.tool_format),
+             s.ctx.template_renders_tools ? "" : " (tools described in a system prompt)",
+             !s.ctx.reasoning_markers ? ""
+             : s.config.separate_reasoning ? "; thinking answered apart (reasoning_content)"
+                                           : "; thinking left in the content (--reasoning-format none)");
   } catch (const Error& e) {
     if (s.config.chat_template_file) throw;
     s.ctx.chat_template_error = e.what();
     log_warn("chat completions disabled: {}", e.what());
   }
 
-  install_connection_limit(s.http, s.config, engine.config().max_seqs, s.ctx.num_rejected_connections);
-  s.http.set_payload_max_length(s.config.max_body_bytes);
-  s.http.set_read_timeout(60);
-  s.http.set_write_timeout(60);
-  s.http.set_keep_alive_timeout(30);
-  // httplib's default also sets SO_REUSEPORT, which would let a second server
-  // silently share our port; address reuse alone lets us restart promptly.
-  s.http.set_socket_options([](socket_t sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
+  const size_t num_threads = s.config.num_http_threads > 0
+                                 ? static_cast<size_t>(s.config.num_http_threads)
+                                 : static_cast<size_t>(std::max(32, 2 * engine.config().max_seqs + 8));
+  httplib::Server& http = *s.http;
+  install_connection_limit(http, num_threads, s.config.max_connections, s.config.retry_after_s,
+                           s.ctx.num_rejected_connections);
+  http.set_payload_max_length(s.config.max_body_bytes);
+  http.set_read_timeout(60);
+  http.set_write_timeout(60);
+  http.set_keep_alive_timeout(30);
 
   s.ctx.max_prompt_bytes = max_prompt_bytes(engine);
-  auto route = [this](Route handler, bool needs_key) {
-    return [this, handler, needs_key](const httplib::Request& req, httplib::Response& res) {
-      if (needs_key && !authorized(impl_->config, req)) {
-        openai::RequestError e{401, "Incorrect API key provided: send 'Authorization: Bearer <key>'.", std::nullopt};
-        e.code = "invalid_api_key";
-        return send_error(res, e);
-      }
-      // Every handler's failures end here as an OpenAI error: a kvlm::Error
-      // keeps its status; anything else is our fault, a logged 500.
-      try {
-        handler(impl_->ctx, req, res);
-      } catch (const Error& e) {
-        const openai::RequestError r = error_for(e);
-        if (r.status == 500) return send_internal_error(res, req, e.what());  // 503 (shutting down) stays
-        send_error(res, r);
-      } catch (const std::exception& e) {
-        send_internal_error(res, req, e.what());
-      } catch (...) {
-        send_internal_error(res, req, "unknown exception");
-      }
-    };
-  };
-  // POST routes read their body through a content reader: httplib's own
-  // reading treats application/x-www-form-urlencoded (curl -d's default) as a
-  // form and refuses one over 8 KiB with 413; every body here is JSON,
-  // whatever its Content-Type says.
-  auto post = [&s](const std::string& path, auto handler) {
-    s.allowed_methods[path].insert("POST");
-    s.http.Post(path, [handler](const httplib::Request& req, httplib::Response& res,
-                                const httplib::ContentReader& read) {
-      std::string body;
-      const bool ok = read([&body](const char* data, size_t n) {
-        body.append(data, n);
-        return true;
-      });
-      if (!ok) return;  // too large or cut off: res.status says which, the error handler answers
-      httplib::Request with_body = req;
-      with_body.body = std::move(body);
-      handler(with_body, res);
+  if (!s.config.responses_redis_url.empty())
+    s.ctx.responses.share(open_redis(s.config.responses_redis_url, s.config.responses_redis_password_file, {},
+                                     "--kv-redis"),
+                          s.config.responses_redis_ttl_s);
+  s.ctx.grammars = std::make_unique<constrain::GrammarCache>(grammar_limits(s.config));
+  s.ctx.heap_trimmer = &s.heap_trimmer;
+  s.ctx.body_memory =
+      std::make_unique<MemoryBudget>(s.config.body_mem_bytes > 0 ? s.config.body_mem_bytes : default_memory_share());
+  s.ctx.instance_id = openai::new_id("kvlm");
+  s.ctx.keys = &s.door.keys;
+  auto route = [this](Route handler, Access access) {
+    return with_access(impl_->door, access, [this, handler](const httplib::Request& req, httplib::Response& res) {
+      // The body's parsed JSON is held for as long as the handler runs.
+      const int64_t body_memory = take_body_memory(impl_->ctx, req, res);
+      if (body_memory == 0 && !req.body.empty()) return;
+      struct GiveBack {
+        MemoryBudget& budget;
+        int64_t bytes;
+        ~GiveBack() { budget.give_back(bytes); }
+      } give_back{*impl_->ctx.body_memory, body_memory};
+      handler(impl_->ctx, req, res);
     });
   };
-  auto get = [&s](const std::string& path, auto handler) {
-    s.allowed_methods[path].insert("GET");
-    s.http.Get(path, handler);
-  };
-  post("/v1/completions", route(handle_completions, true));
-  post("/v1/chat/completions", route(handle_chat_completions, true));
-  get("/v1/models", route(handle_models, true));
-  post("/tokenize", route(handle_tokenize, true));
-  post("/detokenize", route(handle_detokenize, true));
-  get("/health", route(handle_health, false));
-  get("/metrics", route(handle_metrics, false));
-  get("/v1/status", route(handle_status, true));
-  add_web_routes(s.http);
-  for (const WebAsset& asset : web_assets()) s.allowed_methods[std::string(asset.path)].insert("GET");
-  s.allowed_methods["/"].insert("GET");
-
-  s.http.set_error_handler([&s](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    try {
-      answer_transport_error(s.allowed_methods, req, res);
-    } catch (...) {
-      res.set_content(R"({"error":{"message":"internal error","type":"server_error","param":null,"code":null}})",
-                      "application/json");
-    }
+  auto post = [&s](const std::string& path, RouteTable::Handler h) { s.routes.post(path, std::move(h)); };
+  auto get = [&s](const std::string& path, RouteTable::Handler h) { s.routes.get(path, std::move(h)); };
+  post("/v1/completions", route(handle_completions, Access::kMetered));
+  post("/v1/chat/completions", route(handle_chat_completions, Access::kMetered));
+  // Anthropic's clients read errors in Anthropic's shape, the key check's 401 too.
+  post("/v1/messages", [inner = route(handle_messages, Access::kMetered)](const httplib::Request& req,
+                                                                           httplib::Response& res) {
+    inner(req, res);
+    anthropic::rewrite_error(res.status, res.body);
   });
-  s.http.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
-    // Handlers catch their own failures; this is the transport's last resort.
-    try {
-      std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      send_internal_error(res, req, e.what());
-    } catch (...) {
-      send_internal_error(res, req, "unknown exception");
-    }
-  });
+  post("/v1/responses", route(handle_responses, Access::kMetered));
+  get(R"(/v1/responses/([A-Za-z0-9_-]+))", route(handle_get_response, Access::kKey));
+  s.routes.del(R"(/v1/responses/([A-Za-z0-9_-]+))", route(handle_delete_response, Access::kKey));
+  get("/v1/models", route(handle_models, Access::kKey));
+  get(R"(/v1/models/(.+))", route(handle_model, Access::kKey));
+  post("/tokenize", route(handle_tokenize, Access::kKey));
+  post("/detokenize", route(handle_detokenize, Access::kKey));
+  get("/health", route(handle_health, Access::kPublic));
+  get("/metrics", route(handle_metrics, Access::kMetrics));
+  get("/v1/status", route(handle_status, Access::kStatus));
+  get("/v1/kv/events", route(handle_kv_events, Access::kKey));
+  add_web_routes(http, s.routes);
+  s.routes.install_error_handlers();
+  install_cors(http, s.config.cors_origins);
 }
 
 Server::~Server() { stop(); }
 
-void Server::bind() {
-  Impl& s = *impl_;
-  if (s.config.port == 0) {
-    s.port = s.http.bind_to_any_port(s.config.host);
-  } else {
-    s.port = s.http.bind_to_port(s.config.host, s.config.port) ? s.config.port : -1;
-  }
-  if (s.port < 0)
-    throw_error(ErrorCode::kUnavailable, "cannot listen on {}:{} (in use, or not an address of this machine)",
-                s.config.host, s.config.port);
-  raise_listen_backlog(s.port);
+void Server::bind() { impl_->port = bind_http(*impl_->http, impl_->config.host, impl_->config.port); }
+
+void Server::reload_api_keys() {
+  impl_->door.keys.replace(load_api_keys(impl_->config.api_keys, impl_->config.api_key_file));
 }
 
 int Server::port() const { return impl_->port; }
 
 void Server::run() {
   if (impl_->port < 0) bind();
-  impl_->http.listen_after_bind();
+  impl_->http->listen_after_bind();
 }
 
 size_t Server::drain(std::chrono::milliseconds timeout) { return impl_->ctx.in_flight.drain(impl_->ctx.engine, timeout); }
 
 void Server::stop() {
-  if (impl_->http.is_running()) impl_->http.stop();
+  if (impl_->http->is_running()) impl_->http->stop();
 }
 
 }  // namespace kvlm

@@ -2,7 +2,8 @@
 //
 //   POST /v1/completions        text or token-id prompt, streaming (SSE) or not
 //   POST /v1/chat/completions   messages through the model's chat template
-//   GET  /v1/models             the served model
+//   GET  /v1/models             the served model (one entry per served name)
+//   GET  /v1/models/{id}        one of them, or 404
 //   POST /tokenize, /detokenize the model's tokenizer
 //   GET  /health                200 once the engine is up, 503 while draining
 //   GET  /metrics               Prometheus exposition of the engine's metrics
@@ -19,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace kvlm {
 
@@ -27,12 +29,25 @@ class Engine;
 struct ServerConfig {
   std::string host = "127.0.0.1";
   int port = 8080;                  // 0: any free port (see Server::port())
-  std::string api_key;              // empty: no authentication
-  std::string model_name;           // reported in responses and /v1/models
+  // API keys (server/http/api_keys.h): --api-key values (repeatable) and
+  // --api-key-file, reloaded by reload_api_keys(); none: no authentication.
+  std::vector<std::string> api_keys;
+  std::string api_key_file;
+  std::string metrics_key;          // set: /metrics and /v1/status need this key
+  std::string ssl_cert_file;        // both set: HTTPS (PEM files)
+  std::string ssl_key_file;
+  // The names the model is served under (--served-model-name, repeatable;
+  // at least one): a request may name any of them (another is a 404
+  // model_not_found; none is the first), /v1/models lists them all, and the
+  // first labels the metrics.
+  std::vector<std::string> model_names;
+  // Origins whose browser pages may call the API (docs/server.md "CORS");
+  // "*": any. Empty: no CORS headers.
+  std::vector<std::string> cors_origins;
   int num_http_threads = 0;         // 0: enough for every running and queued request
   std::optional<std::string> chat_template_file;  // overrides the model's template
   size_t max_body_bytes = 32 << 20;      // a larger request body gets 413
-  // Limits that keep an overloaded server answering (README "Server limits").
+  // Limits that keep an overloaded server answering (docs/server.md "Server limits").
   // Past either cap a request gets 503 with Retry-After and an OpenAI error.
   size_t max_connections = 1024;         // connections served or waiting for a thread; 0: no cap
   int max_queued_requests = 256;         // generation requests waiting beyond the engine's max_seqs; < 0: no cap
@@ -41,6 +56,26 @@ struct ServerConfig {
   // A stream with no event for this long gets an SSE comment line, so idle
   // proxies keep it open and a gone client is noticed.
   std::chrono::milliseconds sse_heartbeat{1000};
+  // A thinking model's thinking (<think> ... </think>) is answered apart
+  // (reasoning_content) unless this is false (--reasoning-format none); a
+  // request's reasoning_format wins.
+  bool separate_reasoning = true;
+  // The KV tier's Redis (--kv-redis; "": none): stored Responses API
+  // responses are kept there too, so servers sharing it continue each
+  // other's conversations (response_store.h).
+  std::string responses_redis_url;
+  std::string responses_redis_password_file;
+  int64_t responses_redis_ttl_s = 3600;
+  // Grammars (docs/structured-outputs.md "Memory"): the bytes every
+  // compilation and compiled grammar may hold together (0: a sixteenth of
+  // the machine's memory, 64 MiB to 1 GiB), compilations at once (0: half
+  // the cores), and how long a request waits for a compilation slot.
+  int64_t grammar_mem_bytes = 0;
+  int grammar_compilations = 0;
+  std::chrono::milliseconds grammar_wait{2000};
+  // What the parsed bodies of the requests being handled may hold together
+  // (docs/server.md "Server limits"; 0: as grammar_mem_bytes's default).
+  int64_t body_mem_bytes = 0;
 };
 
 class Server {
@@ -53,6 +88,10 @@ class Server {
 
   // Binds the listening socket; throws Error(kUnavailable) if it cannot.
   void bind();
+  // Reads the API keys again (SIGHUP): requests in flight are unaffected.
+  // Throws Error for a key file that cannot be read or parsed (the keys in
+  // use stay).
+  void reload_api_keys();
   int port() const;
   // Serves until stop() (from another thread or a signal handler's thread).
   void run();

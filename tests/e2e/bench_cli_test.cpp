@@ -58,6 +58,7 @@ TEST(BenchCli, ModelReportsBandwidthLimitAndDepth) {
                             "kv_bytes_per_token", "depth"})
       ASSERT_TRUE(j->contains(key)) << key << " missing from " << j->dump();
     EXPECT_EQ((*j)["weight_bytes"], 1171200);  // every tensor's bytes (F32 model)
+    EXPECT_EQ((*j)["decode_weight_bytes"].get<double>(), 1171200.0);  // dense: a token reads them all
     EXPECT_GT((*j)["read_bandwidth_gb_s"].get<double>(), 0.1);
     EXPECT_LT((*j)["read_bandwidth_gb_s"].get<double>(), 10000.0);
     const double limit = (*j)["read_bandwidth_gb_s"].get<double>() * 1e9 /

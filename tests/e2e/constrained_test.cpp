@@ -260,7 +260,7 @@ TEST(Constrained, BadConstraintsAre400sNamingTheProblem) {
     EXPECT_EQ(j["error"]["param"], param) << j;
     EXPECT_NE(j["error"]["message"].get<std::string>().find(words), std::string::npos) << j;
   };
-  expect_400({{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema",
+  expect_400({{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"strict", true}, {"schema",
              {{"type", "object"}, {"properties", {{"a", {{"not", Json::object()}}}}}}}}}}}},
              "response_format.json_schema.schema", "unsupported keyword 'not' at /properties/a");
   expect_400({{"response_format", {{"type", "xml"}}}}, "response_format.type", "json_schema");

@@ -71,7 +71,8 @@ TEST_F(HostileServerTest, InvalidUtf8InAPathIsA404WithValidJson) {
       SCOPED_TRACE(std::string(method) + " " + test::shown(path));
       auto r = test::raw_request(port(), std::string(method) + " " + path +
                                              " HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
-      EXPECT_TRUE(r.status == 404 || r.status == 400) << r.head;
+      // 405: GET /v1/models/{id} exists, so POST there is the wrong method.
+      EXPECT_TRUE(r.status == 404 || r.status == 400 || r.status == 405) << r.head;
       EXPECT_FALSE(error_of(r).value("message", "").empty());
     }
   }

@@ -37,11 +37,11 @@ TEST(InspectCli, UnsupportedArchitectureIsRefusedByName) {
   auto r = test::run_kvlm({"inspect", "-m", path});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.out.find("unsupported architecture 'mamba'"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("llama, mistral, qwen2, gpt2, gemma2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("llama, mistral, qwen2, qwen2moe, qwen3, qwen3moe, phi3, gpt2, gemma2"), std::string::npos) << r.out;
 
   r = test::run_kvlm({"run", "-m", path, "-p", "hi"});
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.err.find("unsupported architecture 'mamba' (kvlm supports: llama, mistral, qwen2, gpt2, gemma2)"),
+  EXPECT_NE(r.err.find("unsupported architecture 'mamba' (kvlm supports: llama, mistral, qwen2, qwen2moe, qwen3, qwen3moe, phi3, gpt2, gemma2)"),
             std::string::npos)
       << r.err;
 }

@@ -142,6 +142,7 @@ TEST(KvCli, BenchOnADiskTierLeavesNothingBehind) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "store 64 blocks")) << r.out;
   EXPECT_TRUE(contains(r.out, "load  64 blocks")) << r.out;
+  EXPECT_TRUE(contains(r.out, "decode 64 blocks")) << r.out;
   EXPECT_TRUE(contains(test::run_kvlm({"kv", "stat", "--kv-disk", dir}).out, "0 records")) ;
 }
 

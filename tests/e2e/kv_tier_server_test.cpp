@@ -12,66 +12,20 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "kv_tier_util.h"
 #include "support/test_support.h"
 #include "unit/kvstore/redis_server.h"
 
 namespace kvlm {
 namespace {
 
-using Json = nlohmann::json;
 namespace fs = std::filesystem;
-
-std::string model() { return test::shared_path("models/stories260K.gguf"); }
-
-// About 600 tokens of story (stories260K's vocabulary is small): ~37 full blocks of 16.
-std::string long_prompt(int variant = 0) {
-  std::string text = test::read_file(test::shared_path("text/tinystories_sample.txt"));
-  return text.substr(static_cast<size_t>(variant) * 1500, 1200);
-}
-
-struct Answer {
-  int status = 0;
-  std::string text;
-  int cached = -1;
-  int prompt_tokens = 0;
-  int full_blocks() const { return (prompt_tokens - 1) / 16; }  // what a hit can cover
-};
-
-Answer complete(const test::ServerProcess& s, const std::string& prompt) {
-  httplib::Client c("127.0.0.1", s.port());
-  c.set_read_timeout(60);
-  Json body = {{"prompt", prompt}, {"max_tokens", 12}, {"temperature", 0}, {"ignore_eos", true}};
-  auto r = c.Post("/v1/completions", body.dump(), "application/json");
-  Answer a;
-  if (!r) return a;
-  a.status = r->status;
-  const Json j = Json::parse(r->body, nullptr, false);
-  if (a.status == 200) {
-    a.text = j["choices"][0]["text"];
-    a.cached = j["usage"]["prompt_tokens_details"]["cached_tokens"];
-    a.prompt_tokens = j["usage"]["prompt_tokens"];
-  }
-  return a;
-}
-
-// Writes go behind on the I/O thread: wait (bounded) until `n` blocks are down.
-void wait_written(const test::ServerProcess& s, const std::string& tier, double n) {
-  const std::string series = R"(kvlm_kv_tier_blocks_written_total{model_name="llama",tier=")" + tier + "\"}";
-  for (int i = 0; i < 500 && test::server_metric(s, series) < n; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  ASSERT_GE(test::server_metric(s, series), n) << "the " << tier << " tier never got the blocks";
-}
-
-std::vector<std::string> server_args(std::vector<std::string> tier_flags) {
-  std::vector<std::string> a = {"-m", model(), "-t", "1"};
-  a.insert(a.end(), tier_flags.begin(), tier_flags.end());
-  return a;
-}
-
-// The answer with no tier and an empty cache.
-Answer cold(const std::string& prompt) {
-  test::ServerProcess s(server_args({"--no-prefix-cache"}));
-  return complete(s, prompt);
-}
+using test::Answer;
+using test::cold;
+using test::complete;
+using test::long_prompt;
+using test::server_args;
+using test::wait_written;
 
 TEST(KvTierDisk, SurvivesARestartAndLoadsTheSameKv) {
   const std::string dir = test::temp_dir() + "/disk-restart";

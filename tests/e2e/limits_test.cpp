@@ -1,4 +1,4 @@
-// The server's limits over real HTTP (README "Server limits"): each cap is
+// The server's limits over real HTTP (docs/server.md "Server limits"): each cap is
 // actually reached — connections held open, requests kept running by an
 // injected per-token delay (KVLM_FAULT) — and answered 503 with Retry-After
 // and an OpenAI error, counted in /metrics; the per-request time limit ends

@@ -98,6 +98,25 @@ TEST(MakeModelCli, PresetMetadataAndFallback) {
   EXPECT_NE(r.out.find("context: 2048"), std::string::npos) << r.out;
 }
 
+// Qwen3-0.6B's header cut to one layer with --scale-down (28 / 28): its own
+// head size (128, not dim / heads), per-head norms and tied embeddings; the
+// file loads and runs.
+TEST(MakeModelCli, ScaleDownKeepsTheLayerShape) {
+  const std::string path = test::temp_dir() + "/qwen3.gguf";
+  auto r = test::run_kvlm({"make-model", "--preset", "qwen3-0.6b", "--scale-down", "28", "--type", "Q8_0",
+                           "--vocab-from", vocab(), "-o", path});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = test::run_kvlm({"inspect", "-m", path});
+  EXPECT_NE(r.out.find("vocab: 32000  dim: 1024  layers: 1  heads: 16 (kv 8)  head_dim: 128  ffn: 3072"),
+            std::string::npos) << r.out;
+  auto f = GgufFile::open(path);
+  EXPECT_EQ(f->require_tensor("blk.0.attn_q.weight").dims, (std::vector<int64_t>{1024, 2048}));
+  EXPECT_EQ(f->require_tensor("blk.0.attn_k_norm.weight").dims, (std::vector<int64_t>{128}));
+  EXPECT_EQ(f->find_tensor("output.weight"), nullptr);
+  r = test::run_kvlm({"logits", "-m", path, "--tokens", "1,2"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
 TEST(MakeModelCli, BadFlagsAreClearErrors) {
   const std::string out = test::temp_dir() + "/bad.gguf";
   struct Case {
@@ -105,14 +124,19 @@ TEST(MakeModelCli, BadFlagsAreClearErrors) {
     std::string message;
   };
   const std::vector<Case> cases = {
-      {{"--preset", "gpt-5"}, "unknown --preset 'gpt-5' (known: tinyllama-1.1b, qwen2.5-0.5b, llama-3.2-1b)"},
+      {{"--preset", "gpt-5"}, "unknown --preset 'gpt-5' (known: tinyllama-1.1b, qwen2.5-0.5b, llama-3.2-1b, llama-3-8b"},
       {{"--preset", "tinyllama-1.1b", "--type", "Q5_1"}, "--type 'Q5_1' is not one of"},
       {{"--dim", "64", "--layers", "1", "--heads", "3", "--ffn", "64"}, "--dim 64 must be --heads 3 times"},
       {{"--dim", "64", "--layers", "1", "--heads", "4", "--kv-heads", "3", "--ffn", "64"},
        "--heads 4 must be a multiple of --kv-heads 3"},
       {{"--dim", "64", "--heads", "4", "--ffn", "64"}, "without --preset, --layers is required"},
       {{"--preset", "tinyllama-1.1b", "--vocab", "100"}, "--vocab 100 is smaller than the 32000 tokens"},
-      {{"--preset", "tinyllama-1.1b", "--arch", "mamba"}, "--arch 'mamba' is not supported (llama, qwen2)"},
+      {{"--preset", "tinyllama-1.1b", "--arch", "mamba"}, "--arch 'mamba' is not supported (llama, qwen2, qwen2moe, qwen3, qwen3moe, phi3)"},
+      {{"--preset", "tinyllama-1.1b", "--arch", "qwen2moe"}, "--arch qwen2moe needs --experts and --experts-used"},
+      {{"--preset", "tinyllama-1.1b", "--experts", "4", "--experts-used", "5"}, "--experts-used 5 in 1..--experts"},
+      {{"--preset", "qwen2.5-0.5b", "--rope-scaling", "llama3"}, "--rope-scaling llama3 is for --arch llama"},
+      {{"--preset", "phi-3-mini-4k", "--tied"}, "--arch phi3 has an output.weight of its own"},
+      {{"--preset", "mixtral-8x7b", "--scale-down", "0"}, "--scale-down 0 must be at least 1"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> args = {"make-model", "--vocab-from", vocab(), "-o", out};

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "e2e/router_fleet.h"
 #include "support/test_support.h"
 
 namespace kvlm {
@@ -116,6 +117,33 @@ TEST(WebChat, ModelWithoutTemplateGetsPlainCompletion) {
   EXPECT_EQ(j["reply"].get<std::string>().rfind(", there was a little girl named Lily.", 0), 0u) << r.out;
   EXPECT_EQ(j["stats"]["completionTokens"], "24");
   EXPECT_EQ(j["dialogs"], Json::array());
+}
+
+}  // namespace
+}  // namespace kvlm
+
+namespace kvlm {
+namespace {
+
+// The page as kvlm router serves it, over two workers: the same page, its
+// header from the workers' model, a streamed reply, a follow-up routed back
+// to the worker that holds its first turn (cached tokens), the panel summed
+// over the fleet.
+TEST(WebChat, WorksThroughTheRouter) {
+  require_tools();
+  test::Fleet fleet({.num_workers = 2, .worker_args = {"--api-key", "page-key"},
+                     .router_args = {"--api-key", "page-key"}});
+  auto r = test::run_program({"node", script(), "--url", "http://127.0.0.1:" + std::to_string(fleet.router_port()) + "/",
+                              "--key", "page-key", "--screenshot", test::temp_dir() + "/web-chat-router.png",
+                              "--message", "Tell me a story about a cat.", "--follow-up", "And then?"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json j = Json::parse(r.out);
+  EXPECT_NE(j["header"].get<std::string>().find("model llama"), std::string::npos) << r.out;
+  EXPECT_NE(j["header"].get<std::string>().find("chat"), std::string::npos) << r.out;
+  EXPECT_FALSE(j["reply"].get<std::string>().empty()) << r.out;
+  EXPECT_EQ(j["stats"]["completionTokens"], "24") << r.out;
+  EXPECT_GT(std::stoi(j["follow_up_stats"]["cachedTokens"].get<std::string>()), 0) << r.out;
+  EXPECT_NE(j["panel"]["kv"].get<std::string>().find(" / 16384"), std::string::npos) << "two pools: " << r.out;
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 """Writes the seed corpora and the GGUF dictionary of the fuzz targets from ../shared.
 
 Usage: tests/fuzz/make_corpus.py SHARED_DIR OUT_DIR
-Writes OUT_DIR/<target>/ (gguf, tokenizer, jinja, openai, record) and
+Writes OUT_DIR/<target>/ (gguf, tokenizer, jinja, openai, record, router_stream) and
 OUT_DIR/gguf.dict. Model files are never copied whole: each shared model
 becomes a tiny GGUF of the same architecture (one layer, a few dozen
 dimensions, random weights) that loads and runs in milliseconds, plus its
@@ -225,6 +225,18 @@ OPENAI_SEEDS = [
 ]
 
 
+# Streams as kvlm serve writes them for a router (return_token_ids).
+ROUTER_STREAM_SEEDS = [
+    'data: {"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":"Hi",'
+    '"logprobs":null,"finish_reason":null,"prompt_token_ids":[1,2],"token_ids":[5]}]}\n\n: keep-alive\n\n'
+    'data: {"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":"",'
+    '"logprobs":null,"finish_reason":"length","token_ids":[]}]}\n\ndata: [DONE]\n\n',
+    'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":1,"delta":'
+    '{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":""}}]},'
+    '"logprobs":null,"finish_reason":null}]}\r\n\r\n',
+]
+
+
 def main():
     shared, out = sys.argv[1], sys.argv[2]
     rng = random.Random(15)
@@ -234,6 +246,8 @@ def main():
     for i, seed in enumerate(OPENAI_SEEDS):
         write(out + "/openai", "seed-%d.json" % i, json.dumps(seed))
     write(out + "/record", "empty", b"")
+    for i, chunk in enumerate(ROUTER_STREAM_SEEDS):
+        write(out + "/router_stream", "seed-%d" % i, bytes([7]) + chunk.encode())
 
 
 if __name__ == "__main__":

@@ -28,13 +28,13 @@ void check_error(const RequestError& e) {
   (void)kvlm::openai::dump_json(kvlm::openai::error_json(e));
 }
 
-void check_options(const kvlm::openai::GenerationOptions& o) {
+void check_options(const kvlm::openai::GenerationOptions& o, bool chat) {
   const kvlm::SamplingParams& s = o.sampling;
   if (!(s.temperature >= 0.f && s.temperature <= 2.f)) std::abort();
   if (!(s.top_p > 0.f && s.top_p <= 1.f)) std::abort();
   if (o.n < 1 || o.n > kvlm::openai::kMaxChoices || o.best_of < o.n || o.best_of > kvlm::openai::kMaxChoices)
     std::abort();
-  if (o.max_tokens && *o.max_tokens < 1) std::abort();
+  if (o.max_tokens && *o.max_tokens < (chat ? 1 : 0)) std::abort();  // completions: 0 scores the prompt
   if (o.kv_budget && *o.kv_budget < 0) std::abort();
   if (o.kv_sinks && *o.kv_sinks < 0) std::abort();
   if (o.kv_recent && *o.kv_recent < 0) std::abort();
@@ -57,17 +57,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;  // not JSON: the routes answer 400 before any field is read
   }
   check(oa::parse_completion_request(body), [](const oa::CompletionRequest& r) {
-    check_options(r.options);
-    if (const auto* text = std::get_if<std::string>(&r.prompt); text && text->empty()) std::abort();
-    if (const auto* ids = std::get_if<std::vector<int32_t>>(&r.prompt))
-      for (int32_t id : *ids)
-        if (id < 0) std::abort();
+    check_options(r.options, /*chat=*/false);
+    if (r.prompts.empty() || r.prompts.size() * static_cast<size_t>(r.options.best_of) >
+                                 static_cast<size_t>(oa::kMaxCandidates))
+      std::abort();
+    for (const oa::Prompt& p : r.prompts) {
+      if (const auto* text = std::get_if<std::string>(&p); text && text->empty()) std::abort();
+      if (const auto* ids = std::get_if<std::vector<int32_t>>(&p)) {
+        if (ids->empty()) std::abort();
+        for (int32_t id : *ids)
+          if (id < 0) std::abort();
+      }
+    }
   });
   check(oa::parse_chat_request(body), [](const oa::ChatRequest& r) {
-    check_options(r.options);
+    check_options(r.options, /*chat=*/true);
     if (!r.messages.is_array() || r.messages.empty() || !r.template_extra.is_object()) std::abort();
     for (const Json& m : r.messages) {
       if (!m.is_object() || !m.at("role").is_string()) std::abort();
+      // Templates get the roles they know (developer as system, function as tool).
+      if (m["role"] == "developer" || m["role"] == "function") std::abort();
       if (const auto c = m.find("content"); c != m.end() && !c->is_string() && !c->is_null()) std::abort();
     }
     (void)oa::dump_json(r.messages);

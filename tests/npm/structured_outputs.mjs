@@ -36,7 +36,7 @@ out.choice = choice.choices[0].message.content;
 try {
   await client.chat.completions.create({
     model: "llama", max_tokens: 4, messages: [{ role: "user", content: "x" }],
-    response_format: { type: "json_schema", json_schema: { name: "bad", schema: { type: "string", format: 3, if: {} } } },
+    response_format: { type: "json_schema", json_schema: { name: "bad", strict: true, schema: { type: "string", format: 3, if: {} } } },
   });
   out.error = null;
 } catch (e) {

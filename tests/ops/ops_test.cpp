@@ -141,6 +141,31 @@ TEST(Ops, RopeAnglesCloseToExact) {
   }
 }
 
+// Frequency factors divide each pair's angle and attn_factor scales cos and
+// sin (llama3's rope_freqs, Phi-3's long-rope), on every path as in the reference.
+TEST(Ops, RopeFreqFactorsAndAttnFactor) {
+  const int64_t head_dim = 48, num_heads = 2, num_tokens = 3;
+  std::vector<float> factors(head_dim / 2);
+  for (size_t i = 0; i < factors.size(); ++i) factors[i] = 1.f + 7.f * static_cast<float>(i) / 23.f;
+  for (RopeStyle style : {RopeStyle::kNormal, RopeStyle::kNeox}) {
+    RopeParams p{style, 0, 10000.f, 1.f, factors.data(), 1.3f};
+    const std::vector<int32_t> pos = {3, 250, 9000};
+    const auto x = test::random_floats(num_tokens * num_heads * head_dim, 21);
+    auto y = x, y_ref = x;
+    rope(y.data(), pos.data(), num_tokens, num_heads, head_dim, p);
+    ref::rope(y_ref.data(), pos.data(), num_tokens, num_heads, head_dim, p);
+    expect_close(y, y_ref, 0, 4e-6, "rope with factors");
+  }
+  RopeParams p{RopeStyle::kNormal, 0, 10000.f, 1.f, factors.data(), 1.3f};
+  std::vector<float> cs(head_dim / 2), sn(head_dim / 2);
+  rope_angles(100, p, head_dim, cs.data(), sn.data());
+  for (int64_t i = 0; i < head_dim / 2; ++i) {
+    const double angle = 100.0 * std::pow(10000.0, -2.0 * static_cast<double>(i) / head_dim) / factors[i];
+    EXPECT_NEAR(cs[i], 1.3 * std::cos(angle), 1e-4) << i;
+    EXPECT_NEAR(sn[i], 1.3 * std::sin(angle), 1e-4) << i;
+  }
+}
+
 TEST(Ops, Softmax) {
   for (int64_t n : kLengths) {
     const int64_t rows = 4;

@@ -1,5 +1,7 @@
 #include "support/test_support.h"
 
+#include <algorithm>
+
 #include <httplib.h>
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -167,13 +169,14 @@ bool have_program(const std::string& name) {
   return run_program({"sh", "-c", "command -v " + name}).exit_code == 0;
 }
 
-ServerProcess::ServerProcess(const std::vector<std::string>& args) {
+ServerProcess::ServerProcess(const std::vector<std::string>& args, const std::string& command) {
   const std::string base = next_base();
   err_path_ = base + ".err";
-  std::vector<std::string> argv = {kvlm_binary(), "serve", "--port", "0"};
+  std::vector<std::string> argv = {kvlm_binary(), command};
+  if (std::find(args.begin(), args.end(), "--port") == args.end()) argv.insert(argv.end(), {"--port", "0"});
   argv.insert(argv.end(), args.begin(), args.end());
   pid_ = spawn(argv, base + ".out", err_path_);
-  const std::regex listening("listening on http://127\\.0\\.0\\.1:([0-9]+)");
+  const std::regex listening("listening on https?://127\\.0\\.0\\.1:([0-9]+)");
   for (int i = 0; i < 3000; ++i) {  // up to 30 s (model loading under a loaded CI box)
     std::smatch m;
     const std::string err = read_so_far(err_path_);
@@ -184,12 +187,12 @@ ServerProcess::ServerProcess(const std::vector<std::string>& args) {
     int status = 0;
     if (::waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
-      ADD_FAILURE() << "kvlm serve exited before listening:\n" << err;
+      ADD_FAILURE() << "kvlm " << command << " exited before listening:\n" << err;
       return;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  ADD_FAILURE() << "kvlm serve did not start listening:\n" << read_so_far(err_path_);
+  ADD_FAILURE() << "kvlm " << command << " did not start listening:\n" << read_so_far(err_path_);
 }
 
 CommandResult ServerProcess::stop() {
@@ -222,8 +225,12 @@ std::string ServerProcess::err_so_far() const { return read_so_far(err_path_); }
 ServerProcess::~ServerProcess() { stop(); }
 
 double metric_sample(const std::string& text, const std::string& series) {
-  const std::string key = "\n" + series + (series.find('{') == std::string::npos ? "{" : " ");
-  const size_t at = text.find(key);
+  std::string key = "\n" + series + (series.find('{') == std::string::npos ? "{" : " ");
+  size_t at = text.find(key);
+  if (at == std::string::npos && series.find('{') == std::string::npos) {
+    key = "\n" + series + " ";  // a series without labels
+    at = text.find(key);
+  }
   if (at == std::string::npos) return -1;
   const size_t sp = text.find(' ', at + key.size() - 1);
   return std::stod(text.substr(sp + 1, text.find('\n', sp) - sp - 1));

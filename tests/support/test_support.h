@@ -33,7 +33,10 @@ bool have_program(const std::string& name);
 // fails the test (and leaves port() at 0) if it exits first.
 class ServerProcess {
  public:
-  explicit ServerProcess(const std::vector<std::string>& args);
+  // `command` is the subcommand ("serve", "router"); args without "--port"
+  // get "--port 0" (any free port), read back from the "listening on" line.
+  explicit ServerProcess(const std::vector<std::string>& args, const std::string& command = "serve");
+  int pid() const { return pid_; }
   ~ServerProcess();
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;

@@ -243,7 +243,11 @@ void kv_rotate_key(const KvLayout& layout, const KvLayer& layer, int64_t slot, i
   const int64_t hd = layout.head_dim, o = slot % bs;
   std::vector<float> keys(static_cast<size_t>(layout.num_kv_heads * hd));
   for (int32_t h = 0; h < layout.num_kv_heads; ++h) kv_read_key(layout, layer, slot, h, keys.data() + h * hd);
-  rope(keys.data(), &delta, 1, layout.num_kv_heads, hd, rope_params);
+  // A shift only rotates: the stored key was already scaled by attn_factor
+  // when it was written, and scaling it again would change its length.
+  RopeParams rotation = rope_params;
+  rotation.attn_factor = 1.f;
+  rope(keys.data(), &delta, 1, layout.num_kv_heads, hd, rotation);
   for (int32_t h = 0; h < layout.num_kv_heads; ++h)
     store_key(layout, block_head(layout, layer.k, slot / bs, h), o, keys.data() + h * hd);
 }

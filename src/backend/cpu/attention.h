@@ -1,7 +1,8 @@
 // Paged attention: each sequence reads its keys and values through a block
-// table, so sequences share one pool of fixed-size KV blocks (DESIGN.md "The
-// KV cache"). Pure compute: which blocks a sequence owns is decided in kv/ and
-// sched/; this file only follows the table it is given.
+// table, so sequences share one pool of fixed-size KV blocks
+// (docs/ARCHITECTURE.md "The KV cache"). Pure compute: which blocks a
+// sequence owns is decided in kv/ and sched/; this file only follows the
+// table it is given.
 #pragma once
 
 #include <cstddef>

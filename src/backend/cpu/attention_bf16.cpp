@@ -11,7 +11,7 @@
 //
 // With AVX512-BF16 (the avx512 path on Zen 4/5, Sapphire Rapids and later)
 // one instruction does 32 of those multiply-adds, twice what an f32 FMA does,
-// and attention at long contexts is compute-bound (README, "Depth"). Every
+// and attention at long contexts is compute-bound (docs/performance.md, "Depth"). Every
 // other path, and block shapes the vector kernel does not take, run the same
 // chain one element at a time under flush-to-zero: the same bits
 // (attention_test: SimdPathsGiveTheSameBits), and as slow as they sound.

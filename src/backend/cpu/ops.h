@@ -24,11 +24,17 @@ struct RopeParams {
   int32_t rot_dim = 0;        // leading dims of each head that rotate (even); 0 = head_dim
   float freq_base = 10000.f;
   float freq_scale = 1.f;     // linear scaling: position * freq_scale
+  // [rot_dim / 2] or nullptr: pair i's angle is divided by freq_factors[i]
+  // (llama3 scaling's rope_freqs, Phi-3's long/short factors). Not owned: it
+  // points into the model that set it and lives as long as that model.
+  const float* freq_factors = nullptr;
+  float attn_factor = 1.f;    // cos and sin scaled by it (Phi-3 long-rope's magnitude correction)
 };
 
 // Rotates each head of each token in place by its position.
 // x: [num_tokens, num_heads, head_dim]; positions: [num_tokens].
-// theta_i = pos * freq_scale * freq_base^(-2i/rot_dim).
+// theta_i = pos * freq_scale * freq_base^(-2i/rot_dim) / freq_factors[i];
+// the pair is rotated by theta_i and scaled by attn_factor (as ggml's rope).
 void rope(float* x, const int32_t* positions, int64_t num_tokens, int64_t num_heads,
           int64_t head_dim, const RopeParams& p);
 

@@ -19,9 +19,10 @@ void rope_angles(int32_t pos, const RopeParams& p, int64_t rot_dim, float* cos_o
   const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(rot_dim));
   float theta = static_cast<float>(pos);
   for (int64_t i = 0; i < rot_dim / 2; ++i) {
-    const float angle = p.freq_scale * theta;
-    cos_out[i] = std::cos(angle);
-    sin_out[i] = std::sin(angle);
+    const float base_angle = p.freq_factors != nullptr ? theta / p.freq_factors[i] : theta;
+    const float angle = p.freq_scale * base_angle;
+    cos_out[i] = std::cos(angle) * p.attn_factor;
+    sin_out[i] = std::sin(angle) * p.attn_factor;
     theta *= theta_scale;
   }
 }

@@ -35,8 +35,9 @@ namespace kvlm {
 
 // cos/sin of the rot_dim/2 rotation angles of one position, computed the way
 // ggml does (theta_i = freq_scale * pos * base^(-2i/rot_dim), with the power
-// accumulated by repeated f32 multiplication) so positions match llama.cpp.
-// cos_out, sin_out: [rot_dim / 2]. Used by both rope() and ref::rope().
+// accumulated by repeated f32 multiplication, divided by p.freq_factors[i]
+// when set) so positions match llama.cpp; cos and sin are scaled by
+// p.attn_factor. cos_out, sin_out: [rot_dim / 2]. Used by both rope() and ref::rope().
 void rope_angles(int32_t pos, const RopeParams& p, int64_t rot_dim, float* cos_out, float* sin_out);
 
 // rot_dim as used: p.rot_dim, or head_dim when p.rot_dim is 0.

@@ -6,9 +6,16 @@
 
 namespace kvlm::openai {
 
-void invalid_field(const std::string& param, const std::string& message) {
-  throw FieldError{RequestError{400, message, param}};
+void invalid_field(const std::string& param, const std::string& message, std::optional<std::string> code) {
+  RequestError e{400, message, param};
+  e.code = std::move(code);
+  throw FieldError{std::move(e)};
 }
+
+namespace {
+[[noreturn]] void wrong_type(const char* key, const std::string& message) { invalid_field(key, message, "invalid_type"); }
+[[noreturn]] void wrong_value(const char* key, const std::string& message) { invalid_field(key, message, "invalid_value"); }
+}  // namespace
 
 const Json* field(const Json& obj, const char* key) {
   if (!obj.is_object()) return nullptr;
@@ -19,10 +26,10 @@ const Json* field(const Json& obj, const char* key) {
 std::optional<double> number_field(const Json& obj, const char* key, double lo, double hi) {
   const Json* v = field(obj, key);
   if (!v) return std::nullopt;
-  if (!v->is_number()) invalid_field(key, fmt::format("'{}' must be a number", key));
+  if (!v->is_number()) wrong_type(key, fmt::format("'{}' must be a number", key));
   const double x = v->get<double>();
   if (!std::isfinite(x) || x < lo || x > hi)
-    invalid_field(key, fmt::format("'{}' must be between {} and {}, got {}", key, lo, hi, x));
+    wrong_value(key, fmt::format("'{}' must be between {} and {}, got {}", key, lo, hi, x));
   return x;
 }
 
@@ -37,23 +44,23 @@ int64_t clamped_integer(const Json& v) {
 std::optional<int64_t> integer_field(const Json& obj, const char* key, int64_t lo, int64_t hi) {
   const Json* v = field(obj, key);
   if (!v) return std::nullopt;
-  if (!v->is_number_integer()) invalid_field(key, fmt::format("'{}' must be an integer", key));
+  if (!v->is_number_integer()) wrong_type(key, fmt::format("'{}' must be an integer", key));
   const int64_t x = clamped_integer(*v);
-  if (x < lo || x > hi) invalid_field(key, fmt::format("'{}' must be between {} and {}, got {}", key, lo, hi, x));
+  if (x < lo || x > hi) wrong_value(key, fmt::format("'{}' must be between {} and {}, got {}", key, lo, hi, x));
   return x;
 }
 
 std::optional<bool> bool_field(const Json& obj, const char* key) {
   const Json* v = field(obj, key);
   if (!v) return std::nullopt;
-  if (!v->is_boolean()) invalid_field(key, fmt::format("'{}' must be true or false", key));
+  if (!v->is_boolean()) wrong_type(key, fmt::format("'{}' must be true or false", key));
   return v->get<bool>();
 }
 
 std::optional<std::string> string_field(const Json& obj, const char* key) {
   const Json* v = field(obj, key);
   if (!v) return std::nullopt;
-  if (!v->is_string()) invalid_field(key, fmt::format("'{}' must be a string", key));
+  if (!v->is_string()) wrong_type(key, fmt::format("'{}' must be a string", key));
   return v->get<std::string>();
 }
 

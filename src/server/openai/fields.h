@@ -20,7 +20,10 @@ struct FieldError {
   RequestError error;
 };
 
-[[noreturn]] void invalid_field(const std::string& param, const std::string& message);
+// A 400 on `param`; `code` as OpenAI spells it (docs/server.md "Error
+// codes"): the readers below say invalid_type or invalid_value.
+[[noreturn]] void invalid_field(const std::string& param, const std::string& message,
+                                std::optional<std::string> code = std::nullopt);
 
 // The field's value, or nullptr when it is absent or JSON null.
 const Json* field(const Json& obj, const char* key);

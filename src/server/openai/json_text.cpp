@@ -28,6 +28,32 @@ Json parse_json(std::string_view text) {
   }
 }
 
+int64_t parsed_json_bytes(std::string_view text) {
+  constexpr int64_t kSlotBytes = 48, kMemberBytes = 96, kContainerBytes = 64, kStringBytes = 48;
+  int64_t num_commas = 0, num_members = 0, num_containers = 0, num_strings = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    switch (c) {
+      case '"': in_string = true; ++num_strings; break;
+      case ',': ++num_commas; break;
+      case ':': ++num_members; break;
+      case '[':
+      case '{': ++num_containers; break;
+      default: break;
+    }
+  }
+  // Each container holds one value more than its commas separate.
+  const int64_t num_values = 1 + num_commas + num_containers;
+  return 2 * static_cast<int64_t>(text.size()) + num_values * kSlotBytes + num_members * kMemberBytes +
+         num_containers * kContainerBytes + num_strings * kStringBytes;
+}
+
 std::string dump_json(const Json& j) {
   return j.dump(-1, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace);
 }

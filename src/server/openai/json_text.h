@@ -13,6 +13,7 @@
 //    API returns bytes it cannot decode.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -28,6 +29,16 @@ constexpr int kMaxJsonDepth = 64;
 // Throws Error(kInvalidArgument): not JSON, a number out of range, or nesting
 // deeper than kMaxJsonDepth (arrays and objects both count).
 Json parse_json(std::string_view text);
+
+// About the most memory parse_json(text) allocates for its value, without
+// parsing: the text's bytes twice (strings' characters with their
+// allocations), and for each value its slot in a container (16 bytes, up
+// to twice that as containers grow by doubling), each object member its
+// key and value (48 bytes, doubled too), each array or object its own
+// allocation, each string its std::string and allocation header. One pass
+// over the text, no allocation: what the server reserves of --body-mem
+// before it parses a body, since parsed JSON takes up to 20 times its text.
+int64_t parsed_json_bytes(std::string_view text);
 
 // Compact JSON text; every string made valid UTF-8 by replacement. Never throws
 // for a value built by the server (only std::bad_alloc).

@@ -42,7 +42,8 @@ void parse_choices(const Json& body, bool chat, GenerationOptions& o) {
   o.n = static_cast<int32_t>(integer(body, "n", 1, kMaxChoices).value_or(1));
   o.best_of = o.n;
   if (chat) {
-    if (field(body, "best_of")) invalid("best_of", "'best_of' is only supported by /v1/completions");
+    if (field(body, "best_of"))
+      invalid_field("best_of", "'best_of' is only supported by /v1/completions", "unsupported_parameter");
     return;
   }
   if (auto b = integer(body, "best_of", 1, kMaxChoices)) {
@@ -52,7 +53,31 @@ void parse_choices(const Json& body, bool chat, GenerationOptions& o) {
   if (o.best_of > o.n && o.stream) invalid("best_of", "'best_of' greater than 'n' cannot be used with stream: true");
 }
 
-GenerationOptions parse_options(const Json& body, bool chat) {
+std::vector<int32_t> token_ids(const Json& a, const std::string& param = "prompt") {
+  std::vector<int32_t> ids;
+  for (const Json& x : a) ids.push_back(static_cast<int32_t>(integer_item(x, param, 0, INT32_MAX)));
+  return ids;
+}
+
+// The router's extensions (GenerationOptions::return_token_ids and below),
+// after `stream` and the choices.
+void parse_router_fields(const Json& body, GenerationOptions& o) {
+  o.return_token_ids = boolean(body, "return_token_ids").value_or(false);
+  if (const Json* p = field(body, "prompt_token_ids")) {
+    if (!p->is_array() || p->empty()) invalid("prompt_token_ids", "'prompt_token_ids' must be a non-empty array of token ids");
+    o.prompt_token_ids = token_ids(*p, "prompt_token_ids");
+  }
+  if (const Json* r = field(body, "resume_token_ids")) {
+    if (!r->is_array()) invalid("resume_token_ids", "'resume_token_ids' must be an array of token ids");
+    o.resume_token_ids = token_ids(*r, "resume_token_ids");
+    if (!o.resume_token_ids.empty() && !o.stream)
+      invalid("resume_token_ids", "'resume_token_ids' resumes a stream: it needs stream: true");
+    if (!o.resume_token_ids.empty() && o.best_of != 1)
+      invalid("resume_token_ids", "'resume_token_ids' resumes one choice: n and best_of must be 1");
+  }
+}
+
+GenerationOptions parse_options(const Json& body, bool chat, constrain::GrammarCache* grammars) {
   if (!body.is_object()) invalid("body", "the request body must be a JSON object");
   GenerationOptions o;
   o.model = string(body, "model").value_or("");
@@ -84,7 +109,8 @@ GenerationOptions parse_options(const Json& body, bool chat) {
     }
   }
   const char* max_key = chat && field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
-  if (auto n = integer(body, max_key, 1, 1 << 30)) o.max_tokens = static_cast<int32_t>(*n);
+  // Completions take 0: the prompt alone, scored with echo and logprobs.
+  if (auto n = integer(body, max_key, chat ? 1 : 0, 1 << 30)) o.max_tokens = static_cast<int32_t>(*n);
   if (const Json* stop = field(body, "stop")) {
     if (stop->is_string()) {
       o.stop.push_back(stop->get<std::string>());
@@ -114,17 +140,39 @@ GenerationOptions parse_options(const Json& body, bool chat) {
     if (auto n = integer(body, "logprobs", 0, kMaxLogprobs)) o.logprobs = static_cast<int32_t>(*n);
   }
   o.ignore_eos = boolean(body, "ignore_eos").value_or(false);
+  o.speculative = boolean(body, "speculative").value_or(true);
   o.cache_salt = string(body, "cache_salt");
   if (auto n = integer(body, "kv_budget", 0, 1 << 30)) o.kv_budget = static_cast<int32_t>(*n);
   if (auto name = string(body, "kv_policy")) {
     o.kv_policy = parse_kv_policy(*name);
-    if (!o.kv_policy) invalid("kv_policy", fmt::format("'kv_policy' must be one of: {}", kv_policy_names()));
+    if (name->starts_with("learned:")) {
+      o.kv_policy = KvPolicyKind::kLearned;
+      o.kv_learned_name = name->substr(8);
+    }
+    if (!o.kv_policy)
+      invalid("kv_policy", fmt::format("'kv_policy' must be one of: {}, learned:NAME", kv_policy_names()));
   }
   if (auto n = integer(body, "kv_sinks", 0, 1 << 20)) o.kv_sinks = static_cast<int32_t>(*n);
   if (auto n = integer(body, "kv_recent", 0, 1 << 30)) o.kv_recent = static_cast<int32_t>(*n);
   o.kv_shift = boolean(body, "kv_shift");
-  o.constraint = parse_constraint(body);
+  parse_router_fields(body, o);
+  o.constraint = parse_constraint(body, grammars);
   return o;
+}
+
+// The roles a message may have. `developer` (OpenAI's newer name for the
+// system role) reaches the template as `system`, which templates know;
+// `function` (a legacy function's result) as a `tool` message.
+std::string checked_role(const Json& m, const std::string& where) {
+  const Json* role = field(m, "role");
+  if (!role || !role->is_string()) invalid(where + ".role", fmt::format("'{}.role' must be a string", where));
+  const std::string r = role->get<std::string>();
+  for (const char* known : {"system", "user", "assistant", "tool", "function", "developer"})
+    if (r == known) return r;
+  invalid_field(where + ".role",
+                fmt::format("'{}.role' must be one of system, developer, user, assistant, tool, function; got '{}'",
+                            where, r),
+                "invalid_value");
 }
 
 // Message content may be a string or an array of parts; text parts are joined
@@ -133,14 +181,17 @@ Json normalize_messages(const Json& messages) {
   if (!messages.is_array() || messages.empty())
     invalid("messages", "'messages' must be a non-empty array");
   Json out = Json::array();
+  LegacyCalls legacy;
   for (size_t i = 0; i < messages.size(); ++i) {
     const Json& m = messages[i];
     const std::string where = fmt::format("messages[{}]", i);
     if (!m.is_object()) invalid(where, fmt::format("'{}' must be an object", where));
-    const Json* role = field(m, "role");
-    if (!role || !role->is_string()) invalid(where + ".role", fmt::format("'{}.role' must be a string", where));
+    const std::string role = checked_role(m, where);
     check_message_tools(m, where);
-    Json copy = m;
+    Json copy = legacy_function_message(m, where, legacy);
+    if (role == "developer") copy["role"] = "system";
+    // An assistant turn with neither text nor calls (content null) is empty text.
+    if (role == "assistant" && !field(copy, "content") && !field(copy, "tool_calls")) copy["content"] = "";
     if (const Json* content = field(m, "content"); content && content->is_array()) {
       std::string text;
       for (const Json& part : *content) {
@@ -158,58 +209,124 @@ Json normalize_messages(const Json& messages) {
   return out;
 }
 
-std::vector<int32_t> token_ids(const Json& a) {
-  std::vector<int32_t> ids;
-  for (const Json& x : a) ids.push_back(static_cast<int32_t>(integer_item(x, "prompt", 0, INT32_MAX)));
-  return ids;
+// One prompt's text or ids; `param` names it ("prompt", "prompt[2]").
+Prompt one_prompt(const Json& p, const std::string& param) {
+  if (p.is_string()) {
+    if (p.get_ref<const std::string&>().empty()) invalid(param, fmt::format("'{}' is empty", param));
+    return p.get<std::string>();
+  }
+  if (p.is_array() && !p.empty()) return token_ids(p, param);
+  invalid(param, fmt::format("'{}' must be a string or a non-empty array of token ids", param));
+}
+
+// OpenAI's `prompt`: a string, token ids, or a list of either.
+std::vector<Prompt> prompts(const Json& prompt) {
+  if (prompt.is_string()) return {one_prompt(prompt, "prompt")};
+  if (!prompt.is_array() || prompt.empty())
+    invalid("prompt", "'prompt' must be a string, an array of token ids, or an array of strings or of token-id arrays");
+  if (prompt[0].is_number()) return {one_prompt(prompt, "prompt")};
+  std::vector<Prompt> out;
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (!prompt[i].is_string() && !prompt[i].is_array())
+      invalid("prompt", "a list 'prompt' must hold strings or token-id arrays");
+    out.push_back(one_prompt(prompt[i], prompt.size() == 1 ? "prompt" : fmt::format("prompt[{}]", i)));
+  }
+  return out;
 }
 
 }  // namespace
 
-std::variant<CompletionRequest, RequestError> parse_completion_request(const Json& body) {
+std::variant<CompletionRequest, RequestError> parse_completion_request(const Json& body,
+                                                                       constrain::GrammarCache* grammars) {
   return validated<CompletionRequest>([&] {
     CompletionRequest r;
-    r.options = parse_options(body, /*chat=*/false);
+    r.options = parse_options(body, /*chat=*/false, grammars);
     r.echo = boolean(body, "echo").value_or(false);
-    if (field(body, "suffix")) invalid("suffix", "'suffix' is not supported");
+    if (r.echo && !r.options.resume_token_ids.empty())
+      invalid("echo", "'echo' cannot be combined with 'resume_token_ids' (the prompt was sent already)");
+    if (field(body, "suffix")) invalid_field("suffix", "'suffix' is not supported", "unsupported_parameter");
     const Json* prompt = field(body, "prompt");
     if (!prompt) invalid("prompt", "'prompt' is required");
-    if (prompt->is_string()) {
-      r.prompt = prompt->get<std::string>();
-    } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number()) {
-      r.prompt = token_ids(*prompt);
-    } else if (prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string()) {
-      r.prompt = (*prompt)[0].get<std::string>();
-    } else if (prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_array()) {
-      r.prompt = token_ids((*prompt)[0]);
-    } else if (prompt->is_array() && prompt->size() > 1) {
-      invalid("prompt", "one prompt per request: send a list of prompts as separate requests");
-    } else {
-      invalid("prompt", "'prompt' must be a string, an array of token ids, or a one-element array of either");
-    }
-    if (std::holds_alternative<std::string>(r.prompt) && std::get<std::string>(r.prompt).empty())
-      invalid("prompt", "'prompt' is empty");
+    r.prompts = prompts(*prompt);
+    if (r.prompts.size() > 1 && !r.options.resume_token_ids.empty())
+      invalid("prompt", "'resume_token_ids' resumes one prompt's choice, not a list of prompts");
+    if (r.prompts.size() * static_cast<size_t>(r.options.best_of) > static_cast<size_t>(kMaxCandidates))
+      invalid_field("prompt", fmt::format("{} prompts of {} candidates each (n, best_of) are more than {}: split the request",
+                                          r.prompts.size(), r.options.best_of, kMaxCandidates), "invalid_value");
+    if (r.options.max_tokens == 0 && !r.options.resume_token_ids.empty())
+      invalid("max_tokens", "'max_tokens' 0 generates nothing: there is no stream to resume");
     if (!r.options.max_tokens) r.options.max_tokens = 16;  // OpenAI's default for completions
     return r;
   });
 }
 
-std::variant<ChatRequest, RequestError> parse_chat_request(const Json& body) {
+namespace {
+
+// The fields of a chat request that make its prompt (messages, tools, the
+// template's extra variables), into `r`.
+void parse_chat_fields(const Json& body, ChatRequest& r, constrain::GrammarCache* grammars) {
+  if (!body.is_object()) invalid("body", "the request body must be a JSON object");
+  const Json* messages = field(body, "messages");
+  if (!messages) invalid("messages", "'messages' is required");
+  r.messages = normalize_messages(*messages);
+  r.template_extra = Json::object();
+  parse_tools(body, r, grammars);
+  // Hugging Face passes tools (and documents) to templates, not tool_choice.
+  if (!r.tools.is_null()) r.template_extra["tools"] = r.tools;
+  if (const Json* v = field(body, "documents")) r.template_extra["documents"] = *v;
+  if (const Json* kw = field(body, "chat_template_kwargs")) {
+    if (!kw->is_object()) invalid("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    for (const auto& [k, v] : kw->items()) r.template_extra[k] = v;
+  }
+}
+
+// What chat may ask for that kvlm cannot give: audio output, web search.
+// (Fields that only tune a service, such as store or service_tier, are
+// ignored: docs/server.md "OpenAI's request fields".)
+void refuse_unsupported_outputs(const Json& body) {
+  if (field(body, "audio"))
+    invalid_field("audio", "'audio' output is not supported: kvlm writes text only", "unsupported_parameter");
+  if (const Json* m = field(body, "modalities")) {
+    if (!m->is_array()) invalid_field("modalities", "'modalities' must be an array", "invalid_type");
+    for (const Json& x : *m)
+      if (x != "text")
+        invalid_field("modalities", "'modalities' may only ask for \"text\": kvlm writes text only", "unsupported_value");
+  }
+  if (field(body, "web_search_options"))
+    invalid_field("web_search_options", "'web_search_options': kvlm does not search the web", "unsupported_parameter");
+}
+
+// reasoning_format and thinking_budget (ChatRequest).
+void parse_reasoning_fields(const Json& body, ChatRequest& r) {
+  if (auto f = string(body, "reasoning_format")) {
+    if (*f == "none") {
+      r.separate_reasoning = false;
+    } else if (*f == "separate" || *f == "deepseek" || *f == "auto") {
+      r.separate_reasoning = true;
+    } else {
+      invalid_field("reasoning_format", "'reasoning_format' must be \"none\" or \"separate\"", "invalid_value");
+    }
+  }
+  if (auto n = integer(body, "thinking_budget", 0, 1 << 30)) r.thinking_budget = static_cast<int32_t>(*n);
+}
+
+}  // namespace
+
+std::variant<ChatRequest, RequestError> parse_chat_request(const Json& body, constrain::GrammarCache* grammars) {
   return validated<ChatRequest>([&] {
     ChatRequest r;
-    r.options = parse_options(body, /*chat=*/true);
-    const Json* messages = field(body, "messages");
-    if (!messages) invalid("messages", "'messages' is required");
-    r.messages = normalize_messages(*messages);
-    r.template_extra = Json::object();
-    parse_tools(body, r);
-    // Hugging Face passes tools (and documents) to templates, not tool_choice.
-    if (!r.tools.is_null()) r.template_extra["tools"] = r.tools;
-    if (const Json* v = field(body, "documents")) r.template_extra["documents"] = *v;
-    if (const Json* kw = field(body, "chat_template_kwargs")) {
-      if (!kw->is_object()) invalid("chat_template_kwargs", "'chat_template_kwargs' must be an object");
-      for (const auto& [k, v] : kw->items()) r.template_extra[k] = v;
-    }
+    r.options = parse_options(body, /*chat=*/true, grammars);
+    refuse_unsupported_outputs(body);
+    parse_chat_fields(body, r, grammars);
+    parse_reasoning_fields(body, r);
+    return r;
+  });
+}
+
+std::variant<ChatRequest, RequestError> parse_chat_prompt(const Json& body) {
+  return validated<ChatRequest>([&] {
+    ChatRequest r;
+    parse_chat_fields(body, r, nullptr);
     return r;
   });
 }
@@ -254,13 +371,19 @@ Json completion_choice(int32_t index, const std::string& text, const std::string
               {"finish_reason", reason_json(finish_reason)}};
 }
 
-Json chat_tool_calls_choice(int32_t index, const std::string& content, Json tool_calls, Json logprobs) {
+Json chat_tool_calls_choice(int32_t index, const std::string& content, Json tool_calls, Json logprobs,
+                            CallStyle style, bool cut) {
+  Json message = {{"role", "assistant"}, {"content", content.empty() ? Json(nullptr) : Json(content)}};
+  const bool legacy = style == CallStyle::kFunctionCall;
+  if (legacy) {
+    message["function_call"] = tool_calls.empty() ? Json(nullptr) : tool_calls[0]["function"];
+  } else {
+    message["tool_calls"] = std::move(tool_calls);
+  }
   return Json{{"index", index},
-              {"message", Json{{"role", "assistant"},
-                               {"content", content.empty() ? Json(nullptr) : Json(content)},
-                               {"tool_calls", std::move(tool_calls)}}},
+              {"message", std::move(message)},
               {"logprobs", std::move(logprobs)},
-              {"finish_reason", "tool_calls"}};
+              {"finish_reason", cut ? "length" : legacy ? "function_call" : "tool_calls"}};
 }
 
 Json chat_choice(int32_t index, const std::string& text, const std::string& finish_reason, Json logprobs) {
@@ -324,6 +447,16 @@ Json chat_tool_calls_chunk(const std::string& id, int64_t created, const std::st
                                             {"logprobs", nullptr}, {"finish_reason", nullptr}}})}};
 }
 
+Json chat_function_call_chunk(const std::string& id, int64_t created, const std::string& model, Json function_call,
+                              int32_t index) {
+  return Json{{"id", id},
+              {"object", "chat.completion.chunk"},
+              {"created", created},
+              {"model", model},
+              {"choices", Json::array({Json{{"index", index}, {"delta", Json{{"function_call", std::move(function_call)}}},
+                                            {"logprobs", nullptr}, {"finish_reason", nullptr}}})}};
+}
+
 std::string token_text(const std::string& bytes) {
   if (unicode::is_valid_utf8(bytes)) return bytes;
   std::string out = "bytes:";
@@ -335,6 +468,7 @@ Json completion_logprobs(const std::vector<LogprobEntry>& entries, int64_t* offs
   Json tokens = Json::array(), token_logprobs = Json::array(), top_logprobs = Json::array(), offsets = Json::array();
   for (const LogprobEntry& e : entries) {
     tokens.push_back(token_text(e.chosen.bytes));
+    if (e.text_offset) *offset = *e.text_offset;
     offsets.push_back(*offset);
     *offset += static_cast<int64_t>(e.chosen.bytes.size());
     if (std::isnan(e.chosen.logprob)) {  // nothing predicts an echoed prompt's first token

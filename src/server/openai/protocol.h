@@ -17,6 +17,7 @@
 
 namespace kvlm::constrain {
 class Program;
+class GrammarCache;
 }  // namespace kvlm::constrain
 
 namespace kvlm::openai {
@@ -40,11 +41,14 @@ struct RequestError {
 struct GenerationOptions {
   std::string model;
   SamplingParams sampling;             // OpenAI defaults: temperature 1, top_p 1, no top-k/min-p
-  std::optional<int32_t> max_tokens;   // unset: up to the context (chat) / 16 (completions)
+  // unset: up to the context (chat) / 16 (completions); completions take 0
+  // (nothing generated: with echo, the prompt scored).
+  std::optional<int32_t> max_tokens;
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;          // stream_options.include_usage
   bool ignore_eos = false;             // extension
+  bool speculative = true;             // extension: false turns speculative decoding off for this request
   std::optional<std::string> cache_salt;  // extension (vLLM): separates prefix-cache namespaces
   // < 0: no logprobs; else the number of top log-probabilities per token
   // (completions: `logprobs`; chat: `logprobs: true` with `top_logprobs`).
@@ -54,6 +58,7 @@ struct GenerationOptions {
   // unbounded.
   std::optional<int32_t> kv_budget;
   std::optional<KvPolicyKind> kv_policy;
+  std::string kv_learned_name;  // kv_policy "learned:NAME": the server's learned policy of that name
   std::optional<int32_t> kv_sinks;
   std::optional<int32_t> kv_recent;
   std::optional<bool> kv_shift;
@@ -66,16 +71,34 @@ struct GenerationOptions {
   // Structured output (response_format.h): the compiled grammar the output
   // must follow; null: unconstrained.
   std::shared_ptr<const constrain::Program> constraint;
+  // Extensions kvlm router uses (docs/router.md). return_token_ids: every
+  // choice carries `token_ids`, the ids generated since its previous chunk
+  // (streamed) or all of them, and its first chunk (or the choice) the
+  // prompt's `prompt_token_ids`.
+  bool return_token_ids = false;
+  // The prompt as token ids, used instead of rendering `prompt`/`messages`.
+  std::optional<std::vector<int32_t>> prompt_token_ids;
+  // A resumed stream (engine.h, GenerateRequest::num_replayed): the output
+  // the client already has; generation goes on after it. Needs stream: true
+  // and one choice; max_tokens counts these tokens too.
+  std::vector<int32_t> resume_token_ids;
 };
 constexpr int32_t kMaxChoices = 16;
+
+// A completions prompt: text, or token ids.
+using Prompt = std::variant<std::string, std::vector<int32_t>>;
+// Prompts times best_of (the candidates one request may ask for).
+constexpr int32_t kMaxCandidates = 256;
 
 struct CompletionRequest {
   GenerationOptions options;
   // The response starts with the prompt (and, with logprobs, the prompt
-  // tokens' log-probabilities: how evaluation harnesses score text).
+  // tokens' log-probabilities: how evaluation harnesses score text; with
+  // max_tokens 0 nothing is generated).
   bool echo = false;
-  // A text prompt or token ids (a single prompt; lists of prompts are refused).
-  std::variant<std::string, std::vector<int32_t>> prompt;
+  // One prompt, or several (OpenAI's list `prompt`): choice k of prompt i
+  // is the response's choice i * n + k.
+  std::vector<Prompt> prompts;
 };
 
 // tool_choice: whether the model may (auto), must (required, named) or must
@@ -97,11 +120,29 @@ struct ChatRequest {
   Json tools;
   ToolChoice tool_choice;
   bool parallel_tool_calls = true;
+  // The request used the legacy `functions` / `function_call` fields (held
+  // in tools / tool_choice): the answer is one `message.function_call`.
+  bool legacy_functions = false;
+  // Thinking models (chat/reasoning.h). reasoning_format (llama.cpp's
+  // field): "separate" (or "deepseek", "auto") answers the thinking apart
+  // in reasoning_content, "none" leaves it in the content; unset: the
+  // server's --reasoning-format. thinking_budget (an extension): the most
+  // tokens the model may think before its close marker is forced.
+  std::optional<bool> separate_reasoning;
+  std::optional<int32_t> thinking_budget;
 };
 
-// Parse and validate a request body.
-std::variant<CompletionRequest, RequestError> parse_completion_request(const Json& body);
-std::variant<ChatRequest, RequestError> parse_chat_request(const Json& body);
+// Parse and validate a request body. Grammars (structured output, strict
+// tools) compile through `grammars` when given: the server's budget and
+// cache (constrain/grammar_cache.h), whose refusals for memory or time
+// (constrain::GrammarLimitError) are thrown for the route to answer.
+std::variant<CompletionRequest, RequestError> parse_completion_request(const Json& body,
+                                                                       constrain::GrammarCache* grammars = nullptr);
+std::variant<ChatRequest, RequestError> parse_chat_request(const Json& body, constrain::GrammarCache* grammars = nullptr);
+// Only what makes a chat request's prompt (messages, tools, tool_choice,
+// template variables), options left at their defaults: a router predicting
+// the prompt neither compiles grammars nor checks sampling fields.
+std::variant<ChatRequest, RequestError> parse_chat_prompt(const Json& body);
 
 // /tokenize: {"content": "text", "add_special": true, "parse_special": true, "with_pieces": false}.
 struct TokenizeRequest {
@@ -130,6 +171,10 @@ struct LogprobToken {
 struct LogprobEntry {
   LogprobToken chosen;  // logprob NaN: none (an echoed prompt's first token; JSON null)
   std::vector<LogprobToken> top;  // most likely first
+  // Where the token's text starts in the output (completions' text_offset);
+  // unset: right after the previous token's bytes. An echoed prompt's tokens
+  // set it: a BOS token or SentencePiece's leading space are not in its text.
+  std::optional<int64_t> text_offset;
 };
 // A token's text in JSON: its bytes if they are valid UTF-8, else vLLM's
 // "bytes:\xNN..." spelling (JSON strings cannot hold broken UTF-8).
@@ -148,10 +193,15 @@ Json chat_response(const std::string& id, int64_t created, const std::string& mo
 Json completion_choice(int32_t index, const std::string& text, const std::string& finish_reason,
                        Json logprobs = nullptr);
 Json chat_choice(int32_t index, const std::string& text, const std::string& finish_reason, Json logprobs = nullptr);
-// A chat choice whose message carries `tool_calls` (an array of {id, type:
-// "function", function: {name, arguments}}): content null when empty,
-// finish_reason "tool_calls".
-Json chat_tool_calls_choice(int32_t index, const std::string& content, Json tool_calls, Json logprobs = nullptr);
+// How a chat choice's calls are answered: `tool_calls` (an array of {id,
+// type: "function", function: {name, arguments}}, finish_reason
+// "tool_calls"), or for a request with the legacy `functions` its first call
+// as `function_call` ({name, arguments}, finish_reason "function_call"). A
+// call cut off by max_tokens ends "length" either way.
+enum class CallStyle { kToolCalls, kFunctionCall };
+// A chat choice whose message carries calls; content null when empty.
+Json chat_tool_calls_choice(int32_t index, const std::string& content, Json tool_calls, Json logprobs,
+                            CallStyle style, bool cut);
 // A whole response of the given choices.
 Json choices_response(const std::string& id, int64_t created, const std::string& model, bool chat, Json choices,
                       const Usage& usage);
@@ -166,6 +216,10 @@ Json chat_chunk(const std::string& id, int64_t created, const std::string& model
 // {index, function: {arguments: fragment}}).
 Json chat_tool_calls_chunk(const std::string& id, int64_t created, const std::string& model, Json tool_calls,
                            int32_t index = 0);
+// The legacy style: a delta with `function_call` ({name, arguments: ""},
+// then {arguments}).
+Json chat_function_call_chunk(const std::string& id, int64_t created, const std::string& model, Json function_call,
+                              int32_t index = 0);
 // The final usage-only chunk of a stream with include_usage.
 Json usage_chunk(const std::string& id, int64_t created, const std::string& model, bool chat, const Usage& usage);
 

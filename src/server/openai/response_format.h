@@ -12,9 +12,13 @@
 namespace kvlm::openai {
 
 // nullptr: the request is unconstrained. A bad field (wrong type, a schema
-// or pattern the compiler refuses) throws FieldError naming the field, with
-// the compiler's message (keyword and place in the schema). For code inside
-// validated() (fields.h).
-std::shared_ptr<const constrain::Program> parse_constraint(const Json& body);
+// or pattern the compiler refuses, a grammar too large) throws FieldError
+// naming the field, with the compiler's message (keyword and place in the
+// schema). For code inside validated() (fields.h). With `grammars` (the
+// server's), the grammar is compiled within their budget and cached under
+// its canonical text, and a refusal for the server's memory or time is a
+// constrain::GrammarLimitError the route answers; without, it is compiled
+// as it is.
+std::shared_ptr<const constrain::Program> parse_constraint(const Json& body, constrain::GrammarCache* grammars = nullptr);
 
 }  // namespace kvlm::openai

@@ -4,6 +4,10 @@
 
 #include <fmt/format.h>
 
+#include "common/error.h"
+#include "constrain/constraint.h"
+#include "constrain/grammar_cache.h"
+#include "constrain/json_schema.h"
 #include "server/openai/fields.h"
 
 namespace kvlm::openai {
@@ -18,21 +22,60 @@ bool valid_name(const std::string& name) {
   return true;
 }
 
-void check_tool(const Json& tool, const std::string& where) {
+// A strict schema must compile in strict mode. Through the server's
+// grammars the check compiles the whole grammar, cached, so a client
+// repeating its tools pays once; a refusal for the server's memory or time
+// goes to the route (503).
+void check_strict_schema(const Json& params, constrain::GrammarCache* grammars) {
+  if (!grammars) {
+    constrain::Grammar g;
+    constrain::json_schema_expr(g, params, constrain::SchemaMode::kStrict);
+    return;
+  }
+  try {
+    grammars->get("json_schema strict\n" + constrain::canonical_schema_text(params),
+                  [&] { return constrain::json_schema_program(params, constrain::SchemaMode::kStrict); });
+  } catch (const constrain::GrammarLimitError& e) {
+    if (e.limit() != constrain::GrammarLimit::kTooLarge) throw;
+    throw Error(e.code(), e.what());  // the field's 400, as any refusal of the schema
+  }
+}
+
+// A function's definition ({name, description?, parameters?, strict?});
+// `where` names it ("tools[0].function", "functions[0]").
+void check_function(const Json& fn, const std::string& where, constrain::GrammarCache* grammars) {
+  if (!fn.is_object()) invalid_field(where, fmt::format("'{}' must be an object", where));
+  const Json* name = field(fn, "name");
+  if (!name || !name->is_string() || !valid_name(name->get<std::string>()))
+    invalid_field(where + ".name", fmt::format("'{}.name' must be 1 to 64 letters, digits, '_' or '-'", where));
+  if (const Json* d = field(fn, "description"); d && !d->is_string())
+    invalid_field(where + ".description", fmt::format("'{}.description' must be a string", where));
+  const Json* params = field(fn, "parameters");
+  if (params && !params->is_object())
+    invalid_field(where + ".parameters", fmt::format("'{}.parameters' must be a JSON Schema object", where));
+  const Json* strict = field(fn, "strict");
+  if (strict && !strict->is_boolean())
+    invalid_field(where + ".strict", fmt::format("'{}.strict' must be true or false", where));
+  // strict: true promises arguments valid against the schema, whatever
+  // tool_choice is: a keyword the grammar cannot enforce is refused here.
+  if (strict && strict->get<bool>() && params) {
+    try {
+      check_strict_schema(*params, grammars);
+    } catch (const constrain::GrammarLimitError&) {
+      throw;
+    } catch (const Error& e) {
+      invalid_field(where + ".parameters", fmt::format("'{}.parameters' (strict: true): {}", where, e.what()));
+    }
+  }
+}
+
+void check_tool(const Json& tool, const std::string& where, constrain::GrammarCache* grammars) {
   if (!tool.is_object()) invalid_field(where, fmt::format("'{}' must be an object", where));
   if (tool.value("type", "") != "function")
     invalid_field(where + ".type", fmt::format("'{}.type' must be \"function\"", where));
   const Json* fn = field(tool, "function");
   if (!fn || !fn->is_object()) invalid_field(where + ".function", fmt::format("'{}.function' must be an object", where));
-  const Json* name = field(*fn, "name");
-  if (!name || !name->is_string() || !valid_name(name->get<std::string>()))
-    invalid_field(where + ".function.name",
-                  fmt::format("'{}.function.name' must be 1 to 64 letters, digits, '_' or '-'", where));
-  if (const Json* d = field(*fn, "description"); d && !d->is_string())
-    invalid_field(where + ".function.description", fmt::format("'{}.function.description' must be a string", where));
-  if (const Json* p = field(*fn, "parameters"); p && !p->is_object())
-    invalid_field(where + ".function.parameters",
-                  fmt::format("'{}.function.parameters' must be a JSON Schema object", where));
+  check_function(*fn, where + ".function", grammars);
 }
 
 bool has_tool(const Json& tools, const std::string& name) {
@@ -65,17 +108,78 @@ ToolChoice parse_tool_choice(const Json* choice, const Json& tools) {
   return c;
 }
 
+// The legacy fields: `functions` are tools, `function_call` ("auto",
+// "none", {"name": ...}) the tool choice; one call at most.
+void parse_functions(const Json& body, ChatRequest& r, constrain::GrammarCache* grammars) {
+  const Json* functions = field(body, "functions");
+  if (field(body, "tools") || field(body, "tool_choice"))
+    invalid_field("functions", "'functions' and 'function_call' cannot be combined with 'tools' or 'tool_choice'");
+  if (!functions->is_array()) invalid_field("functions", "'functions' must be an array of {\"name\": ..., \"parameters\": {...}}");
+  r.tools = Json::array();
+  for (size_t i = 0; i < functions->size(); ++i) {
+    check_function((*functions)[i], fmt::format("functions[{}]", i), grammars);
+    r.tools.push_back(Json{{"type", "function"}, {"function", (*functions)[i]}});
+  }
+  if (r.tools.empty()) r.tools = nullptr;
+  const Json* call = field(body, "function_call");
+  const char* wrong = "'function_call' must be \"auto\", \"none\" or {\"name\": ...}";
+  if (call && call->is_object()) {
+    const Json* name = field(*call, "name");
+    if (!name || !name->is_string()) invalid_field("function_call", wrong);
+    // As a tool choice, so the checks and the grammar are the tools' own.
+    const Json named = {{"type", "function"}, {"function", {{"name", *name}}}};
+    r.tool_choice = parse_tool_choice(&named, r.tools);
+  } else if (call && !(call->is_string() && (*call == "auto" || *call == "none"))) {
+    invalid_field("function_call", wrong);
+  } else {
+    const Json choice = call ? *call : Json("auto");
+    r.tool_choice = parse_tool_choice(&choice, r.tools);
+  }
+  r.parallel_tool_calls = false;
+  r.legacy_functions = true;
+}
+
 }  // namespace
 
-void parse_tools(const Json& body, ChatRequest& r) {
+void parse_tools(const Json& body, ChatRequest& r, constrain::GrammarCache* grammars) {
   r.tools = nullptr;
+  if (field(body, "functions") || field(body, "function_call")) {
+    if (!field(body, "functions")) invalid_field("function_call", "'function_call' needs 'functions'");
+    return parse_functions(body, r, grammars);
+  }
   if (const Json* tools = field(body, "tools")) {
     if (!tools->is_array()) invalid_field("tools", "'tools' must be an array of {\"type\": \"function\", \"function\": {...}}");
-    for (size_t i = 0; i < tools->size(); ++i) check_tool((*tools)[i], fmt::format("tools[{}]", i));
+    for (size_t i = 0; i < tools->size(); ++i) check_tool((*tools)[i], fmt::format("tools[{}]", i), grammars);
     if (!tools->empty()) r.tools = *tools;
   }
   r.tool_choice = parse_tool_choice(field(body, "tool_choice"), r.tools);
   r.parallel_tool_calls = bool_field(body, "parallel_tool_calls").value_or(true);
+}
+
+Json legacy_function_message(const Json& m, const std::string& where, LegacyCalls& calls) {
+  const std::string role = m["role"].get<std::string>();
+  Json out = m;
+  if (role == "function") {
+    const Json* name = field(m, "name");
+    if (!name || !name->is_string())
+      invalid_field(where + ".name", fmt::format("'{}.name' must name the function whose result this is", where));
+    out["role"] = "tool";
+    out["tool_call_id"] = calls.last_id.empty() ? "fn0000000" : calls.last_id;
+    return out;
+  }
+  const Json* call = field(m, "function_call");
+  if (!call) return out;
+  if (role != "assistant" || field(m, "tool_calls"))
+    invalid_field(where + ".function_call", "only assistant messages without 'tool_calls' may have 'function_call'");
+  const Json* name = call->is_object() ? field(*call, "name") : nullptr;
+  const Json* args = call->is_object() ? field(*call, "arguments") : nullptr;
+  if (!name || !name->is_string() || !args || !args->is_string())
+    invalid_field(where + ".function_call", fmt::format("'{}.function_call' must be {{\"name\": string, \"arguments\": JSON text}}", where));
+  calls.last_id = fmt::format("fn{:07d}", ++calls.num_calls);
+  out.erase("function_call");
+  out["tool_calls"] = Json::array({Json{{"id", calls.last_id}, {"type", "function"},
+                                        {"function", Json{{"name", *name}, {"arguments", *args}}}}});
+  return out;
 }
 
 void check_message_tools(const Json& m, const std::string& where) {

@@ -9,8 +9,23 @@
 
 namespace kvlm::openai {
 
-// Sets r.tools, r.tool_choice and r.parallel_tool_calls from the body.
-void parse_tools(const Json& body, ChatRequest& r);
+// Sets r.tools, r.tool_choice and r.parallel_tool_calls from the body; the
+// legacy `functions` and `function_call` become tools and a tool choice
+// (r.legacy_functions). A strict function's schema is compiled to check it,
+// through `grammars` when given (protocol.h).
+void parse_tools(const Json& body, ChatRequest& r, constrain::GrammarCache* grammars = nullptr);
+// The legacy function calls of a conversation so far: the id given to the
+// latest assistant `function_call`, which the next `function` message answers.
+struct LegacyCalls {
+  int num_calls = 0;
+  std::string last_id;
+};
+// A message of the legacy function API as the tool API spells it: an
+// assistant message's `function_call` becomes a one-call `tool_calls` (its id
+// 9 letters and digits, which every template takes), a `function` message
+// the `tool` message answering the latest such call. Others come back as
+// they are.
+Json legacy_function_message(const Json& message, const std::string& where, LegacyCalls& calls);
 // Checks one message's tool parts: an assistant message's `tool_calls`, a
 // tool message's `tool_call_id`. `where` names it ("messages[2]").
 void check_message_tools(const Json& message, const std::string& where);

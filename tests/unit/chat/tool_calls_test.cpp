@@ -139,50 +139,198 @@ TEST(ToolCallParse, MalformedOutputIsPlainContent) {
   }
 }
 
-// Streams `pieces` through a ToolCallStream; the content sent while
-// streaming, then what finish() gave.
+// Streams `pieces` through a ToolCallStream; the content sent at each
+// piece, the call pieces sent ("index name args", name empty after a
+// call's first), then what finish() gave.
 struct Streamed {
   std::vector<std::string> sent;
-  ParsedToolCalls end;
+  std::vector<std::string> pieces;
+  ToolCallEnd end;
 };
-Streamed stream(ToolCallFormat f, const std::vector<std::string>& pieces, bool parallel = true) {
+Streamed stream(ToolCallFormat f, const std::vector<std::string>& pieces, bool parallel = true, bool cut = false) {
   ToolCallStream s(f, parallel);
   Streamed out;
-  for (const std::string& p : pieces) out.sent.push_back(s.push(p));
-  out.end = s.finish();
+  auto take = [&](const std::vector<ToolCallDelta>& calls) {
+    for (const ToolCallDelta& d : calls) out.pieces.push_back(std::to_string(d.index) + " " + d.name + " " + d.arguments);
+  };
+  for (const std::string& p : pieces) {
+    ToolCallUpdate u = s.push(p);
+    out.sent.push_back(u.content);
+    take(u.calls);
+  }
+  out.end = s.finish(cut);
+  take(out.end.rest.calls);
   return out;
 }
 
-TEST(ToolCallStream, ContentFlowsAndACallIsHeldUntilTheEnd) {
+TEST(ToolCallStream, ContentFlowsAndACallIsSentOnceItsArgumentsBegin) {
   const Streamed s = stream(ToolCallFormat::kHermes, {"Sure", ", one moment.", "\n<tool", "_call>\n{\"name\": \"f\", ",
                                                       "\"arguments\": {}}\n</tool_call>"});
   EXPECT_EQ(s.sent, (V{"Sure", ", one moment.", "\n", "", ""}));  // "<tool" is held: it may be a marker
-  EXPECT_EQ(calls_of(s.end), (V{"f{}"}));
-  EXPECT_EQ(s.end.content, "");
+  EXPECT_EQ(s.pieces, (V{"0 f {}"}));
+  EXPECT_EQ(s.end.calls.size(), 1u);
+  EXPECT_EQ(s.end.rest.content, "");
+}
+
+TEST(ToolCallStream, ArgumentsStreamInPiecesThatAddUpToTheCall) {
+  // As OpenAI streams them: the name once, then the arguments as written
+  // (compacted), so the pieces join to the answer's arguments.
+  const Streamed s = stream(ToolCallFormat::kHermes,
+                            {"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\"", ": \"Par",
+                             "is\", \"days\": 1", "2}}\n</tool_call>\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}",
+                             "\n</tool_call>"});
+  EXPECT_EQ(s.pieces, (V{R"(0 get_weather {"city")", R"(0  :"Par)", R"(0  is","days":1)", R"(0  2})", "1 f {}"}));
+  ASSERT_EQ(s.end.calls.size(), 2u);
+  EXPECT_EQ(s.end.calls[0].arguments, R"({"city":"Paris","days":12})");
+  // Every format whose arguments are an object streams them; JSON text in a
+  // string is sent whole.
+  const Streamed m = stream(ToolCallFormat::kMistral, {"[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {\"x\": ", "1}}]"});
+  EXPECT_EQ(m.pieces, (V{R"(0 a {"x":)", "0  1}"}));
+  const Streamed t = stream(ToolCallFormat::kHermes, {"<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"a\\\"", ": 1}\"}"});
+  EXPECT_EQ(t.pieces, (V{R"(0 f {"a":1})"}));
 }
 
 TEST(ToolCallStream, HeldTextThatIsNoCallIsSentAfterAll) {
   Streamed s = stream(ToolCallFormat::kHermes, {"a <", "b> c"});
   EXPECT_EQ(s.sent, (V{"a ", "<b> c"}));
-  EXPECT_EQ(s.end.content, "");
+  EXPECT_EQ(s.end.rest.content, "");
   // A broken call is plain content, sent at the end.
   s = stream(ToolCallFormat::kMistral, {"[TOOL_CALLS]", "[{\"name\": "});
   EXPECT_EQ(s.sent, (V{"", ""}));
   EXPECT_TRUE(s.end.calls.empty());
-  EXPECT_EQ(s.end.content, "[TOOL_CALLS][{\"name\": ");
+  EXPECT_EQ(s.end.rest.content, "[TOOL_CALLS][{\"name\": ");
   // Llama 3: a reply that starts with words is content at once.
   s = stream(ToolCallFormat::kLlama3, {" ", "Hello", " there"});
   EXPECT_EQ(s.sent, (V{"", " Hello", " there"}));
   // Generic: {"response": ...} comes back as its text.
   s = stream(ToolCallFormat::kGeneric, {"{\"response\": ", "\"Hi\"}"});
   EXPECT_EQ(s.sent, (V{"", ""}));
-  EXPECT_EQ(s.end.content, "Hi");
+  EXPECT_EQ(s.end.rest.content, "Hi");
+}
+
+TEST(ToolCallStream, ACallSentStaysACallWhenTheRestSpoilsTheParse) {
+  const Streamed s = stream(ToolCallFormat::kHermes, {"<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1", " oops"});
+  EXPECT_EQ(s.pieces, (V{R"(0 f {"a":1)", "0  oops"}));
+  ASSERT_EQ(s.end.calls.size(), 1u);
+  EXPECT_EQ(s.end.calls[0].arguments, R"({"a":1oops)");
 }
 
 TEST(ToolCallStream, NotParallelKeepsTheFirstCall) {
   const Streamed s = stream(ToolCallFormat::kMistral,
                             {R"([TOOL_CALLS][{"name": "a", "arguments": {}}, {"name": "b", "arguments": {}}])"}, false);
-  EXPECT_EQ(calls_of(s.end), (V{"a{}"}));
+  ASSERT_EQ(s.end.calls.size(), 1u);
+  EXPECT_EQ(s.end.calls[0].name, "a");
+  EXPECT_EQ(s.pieces, (V{"0 a {}"}));
+}
+
+TEST(ToolCallParse, Pythonic) {
+  // Llama 3.2's zero-shot form: a list of calls with keyword arguments.
+  EXPECT_EQ(detect_tool_call_format("[func_name1(params_name1=params_value1, params_name2=params_value2...)]"),
+            ToolCallFormat::kPythonic);
+  ParsedToolCalls p = parse_tool_calls(ToolCallFormat::kPythonic,
+      R"([get_weather(city="San Francisco", days=3, metric=True), get_time(), f(a=[1, 'x'], b={'k': None}, c=-2.5)])");
+  EXPECT_EQ(calls_of(p), (V{R"(get_weather{"city":"San Francisco","days":3,"metric":true})", "get_time{}",
+                            R"(f{"a":[1,"x"],"b":{"k":null},"c":-2.5})"}));
+  EXPECT_EQ(p.content, "");
+  // Llama 3.2 writes it under its JSON template too.
+  p = parse_tool_calls(ToolCallFormat::kLlama3, " [get_weather(city='Oslo')]");
+  EXPECT_EQ(calls_of(p), (V{R"(get_weather{"city":"Oslo"})"}));
+  for (const char* text : {"[get_weather(city=)]", "[1, 2, 3]", "[f()] and words", "[f(x)]", "Sure [f()]"}) {
+    SCOPED_TRACE(text);
+    p = parse_tool_calls(ToolCallFormat::kPythonic, text);
+    EXPECT_TRUE(p.calls.empty());
+    EXPECT_EQ(p.content, text);
+  }
+  // Cut: the calls so far, the last one's arguments so far.
+  Streamed s = stream(ToolCallFormat::kPythonic, {"[f(a=1), get_w", "eather(city=\"Par"}, true, /*cut=*/true);
+  ASSERT_EQ(s.end.calls.size(), 2u);
+  EXPECT_EQ(s.end.calls[1].name, "get_weather");
+  EXPECT_EQ(s.end.calls[1].arguments, "{");
+  EXPECT_TRUE(parse_cut_tool_calls(ToolCallFormat::kPythonic, "[get_we").name_cut);
+  s = stream(ToolCallFormat::kPythonic, {"[f(", "a=1, ", "b=2)]"});
+  EXPECT_EQ(s.pieces, (V{"0 f {", R"(0  "a":1)", R"(0  ,"b":2})"}));
+}
+
+// A cut output: its content, its calls as name + arguments so far, and
+// whether the last name is cut.
+struct Cut {
+  std::string content;
+  V calls;
+  bool name_cut;
+};
+Cut cut(ToolCallFormat f, std::string_view text) {
+  const CutToolCalls c = parse_cut_tool_calls(f, text);
+  V calls;
+  for (const ToolCall& t : c.calls) calls.push_back(t.name + "|" + t.arguments);
+  return {c.content, calls, c.name_cut};
+}
+
+TEST(CutToolCalls, TheCallCutGivesItsNameAndArgumentsSoFar) {
+  Cut c = cut(ToolCallFormat::kHermes, "Sure.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Pa");
+  EXPECT_EQ(c.content, "Sure.\n");
+  EXPECT_EQ(c.calls, (V{"get_weather|{\"city\":\"Pa"}));
+  EXPECT_FALSE(c.name_cut);
+  // Calls in full come first; a cut inside the name says so.
+  c = cut(ToolCallFormat::kHermes, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>\n"
+                                   "<tool_call>\n{\"name\": \"get_w");
+  EXPECT_EQ(c.calls, (V{"f|{\"a\":1}", "get_w|"}));
+  EXPECT_TRUE(c.name_cut);
+  EXPECT_EQ(c.content, "\n");
+  // Before the name began: no call, and the markup is not content.
+  c = cut(ToolCallFormat::kHermes, "<tool_call>\n{\"na");
+  EXPECT_TRUE(c.calls.empty());
+  EXPECT_EQ(c.content, "");
+  c = cut(ToolCallFormat::kHermes, "Hi <tool_ca");
+  EXPECT_EQ(c.content, "Hi ");
+  c = cut(ToolCallFormat::kHermes, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_");
+  EXPECT_EQ(c.calls, (V{"f|{}"}));
+  EXPECT_EQ(c.content, "");
+}
+
+TEST(CutToolCalls, EveryFormat) {
+  Cut c = cut(ToolCallFormat::kMistral, "[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\", \"arguments\": {\"x");
+  EXPECT_EQ(c.calls, (V{"a|{}", "b|{\"x"}));
+  c = cut(ToolCallFormat::kLlama3, "{\"name\": \"f\", \"parameters\": {\"k\": [1, ");
+  EXPECT_EQ(c.calls, (V{"f|{\"k\":[1,"}));
+  c = cut(ToolCallFormat::kLlama3, "<|python_tag|>{\"name\": \"f\"");
+  EXPECT_EQ(c.calls, (V{"f|"}));
+  c = cut(ToolCallFormat::kLlama3, "{\"answer\": \"not a ca");  // JSON that is no call
+  EXPECT_TRUE(c.calls.empty());
+  EXPECT_EQ(c.content, "{\"answer\": \"not a ca");
+  c = cut(ToolCallFormat::kGeneric, "{\"tool_calls\": [{\"name\": \"f\", \"arguments\": {\"q\": \"x\\u00");
+  EXPECT_EQ(c.calls, (V{"f|{\"q\":\"x\\u00"}));
+  c = cut(ToolCallFormat::kGeneric, "{\"response\": \"Hello \\\"wor");
+  EXPECT_TRUE(c.calls.empty());
+  EXPECT_EQ(c.content, "Hello \"wor");
+  c = cut(ToolCallFormat::kDeepSeek, "ok<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get\n```json\n{\"a\"");
+  EXPECT_EQ(c.content, "ok");
+  EXPECT_EQ(c.calls, (V{"get|{\"a\""}));
+  // Whole arguments before their fence is closed: the fence is markup.
+  c = cut(ToolCallFormat::kDeepSeek, "<｜tool▁call▁begin｜>function<｜tool▁sep｜>get\n```json\n{\"a\": 1}\n``");
+  EXPECT_EQ(c.calls, (V{"get|{\"a\":1}"}));
+  c = cut(ToolCallFormat::kDeepSeek, "<｜tool▁call▁begin｜>function<｜tool▁sep｜>ge");
+  EXPECT_EQ(c.calls, (V{"ge|"}));
+  EXPECT_TRUE(c.name_cut);
+  // Plain text cut is plain content.
+  c = cut(ToolCallFormat::kMistral, "Just words");
+  EXPECT_EQ(c.content, "Just words");
+  EXPECT_TRUE(c.calls.empty());
+}
+
+TEST(CutToolCalls, StreamSendsWhatWasHeld) {
+  ToolCallStream s(ToolCallFormat::kHermes, /*parallel=*/true, {"find", "fetch"});
+  EXPECT_EQ(s.push("Hi ").content, "Hi ");
+  const ToolCallUpdate u = s.push("<tool_call>\n{\"name\": \"fetch\", \"arguments\": {\"a\": ");
+  EXPECT_EQ(u.content, "");
+  ASSERT_EQ(u.calls.size(), 1u);
+  EXPECT_EQ(u.calls[0].arguments, "{\"a\":");
+  s.push("1}}</tool_call><tool_call>{\"name\": \"fi");
+  const ToolCallEnd end = s.finish(/*cut=*/true);
+  EXPECT_EQ(end.rest.content, "");
+  ASSERT_EQ(end.calls.size(), 2u);  // the cut name completed to the one tool it begins
+  EXPECT_EQ(end.calls[0].arguments, "{\"a\":1}");
+  EXPECT_EQ(end.calls[1].name, "find");
+  EXPECT_EQ(end.calls[1].arguments, "");
 }
 
 TEST(ToolPrompt, ArgumentsBecomeObjectsExceptForDeepSeek) {

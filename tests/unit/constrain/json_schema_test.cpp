@@ -80,7 +80,9 @@ TEST(JsonSchema, StringsLengthsPatternsAndEscapes) {
 }
 
 TEST(JsonSchema, IntegerRangesExhaustive) {
-  const std::vector<std::pair<int64_t, int64_t>> ranges = {{0, 0}, {-5, 5}, {7, 123}, {-130, -9}, {95, 1005}, {0, 9}, {10, 99}};
+  // {3, 20000} and {-9999, 0} cover runs of whole digit lengths (10..9999), one expression each.
+  const std::vector<std::pair<int64_t, int64_t>> ranges = {{0, 0},    {-5, 5},  {7, 123},   {-130, -9}, {95, 1005},
+                                                           {0, 9},    {10, 99}, {3, 20000}, {-9999, 0}};
   for (auto [lo, hi] : ranges) {
     Grammar g;
     g.set_root(integer_range_expr(lo, hi));
@@ -131,6 +133,70 @@ TEST(JsonSchema, JsonObjectModeAndAnyValue) {
   EXPECT_FALSE(matches(p, R"({"a":})"));
   auto any = schema("{}");
   EXPECT_TRUE(matches(any, "[true,false,null,-1.5]"));
+}
+
+TEST(JsonSchema, MinAndMaxPropertiesCountListedAndExtraKeys) {
+  auto p = schema(R"({"properties":{"a":{"type":"null"},"b":{"type":"null"},"c":{"type":"null"}},
+                      "minProperties":1,"maxProperties":2})");
+  EXPECT_FALSE(matches(p, "{}"));
+  EXPECT_TRUE(matches(p, R"({"b":null})"));
+  EXPECT_TRUE(matches(p, R"({"a":null,"c":null})"));
+  EXPECT_FALSE(matches(p, R"({"a":null,"b":null,"c":null})"));
+  // Extra keys count too; a required property is always left room for.
+  auto q = schema(R"({"properties":{"id":{"type":"null"}},"required":["id"],
+                      "additionalProperties":{"type":"integer"},"minProperties":2,"maxProperties":3})");
+  EXPECT_FALSE(matches(q, R"({"id":null})"));
+  EXPECT_TRUE(matches(q, R"({"id":null,"xyz":1})"));
+  EXPECT_TRUE(matches(q, R"({"id":null,"xyz":1,"uvw":2})"));
+  EXPECT_FALSE(matches(q, R"({"id":null,"xyz":1,"uvw":2,"rst":3})"));
+  auto bare = schema(R"({"type":"object","minProperties":1})");
+  EXPECT_FALSE(matches(bare, "{}"));
+  EXPECT_TRUE(matches(bare, R"({"k":[]})"));
+}
+
+TEST(JsonSchema, ImpossiblePropertyCountsAreRefused) {
+  EXPECT_THROW(schema(R"({"properties":{"a":{}},"required":["a"],"maxProperties":0})"), Error);
+  EXPECT_THROW(schema(R"({"properties":{"a":{}},"additionalProperties":false,"minProperties":2})"), Error);
+  EXPECT_THROW(schema(R"({"type":"object","minProperties":3,"maxProperties":2})"), Error);
+}
+
+TEST(JsonSchema, LenientModeIgnoresWhatTheGrammarCannotEnforce) {
+  const Json s = Json::parse(R"({"type":"object","properties":{
+      "tags":{"type":"array","items":{"type":"integer","multipleOf":5},"uniqueItems":true,"maxItems":2},
+      "code":{"type":"string","pattern":"[A-Z]{2}","minLength":2},
+      "x":{"not":{"type":"null"},"type":"boolean"}},
+      "patternProperties":{"^z":{"type":"string"}},"required":["code"],"additionalProperties":false})");
+  EXPECT_THROW(json_schema_program(s), Error);  // strict by default
+  auto p = json_schema_program(s, SchemaMode::kLenient);
+  EXPECT_TRUE(matches(p, R"({"tags":[5,10],"code":"AB","x":true})"));
+  EXPECT_TRUE(matches(p, R"({"tags":[3,3],"code":"AB"})"));  // multipleOf and uniqueItems not enforced
+  EXPECT_FALSE(matches(p, R"({"tags":[1,2,3],"code":"AB"})"));  // maxItems still is
+  EXPECT_FALSE(matches(p, R"({"code":"A1"})"));                  // and the pattern
+  EXPECT_FALSE(matches(p, R"({"code":"AB","x":null})"));         // and the type beside 'not'
+}
+
+TEST(JsonSchema, LenientAllOfMergesItsParts) {
+  const Json s = Json::parse(R"({"$defs":{"named":{"properties":{"name":{"type":"string","maxLength":3}},
+      "required":["name"]}},"allOf":[{"$ref":"#/$defs/named"},
+      {"properties":{"age":{"type":"integer"}},"required":["age"]}],"additionalProperties":false})");
+  EXPECT_THROW(json_schema_program(s), Error);
+  auto p = json_schema_program(s, SchemaMode::kLenient);
+  EXPECT_TRUE(matches(p, R"({"name":"ab","age":3})"));
+  EXPECT_FALSE(matches(p, R"({"name":"ab"})"));
+  EXPECT_FALSE(matches(p, R"({"age":3})"));
+}
+
+TEST(JsonSchema, BoundedStringsStayInTheBasicPlane) {
+  // U+1F600 is one code point but two UTF-16 units: zod would count 2 > 1.
+  auto p = schema(R"({"type":"string","maxLength":1})");
+  EXPECT_TRUE(matches(p, "\"\xC3\xA9\""));
+  EXPECT_FALSE(matches(p, "\"\xF0\x9F\x98\x80\""));
+  EXPECT_TRUE(matches(schema(R"({"type":"string"})"), "\"\xF0\x9F\x98\x80\""));
+}
+
+TEST(JsonSchema, ContentKeywordsAreAnnotations) {
+  auto p = schema(R"({"type":"string","contentMediaType":"image/png","contentEncoding":"base64","maxLength":2})");
+  EXPECT_TRUE(matches(p, R"("ab")"));
 }
 
 TEST(JsonSchema, ErrorsNameTheKeywordAndPlace) {

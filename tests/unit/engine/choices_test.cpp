@@ -69,5 +69,36 @@ TEST(EngineChoices, CancellingAWaitingChoiceReleasesEverything) {
   EXPECT_THROW(engine->submit_n(sampled(7), 0), Error);
 }
 
+// Several prompts at once (a completions request's list `prompt`): streams
+// prompt-major, and a prompt sharing whole blocks with an earlier one waits
+// for it and takes them from the cache; one sharing nothing starts at once.
+TEST(EngineChoices, ABatchOfPromptsSharesTheirCommonBlocks) {
+  auto engine = make_engine();
+  GenerateRequest a = sampled(1), b = sampled(2), c = sampled(3);
+  b.prompt_tokens.resize(70);                 // 4 whole blocks in common with a
+  b.prompt_tokens.push_back(499);
+  c.prompt_tokens = {1, 5, 6, 7, 8, 9, 10};   // nothing in common
+  std::vector<GenerateRequest> batch;
+  for (GenerateRequest* g : {&a, &b, &c}) batch.push_back(*g);
+  auto streams = engine->submit_batch(std::move(batch), 2);
+  ASSERT_EQ(streams.size(), 6u);
+  std::vector<std::vector<int32_t>> outputs;
+  for (auto& s : streams) outputs.push_back(drain(*s));
+  EXPECT_EQ(streams[0]->stats().num_cached_tokens, 0);
+  EXPECT_EQ(streams[1]->stats().num_cached_tokens, 96);  // a's second choice
+  EXPECT_EQ(streams[2]->stats().num_cached_tokens, 64);  // b after a
+  EXPECT_EQ(streams[3]->stats().num_cached_tokens, 64);
+  EXPECT_EQ(streams[4]->stats().num_cached_tokens, 0);
+  // Prompt-major, each choice its seed's twin.
+  EngineConfig no_cache;
+  no_cache.prefix_caching = false;
+  auto alone = make_engine(no_cache);
+  GenerateRequest b_seed3 = b;
+  b_seed3.sampling.seed = 3;
+  EXPECT_EQ(drain(*alone->submit(b_seed3)), outputs[3]);
+  GenerateRequest c_seed3 = c;
+  EXPECT_EQ(drain(*alone->submit(c_seed3)), outputs[4]);
+}
+
 }  // namespace
 }  // namespace kvlm

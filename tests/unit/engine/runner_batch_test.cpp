@@ -1,14 +1,17 @@
 // The scheduler and model runner together, without the engine thread: several
 // sequences teacher-forced through one batched forward pass per step must
 // produce the logits of a single-sequence run, for every architecture —
-// including Gemma-2 with its sliding-window blocks going back to the pool.
+// including Gemma-2 and Phi-3 with their sliding-window blocks going back to
+// the pool, and the MoE families with their tokens grouped by expert.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <fstream>
 #include <map>
 
 #include <nlohmann/json.hpp>
 
+#include "model/make_model.h"
 #include "model/model.h"
 #include "runner/model_runner.h"
 #include "runner/sequence_evaluator.h"
@@ -93,10 +96,45 @@ BatchedRun run_batched(const Model& model, const std::vector<int32_t>& tokens, c
 
 class RunnerBatching : public ::testing::TestWithParam<const char*> {};
 
+// The families without a shared model are made here: tiny, random, sharp
+// (Phi-3 with a window of 8 tokens and long-rope factors; Qwen3's head norms;
+// Mixtral's and Qwen2-MoE's experts, routed differently token by token).
+std::string made_model(const std::string& arch) {
+  MakeModelOptions o;
+  o.shape.arch = arch;
+  o.shape.dim = 64;
+  o.shape.num_layers = 2;
+  o.shape.num_heads = 4;
+  o.shape.num_kv_heads = 2;
+  o.shape.ffn_dim = 64;
+  o.shape.context_length = 256;
+  if (arch == "phi3") {
+    o.shape.sliding_window = 8;
+    o.shape.rope_scaling.type = "longrope";
+    o.shape.rope_scaling.original_context = 64;
+  }
+  if (arch == "qwen3") o.shape.head_dim = 32;
+  if (arch == "llama" || arch == "qwen2moe") {
+    o.shape.num_experts = 4;
+    o.shape.num_experts_used = 2;
+  }
+  if (arch == "qwen2moe") {
+    o.shape.expert_ffn_dim = 32;
+    o.shape.shared_expert_ffn_dim = 48;
+  }
+  o.type = DType::kF32;
+  o.weight_std = 0.3f;
+  o.vocab_from = test::shared_path("models/stories260K.gguf");
+  o.out_path = test::temp_dir() + "/runner-" + arch + ".gguf";
+  make_model(o, [](const std::string&) {});
+  return o.out_path;
+}
+
 TEST_P(RunnerBatching, BatchedEqualsSingleSequence) {
   const std::string name = GetParam();
-  auto model = Model::load(test::shared_path("models/" + name + ".gguf"));
-  std::vector<int32_t> tokens = golden_tokens(name);
+  const bool made = name.rfind("make:", 0) == 0;
+  auto model = Model::load(made ? made_model(name.substr(5)) : test::shared_path("models/" + name + ".gguf"));
+  std::vector<int32_t> tokens = golden_tokens(made ? "synth-gemma2-F32" : name);
   const int32_t n = static_cast<int32_t>(tokens.size());
 
   // Reference: one sequence, every row of one forward pass.
@@ -125,7 +163,14 @@ TEST_P(RunnerBatching, BatchedEqualsSingleSequence) {
 
 INSTANTIATE_TEST_SUITE_P(AllArchitectures, RunnerBatching,
                          ::testing::Values("synth-tiny-F32", "synth-tiny-Q4_K", "synth-qwen2-F32",
-                                           "synth-gpt2-F16", "synth-gemma2-F32"));
+                                           "synth-gpt2-F16", "synth-gemma2-F32", "make:phi3", "make:qwen3",
+                                           "make:llama", "make:qwen2moe"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& ch : n)
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return n;
+                         });
 
 TEST(Gemma2Window, SlidingLayersHoldOnlyTheWindow) {
   auto model = Model::load(test::shared_path("models/synth-gemma2-F32.gguf"));

@@ -189,3 +189,49 @@ TEST(BlockPoolDeathTest, AllocatingMoreThanFreeIsAnInvariantFailure) {
 
 }  // namespace
 }  // namespace kvlm
+
+namespace kvlm {
+namespace {
+
+using Kind = KvEvent::Kind;
+
+// KV events (for a router): every hash that enters or leaves the prefix
+// cache, in order — cached, reused by allocation, uncached — and nothing for
+// a hash that another block already caches, or while recording is off.
+TEST(BlockPoolEvents, ListEveryHashInAndOutInOrder) {
+  BlockPool pool(2, /*enable_prefix_caching=*/true);
+  std::vector<BlockId> a = pool.allocate(2);
+  pool.cache(a[0], hash_of(1));  // not recorded yet
+  pool.record_events(true);
+  pool.cache(a[1], hash_of(2));
+  pool.cache(a[1], hash_of(3));  // already has a hash: no-op
+  EXPECT_EQ(pool.take_events(), (std::vector<KvEvent>{{Kind::kStored, hash_of(2)}}));
+  EXPECT_TRUE(pool.take_events().empty());
+  pool.free(a);
+  std::vector<BlockId> b = pool.allocate(1);  // reuses a[0]: hash 1 leaves
+  std::vector<BlockId> c = pool.allocate(1);  // reuses a[1]: hash 2 leaves
+  pool.cache(b[0], hash_of(4));
+  pool.cache(c[0], hash_of(4));  // another block caches 4 already
+  pool.uncache(b[0]);
+  EXPECT_EQ(pool.take_events(), (std::vector<KvEvent>{{Kind::kRemoved, hash_of(1)},
+                                                      {Kind::kRemoved, hash_of(2)},
+                                                      {Kind::kStored, hash_of(4)},
+                                                      {Kind::kRemoved, hash_of(4)}}));
+  EXPECT_TRUE(pool.cached_hashes().empty());
+  pool.cache(c[0], hash_of(5));
+  EXPECT_EQ(pool.cached_hashes(), std::vector<BlockHash>{hash_of(5)});
+}
+
+TEST(BlockHashHex, RoundTripsAndRefusesAnythingElse) {
+  const BlockHash h = hash_of(77);
+  const std::string hex = block_hash_hex(h);
+  EXPECT_EQ(hex.size(), 32u);
+  EXPECT_EQ(block_hash_from_hex(hex), h);
+  EXPECT_EQ(block_hash_hex(BlockHash{Hash128{0x1, 0xab}}), "00000000000000ab0000000000000001");
+  EXPECT_FALSE(block_hash_from_hex(hex.substr(1)));
+  EXPECT_FALSE(block_hash_from_hex("0000000000000000000000000000000G"));
+  EXPECT_FALSE(block_hash_from_hex("00000000000000AB0000000000000001"));
+}
+
+}  // namespace
+}  // namespace kvlm

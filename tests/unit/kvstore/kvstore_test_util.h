@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "kv/block_hash.h"
 #include "kvstore/record.h"
 #include "support/test_support.h"
@@ -35,6 +38,16 @@ inline std::vector<BlockHash> hashes_of(const std::vector<KvRecord>& records) {
   std::vector<BlockHash> out;
   for (const auto& r : records) out.push_back(r.hash);
   return out;
+}
+
+// The pid of a process that has exited (a child, reaped): a temporary file
+// named after it is an orphan.
+inline pid_t dead_pid() {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return child;
 }
 
 // A new empty directory under the test's temporary directory.

@@ -176,6 +176,30 @@ TEST(RedisStore, RecordThatDoesNotDecodeIsRefused) {
   EXPECT_EQ(s->stats().num_corrupt, 1);
 }
 
+// Whatever a lookup refused is replaced by the next store of that block, not
+// kept by NX: another client's list under our key, a foreign record.
+TEST(RedisStore, RefusedValuesAreCountedByReasonAndOverwritten) {
+  test::RedisServer server;
+  ASSERT_TRUE(server.running());
+  auto s = open_redis_store(server.url());
+  auto chain = test::make_chain(3, 6);
+  ASSERT_EQ(s->store(chain), 3u);
+  server.cli({"DEL", s->key(chain[0].hash)});
+  server.cli({"RPUSH", s->key(chain[0].hash), "not a record"});
+  server.cli({"SET", s->key(chain[1].hash), encode_record(Hash128{1, 1}, chain[1])});
+  EXPECT_TRUE(s->load(test::hashes_of(chain)).empty());
+  const TierStats st = s->stats();
+  EXPECT_EQ(st.num_refused[static_cast<size_t>(TierRefusal::kWrongType)], 1);
+  // redis-cli cuts a value at its first NUL: the foreign record arrives truncated.
+  EXPECT_EQ(st.num_refused[static_cast<size_t>(TierRefusal::kForeign)] +
+                st.num_refused[static_cast<size_t>(TierRefusal::kCorrupt)], 1);
+  EXPECT_EQ(st.num_hit_blocks, 0);
+  EXPECT_EQ(s->store(chain), 2u);  // the two refused keys rewritten; the third kept by NX
+  EXPECT_EQ(s->load(test::hashes_of(chain)).size(), 3u);
+  EXPECT_TRUE(server.cli({"TYPE", s->key(chain[0].hash)}).starts_with("string"));
+  EXPECT_GT(std::stoi(server.cli({"TTL", s->key(chain[1].hash)})), 0);
+}
+
 TEST(RedisStore, UrlsAreCheckedWithClearErrors) {
   EXPECT_THROW(open_redis_store("http://x:1"), Error);
   EXPECT_THROW(open_redis_store("redis://x:notaport"), Error);

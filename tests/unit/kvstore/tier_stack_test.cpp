@@ -106,7 +106,7 @@ class GatedStore final : public KvStore {
  public:
   std::string_view name() const override { return "gated"; }
   size_t probe(std::span<const BlockHash>) override { return 0; }
-  std::vector<KvRecord> load(std::span<const BlockHash>) override {
+  std::vector<KvRecord> load(std::span<const BlockHash>, const Deadline&) override {
     std::this_thread::sleep_for(300ms);
     return {};
   }
@@ -218,11 +218,23 @@ TEST(TierStack, InterleavedWritesAndLookupsOnlyEverReturnTheRightPrefix) {
   EXPECT_EQ(s->stats().num_rejected, 0);
 }
 
-TEST(TierStack, RedisHitIsWrittenBackToDisk) {
+TierSecurity test_secret() { return TierSecurity{derive_tier_keys("the stack tests' tier secret"), false}; }
+
+RedisStoreConfig redis_config(const std::string& url, TierSecurity security = {}) {
+  RedisStoreConfig r;
+  r.url = url;
+  r.ttl_s = 600;
+  r.ns = kTierNs;
+  r.security = std::move(security);
+  return r;
+}
+
+TEST(TierStack, AuthenticatedRedisHitIsWrittenBackToDisk) {
   test::RedisServer server;
   ASSERT_TRUE(server.running());
   TierStackConfig c = disk_config(test::fresh_dir("stack"));
-  c.redis = RedisStoreConfig{server.url(), "", 600, kTierNs, {}};
+  c.disk->security = test_secret();
+  c.redis = redis_config(server.url(), test_secret());
   auto chain = test::make_chain(6, 5);
   auto hashes = test::hashes_of(chain);
   {
@@ -246,6 +258,43 @@ TEST(TierStack, RedisHitIsWrittenBackToDisk) {
   server.kill();
   second->begin_lookup(RequestId(2), std::nullopt, hashes, tokens_of(chain));
   EXPECT_EQ(wait_result(*second).num_from_tier[0], 6);
+}
+
+TEST(TierStack, UnauthenticatedRedisHitIsUsedButNotWrittenToDisk) {
+  test::RedisServer server;
+  ASSERT_TRUE(server.running());
+  TierStackConfig c = disk_config(test::fresh_dir("stack"));
+  c.redis = redis_config(server.url());
+  auto chain = test::make_chain(4, 9);
+  {
+    auto first = TierStack::open(c);
+    enqueue_all(*first, chain);
+    ASSERT_TRUE(first->flush(5.0));
+  }
+  c.disk->dir = test::fresh_dir("stack");
+  auto second = TierStack::open(c);
+  second->begin_lookup(RequestId(1), std::nullopt, test::hashes_of(chain), tokens_of(chain));
+  EXPECT_EQ(wait_result(*second).num_from_tier[1], 4);
+  // The I/O thread writes back before it serves the next lookup.
+  auto other = test::make_chain(1, 10);
+  second->begin_lookup(RequestId(2), std::nullopt, test::hashes_of(other), tokens_of(other));
+  wait_result(*second);
+  EXPECT_EQ(static_cast<DiskStore&>(second->tier(0)).probe(test::hashes_of(chain)), 0u);
+}
+
+TEST(TierStack, AuthenticatedRecordsOfAnotherSaltAreRefused) {
+  TierStackConfig c = disk_config(test::fresh_dir("stack"));
+  c.disk->security = test_secret();
+  auto s = TierStack::open(c);
+  auto chain = test::make_chain(3, 11);
+  for (const auto& r : chain) ASSERT_TRUE(s->enqueue_store(r.hash, r.parent, r.tokens, r.payload, /*salt=*/0x51));
+  ASSERT_TRUE(s->flush(5.0));
+  s->begin_lookup(RequestId(1), std::nullopt, test::hashes_of(chain), tokens_of(chain), /*salt=*/0x73);
+  EXPECT_TRUE(wait_result(*s).records.empty());
+  EXPECT_EQ(s->stats().num_rejected, 1);
+  EXPECT_EQ(s->stats().tiers[0].num_refused[static_cast<size_t>(TierRefusal::kForeign)], 1);
+  s->begin_lookup(RequestId(2), std::nullopt, test::hashes_of(chain), tokens_of(chain), /*salt=*/0x51);
+  EXPECT_EQ(wait_result(*s).records.size(), 3u);
 }
 
 }  // namespace

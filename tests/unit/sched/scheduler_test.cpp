@@ -325,6 +325,37 @@ TEST(Scheduler, FirstAdmissionRecordsCachedTokens) {
   EXPECT_TRUE(h.pool_whole());
 }
 
+// Two requests of one 12-token prefix sent together: the second waits one
+// step while the first computes it, then takes its 3 blocks from the cache;
+// a request behind them with another prompt is not held up.
+TEST(Scheduler, ARequestWaitsAStepForItsPrefixInFlight) {
+  Harness h(sched_config(100), kv_config(32, 4, /*caching=*/true));
+  auto a = make_request(1, 14, 2), b = make_request(2, 14, 2);
+  b->tokens.assign(a->tokens.begin(), a->tokens.begin() + 12);  // the same 3 full blocks, then its own
+  b->tokens.insert(b->tokens.end(), {77, 78});
+  h.sched.add_request(std::move(a));
+  h.sched.add_request(std::move(b));
+  h.sched.add_request(make_request(3, 6, 1));
+  SchedulerOutput out = h.step();
+  EXPECT_EQ(seq_ids(out), (std::vector<int64_t>{1, 3})) << "2 waits for 1's blocks";
+  out = h.step();
+  ASSERT_EQ(seq_ids(out).back(), 2);
+  EXPECT_EQ(out.seqs.back().num_computed, 12) << "its three blocks came from the cache";
+  EXPECT_EQ(h.sched.find(RequestId(2))->num_cached_tokens, 12);
+  while (h.sched.has_unfinished()) h.step();
+  EXPECT_TRUE(h.pool_whole());
+}
+
+// Without prefix caching nothing waits.
+TEST(Scheduler, NothingWaitsWithoutPrefixCaching) {
+  Harness h(sched_config(100), kv_config(32, 4, /*caching=*/false));
+  auto a = make_request(1, 14, 1), b = make_request(2, 14, 1);
+  b->tokens = a->tokens;
+  h.sched.add_request(std::move(a));
+  h.sched.add_request(std::move(b));
+  EXPECT_EQ(seq_ids(h.step()), (std::vector<int64_t>{1, 2}));
+}
+
 TEST(Scheduler, HeadOfLineRequestBlocksLaterOnes) {
   Harness h(sched_config(100), kv_config(4, 4));
   h.sched.add_request(make_request(1, 8, 4));   // 2 blocks, a third from slot 8

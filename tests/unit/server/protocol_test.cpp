@@ -18,7 +18,8 @@ TEST(Protocol, CompletionDefaultsFollowOpenAi) {
   auto v = parse_completion_request(Json::parse(R"({"model":"m","prompt":"hi"})"));
   ASSERT_FALSE(error_of(v)) << error_of(v)->message;
   const auto& r = std::get<CompletionRequest>(v);
-  EXPECT_EQ(std::get<std::string>(r.prompt), "hi");
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(std::get<std::string>(r.prompts[0]), "hi");
   EXPECT_EQ(r.options.max_tokens, 16);
   EXPECT_EQ(r.options.sampling.temperature, 1.f);
   EXPECT_EQ(r.options.sampling.top_p, 1.f);
@@ -46,17 +47,49 @@ TEST(Protocol, ChoicesAndBestOf) {
 }
 
 TEST(Protocol, PromptShapes) {
-  auto ids = parse_completion_request(Json::parse(R"({"prompt":[1,2,3]})"));
-  ASSERT_FALSE(error_of(ids));
-  EXPECT_EQ(std::get<std::vector<int32_t>>(std::get<CompletionRequest>(ids).prompt), (std::vector<int32_t>{1, 2, 3}));
-  auto nested = parse_completion_request(Json::parse(R"({"prompt":[[4,5]]})"));
-  ASSERT_FALSE(error_of(nested));
-  EXPECT_EQ(std::get<std::vector<int32_t>>(std::get<CompletionRequest>(nested).prompt), (std::vector<int32_t>{4, 5}));
-  auto many = parse_completion_request(Json::parse(R"({"prompt":["a","b"]})"));
-  ASSERT_TRUE(error_of(many));
-  EXPECT_EQ(error_of(many)->param, "prompt");
-  auto negative = parse_completion_request(Json::parse(R"({"prompt":[1,-2]})"));
-  ASSERT_TRUE(error_of(negative));
+  using Ids = std::vector<int32_t>;
+  auto prompts = [](const char* body) { return std::get<CompletionRequest>(parse_completion_request(Json::parse(body))).prompts; };
+  EXPECT_EQ(std::get<Ids>(prompts(R"({"prompt":[1,2,3]})").at(0)), (Ids{1, 2, 3}));
+  EXPECT_EQ(std::get<Ids>(prompts(R"({"prompt":[[4,5]]})").at(0)), (Ids{4, 5}));
+  // Lists of prompts, as OpenAI takes them: one choice each (times n).
+  const auto many = prompts(R"({"prompt":["a","b"]})");
+  ASSERT_EQ(many.size(), 2u);
+  EXPECT_EQ(std::get<std::string>(many[1]), "b");
+  const auto lists = prompts(R"({"prompt":[[1,2],[3]],"n":2})");
+  ASSERT_EQ(lists.size(), 2u);
+  EXPECT_EQ(std::get<Ids>(lists[1]), (Ids{3}));
+  struct Case {
+    const char* body;
+    const char* param;
+  };
+  for (Case c : {Case{R"({"prompt":[1,-2]})", "prompt"}, Case{R"({"prompt":["a",""]})", "prompt[1]"},
+                 Case{R"({"prompt":[[1],[]]})", "prompt[1]"}, Case{R"({"prompt":["a",[1],7]})", "prompt"},
+                 Case{R"({"prompt":["a","b"],"return_token_ids":true})", nullptr},
+                 Case{R"({"prompt":["a","b"],"stream":true,"resume_token_ids":[5]})", "prompt"},
+                 Case{R"({"prompt":[]})", "prompt"}, Case{R"({"prompt":["a","b"],"best_of":16,"n":16,)"
+                                                         R"("logprobs":0,"echo":false,"max_tokens":1,"seed":1,"temperature":0,"top_p":1,"stop":null,"user":"u"})",
+                                                         nullptr}}) {
+    auto v = parse_completion_request(Json::parse(c.body));
+    if (!c.param) {
+      EXPECT_FALSE(error_of(v)) << c.body;
+      continue;
+    }
+    ASSERT_TRUE(error_of(v)) << c.body;
+    EXPECT_EQ(error_of(v)->param, c.param) << c.body;
+  }
+  // At most kMaxCandidates candidates in all.
+  Json too_many = {{"prompt", Json::array()}, {"best_of", 2}};
+  for (int i = 0; i <= kMaxCandidates / 2; ++i) too_many["prompt"].push_back("p");
+  ASSERT_TRUE(error_of(parse_completion_request(too_many)));
+}
+
+TEST(Protocol, MaxTokensZeroScoresThePrompt) {
+  auto v = parse_completion_request(Json::parse(R"({"prompt":"hi","echo":true,"logprobs":0,"max_tokens":0})"));
+  ASSERT_FALSE(error_of(v)) << error_of(v)->message;
+  EXPECT_EQ(std::get<CompletionRequest>(v).options.max_tokens, 0);
+  auto chat = parse_chat_request(Json::parse(R"({"messages":[{"role":"user","content":"x"}],"max_tokens":0})"));
+  ASSERT_TRUE(error_of(chat));
+  EXPECT_EQ(error_of(chat)->param, "max_tokens");
 }
 
 TEST(Protocol, ValidationNamesTheParameter) {
@@ -65,7 +98,7 @@ TEST(Protocol, ValidationNamesTheParameter) {
     const char* param;
   };
   for (Case c : {Case{R"({"prompt":"x","temperature":"hot"})", "temperature"},
-                 Case{R"({"prompt":"x","top_p":0})", "top_p"}, Case{R"({"prompt":"x","max_tokens":0})", "max_tokens"},
+                 Case{R"({"prompt":"x","top_p":0})", "top_p"}, Case{R"({"prompt":"x","max_tokens":-1})", "max_tokens"},
                  Case{R"({"prompt":"x","stop":[1]})", "stop"}, Case{R"({"prompt":"x","n":17})", "n"},
                  Case{R"({"prompt":"x","n":0})", "n"}, Case{R"({"prompt":"x","n":2,"best_of":1})", "best_of"},
                  Case{R"({"prompt":"x","best_of":3,"stream":true})", "best_of"},
@@ -102,6 +135,78 @@ TEST(Protocol, ChatMessagesAndExtras) {
   auto image = parse_chat_request(Json::parse(R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})"));
   ASSERT_TRUE(std::holds_alternative<RequestError>(image));
   EXPECT_EQ(std::get<RequestError>(image).param, "messages[0].content");
+}
+
+TEST(Protocol, MessageRolesAndEmptyAssistantTurns) {
+  auto v = parse_chat_request(Json::parse(R"({"messages":[{"role":"developer","content":"Be brief."},
+      {"role":"user","content":"hi"},{"role":"assistant","content":null},{"role":"user","content":"again"}]})"));
+  ASSERT_FALSE(error_of(v)) << error_of(v)->message;
+  const Json& m = std::get<ChatRequest>(v).messages;
+  EXPECT_EQ(m[0]["role"], "system");  // templates know system, not developer
+  EXPECT_EQ(m[2]["content"], "");
+  auto bad = parse_chat_request(Json::parse(R"({"messages":[{"role":"user","content":"a"},{"role":"robot","content":"b"}]})"));
+  ASSERT_TRUE(error_of(bad));
+  EXPECT_EQ(error_of(bad)->param, "messages[1].role");
+  EXPECT_EQ(error_of(bad)->code, "invalid_value");
+  EXPECT_NE(error_of(bad)->message.find("robot"), std::string::npos);
+}
+
+TEST(Protocol, OutputsKvlmCannotGiveAreRefusedWithOpenAisCodes) {
+  struct Case {
+    const char* extra;
+    const char* param;
+    const char* code;
+  };
+  for (Case c : {Case{R"("audio":{"voice":"alloy","format":"wav"})", "audio", "unsupported_parameter"},
+                 Case{R"("modalities":["text","audio"])", "modalities", "unsupported_value"},
+                 Case{R"("web_search_options":{})", "web_search_options", "unsupported_parameter"},
+                 Case{R"("best_of":2)", "best_of", "unsupported_parameter"},
+                 Case{R"("temperature":"hot")", "temperature", "invalid_type"},
+                 Case{R"("n":17)", "n", "invalid_value"}}) {
+    auto v = parse_chat_request(Json::parse(std::string(R"({"messages":[{"role":"user","content":"x"}],)") + c.extra + "}"));
+    ASSERT_TRUE(error_of(v)) << c.extra;
+    EXPECT_EQ(error_of(v)->param, c.param) << c.extra;
+    EXPECT_EQ(error_of(v)->code, c.code) << c.extra;
+  }
+  // Service features with no effect on the output are accepted.
+  EXPECT_FALSE(error_of(parse_chat_request(Json::parse(R"({"messages":[{"role":"user","content":"x"}],"modalities":["text"],
+      "store":false,"metadata":{"a":"b"},"service_tier":"auto","user":"u","prediction":{"type":"content","content":"x"},
+      "reasoning_effort":"low"})"))));
+}
+
+TEST(Protocol, LegacyFunctionsAreToolsAnsweredAsFunctionCall) {
+  const std::string fns = R"("functions":[{"name":"get_weather","parameters":{"type":"object"}},{"name":"ping"}])";
+  auto v = parse_chat_request(Json::parse(R"({"messages":[{"role":"user","content":"hi"},
+      {"role":"assistant","content":null,"function_call":{"name":"get_weather","arguments":"{}"}},
+      {"role":"function","name":"get_weather","content":"sunny"}],)" + fns + R"(,"function_call":{"name":"ping"}})"));
+  ASSERT_FALSE(error_of(v)) << error_of(v)->message;
+  const auto& r = std::get<ChatRequest>(v);
+  EXPECT_TRUE(r.legacy_functions);
+  EXPECT_FALSE(r.parallel_tool_calls);
+  EXPECT_EQ(r.tools.size(), 2u);
+  EXPECT_EQ(r.tools[1]["function"]["name"], "ping");
+  EXPECT_EQ(r.tool_choice.kind, ToolChoice::Kind::kNamed);
+  EXPECT_EQ(r.tool_choice.name, "ping");
+  // The history in the tool API's words, the call and its result paired by id.
+  const std::string id = r.messages[1]["tool_calls"][0]["id"];
+  EXPECT_EQ(id.size(), 9u);
+  EXPECT_EQ(r.messages[2]["role"], "tool");
+  EXPECT_EQ(r.messages[2]["tool_call_id"], id);
+  for (const char* choice : {R"("none")", R"("auto")"}) {
+    auto c = parse_chat_request(Json::parse(R"({"messages":[{"role":"user","content":"hi"}],)" + fns +
+                                            R"(,"function_call":)" + choice + "}"));
+    ASSERT_FALSE(error_of(c)) << choice;
+  }
+  for (const char* body : {R"({"messages":[{"role":"user","content":"hi"}],"function_call":"auto"})",
+                           R"({"messages":[{"role":"user","content":"hi"}],"functions":[{"name":"f"}],"function_call":{"name":"g"}})",
+                           R"({"messages":[{"role":"user","content":"hi"}],"functions":[{"name":"f"}],"tools":[]})"}) {
+    ASSERT_TRUE(error_of(parse_chat_request(Json::parse(body)))) << body;
+  }
+  Json call = chat_tool_calls_choice(0, "", Json::parse(R"([{"id":"x","type":"function","function":{"name":"f","arguments":"{}"}}])"),
+                                     nullptr, CallStyle::kFunctionCall, false);
+  EXPECT_EQ(call["message"]["function_call"]["name"], "f");
+  EXPECT_FALSE(call["message"].contains("tool_calls"));
+  EXPECT_EQ(call["finish_reason"], "function_call");
 }
 
 TEST(Protocol, ResponseShapes) {
@@ -189,6 +294,29 @@ TEST(MetricsText, ExposesCountersAndHistograms) {
   EXPECT_NE(text.find("# TYPE kvlm_preemptions_total counter\n"), std::string::npos);
 }
 
+TEST(Protocol, SpeculativeIsOnUnlessTheRequestSaysFalse) {
+  auto on = parse_completion_request(Json::parse(R"({"prompt":"hi"})"));
+  EXPECT_TRUE(std::get<CompletionRequest>(on).options.speculative);
+  auto off = parse_completion_request(Json::parse(R"({"prompt":"hi","speculative":false})"));
+  ASSERT_FALSE(error_of(off));
+  EXPECT_FALSE(std::get<CompletionRequest>(off).options.speculative);
+  auto bad = parse_completion_request(Json::parse(R"({"prompt":"hi","speculative":"no"})"));
+  EXPECT_TRUE(error_of(bad));
+}
+
+TEST(MetricsText, ExposesSpeculativeDecoding) {
+  EngineMetrics m;
+  m.num_spec_proposed = 12;
+  m.num_spec_accepted = 7;
+  m.spec_tokens_per_step[3] = 2;
+  m.spec_tokens_per_step[15] = 1;
+  const std::string text = prometheus_text(m, "m");
+  EXPECT_NE(text.find("kvlm_spec_proposed_tokens_total{model_name=\"m\"} 12\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("kvlm_spec_accepted_tokens_total{model_name=\"m\"} 7\n"), std::string::npos);
+  EXPECT_NE(text.find("kvlm_spec_tokens_per_step_total{model_name=\"m\",tokens=\"3\"} 2\n"), std::string::npos);
+  EXPECT_NE(text.find("kvlm_spec_tokens_per_step_total{model_name=\"m\",tokens=\"15+\"} 1\n"), std::string::npos);
+}
+
 TEST(Protocol, ToolsAndToolChoice) {
   const std::string tools = R"("tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}])";
   const std::string msgs = R"("messages":[{"role":"user","content":"hi"},
@@ -212,6 +340,9 @@ TEST(Protocol, ToolsAndToolChoice) {
       {"{" + user + R"(,"tools":[{"type":"retrieval"}]})", "tools[0].type"},
       {"{" + user + R"(,"tools":[{"type":"function","function":{"name":"a b"}}]})", "tools[0].function.name"},
       {"{" + user + R"(,"tools":[{"type":"function","function":{"name":"f","parameters":[]}}]})", "tools[0].function.parameters"},
+      {"{" + user + R"(,"tools":[{"type":"function","function":{"name":"f","strict":true,"parameters":{"not":{}}}}]})",
+       "tools[0].function.parameters"},
+      {"{" + user + R"(,"tools":[{"type":"function","function":{"name":"f","strict":"yes"}}]})", "tools[0].function.strict"},
       {"{" + user + R"(,"tool_choice":"required"})", "tool_choice"},
       {"{" + user + "," + tools + R"(,"tool_choice":"sometimes"})", "tool_choice"},
       {"{" + user + "," + tools + R"(,"tool_choice":{"type":"function","function":{"name":"nope"}}})", "tool_choice"},

@@ -1,4 +1,4 @@
-#include "engine/histogram.h"
+#include "common/histogram.h"
 
 #include <algorithm>
 

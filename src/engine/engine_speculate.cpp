@@ -1,0 +1,70 @@
+// Speculative decoding in the step (engine/speculative.h): proposals before
+// the schedule, and what the verification did, after the sampling. The
+// verification itself is Engine::verify_seq (engine_sample.cpp).
+#include <algorithm>
+#include <climits>
+
+#include "engine/engine.h"
+#include "engine/engine_live.h"
+#include "sched/scheduler.h"
+
+namespace kvlm {
+
+// Proposals for every decoding request that speculates. Adaptive K (no
+// --spec-tokens): each sequence's SpecController, and none past the step's
+// room: a batch of max_batch_tokens tokens is compute-bound, and a proposal
+// there costs about what a decoded token does.
+void Engine::propose_drafts() {
+  if (!proposer_) return;
+  const SpeculativeConfig& sc = config_.speculative;
+  const bool adaptive = sc.num_spec_tokens == 0;
+  int32_t room = adaptive ? sc.max_batch_tokens - scheduler_->num_running() : INT32_MAX;
+  for (auto& [id, live] : live_) {
+    if (room <= 0) break;
+    // A thinking section forces tokens and moves its grammar's start: such
+    // a request decodes one token a step.
+    if (!live->speculative || live->thinking) continue;
+    const Request* r = scheduler_->find(id);
+    if (!r || r->status != RequestStatus::kRunning || r->kv_budget.enabled() ||
+        r->num_tokens() - r->num_computed_tokens != 1)
+      continue;
+    int32_t k = sc.num_spec_tokens;
+    if (adaptive) {
+      if (!live->spec) live->spec.emplace(kMaxAdaptiveSpecTokens, sc.verify_cost);
+      k = live->spec->num_tokens();
+    }
+    k = std::min({k, room, r->max_tokens - r->num_output_tokens() - 1});
+    if (k <= 0) continue;
+    std::vector<int32_t> drafts = proposer_->propose(r->tokens, r->num_prompt_tokens, k);
+    if (drafts.empty()) continue;
+    if (static_cast<int32_t>(drafts.size()) > k) drafts.resize(static_cast<size_t>(k));
+    room -= static_cast<int32_t>(drafts.size());
+    scheduler_->set_draft(id, std::move(drafts));
+  }
+}
+
+void Engine::record_speculation(const SchedulerOutput& out, const SampledBatch& batch) {
+  int64_t num_proposed = 0, num_accepted = 0, num_steps = 0;
+  std::array<int64_t, 16> per_step{};
+  size_t k = 0;
+  for (const ScheduledSeq& s : out.seqs) {
+    if (!s.sample) continue;
+    const int32_t n = batch.num_tokens[k++];
+    if (s.num_spec_tokens == 0) continue;
+    const bool failed = std::any_of(batch.failed.begin(), batch.failed.end(), [&](const auto& f) { return f.first == s.id; });
+    if (failed) continue;
+    num_proposed += s.num_spec_tokens;
+    num_accepted += n - 1;
+    ++num_steps;
+    ++per_step[static_cast<size_t>(std::min<int32_t>(n, 15))];
+    if (Live& live = *live_.at(s.id); live.spec) live.spec->observe(s.num_spec_tokens, n - 1);
+  }
+  if (num_steps == 0) return;
+  std::lock_guard lock(mu_);
+  metrics_.num_spec_proposed += num_proposed;
+  metrics_.num_spec_accepted += num_accepted;
+  metrics_.num_spec_steps += num_steps;
+  for (size_t i = 0; i < per_step.size(); ++i) metrics_.spec_tokens_per_step[i] += per_step[i];
+}
+
+}  // namespace kvlm

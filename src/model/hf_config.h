@@ -1,0 +1,34 @@
+// A Hugging Face config.json read into the GGUF metadata kvlm's loaders take
+// ("{arch}.*" keys, llama.cpp's names), so a checkpoint folder and the GGUF
+// converted from it configure the same model.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "common/metadata.h"
+
+namespace kvlm {
+
+// What the tensor mapping needs to know besides the metadata.
+struct HfModelInfo {
+  std::string arch;              // general.architecture: "llama", "qwen2", ...
+  bool permute_qk = false;       // llama: HF's rotate-half Q/K rows -> GGUF's interleaved pairs
+  bool tied_embeddings = false;  // tie_word_embeddings: no lm_head.weight
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  // llama3 rope scaling: the per-frequency factors llama.cpp stores as the
+  // rope_freqs.weight tensor (head_dim / 2 values); empty otherwise.
+  std::vector<float> rope_freqs;
+};
+
+// Adds the model's hyper-parameters to `out` from `config` (config.json of
+// `path`). Throws Error(kUnsupported) naming the field for an architecture,
+// a feature or a value kvlm does not implement, and for any field it does not
+// know (a checkpoint is refused rather than loaded as a different model);
+// Error(kCorrupt) for a missing or mistyped required field.
+HfModelInfo read_hf_config(const nlohmann::json& config, const std::string& path, Metadata& out);
+
+}  // namespace kvlm

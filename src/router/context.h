@@ -1,0 +1,115 @@
+// What the router's request handlers share: its configuration, the workers,
+// the metrics, the prompt reader; and Dispatch, one request's claim on the
+// worker a policy chose. Internal to router/.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "router/metrics.h"
+#include "server/http/api_keys.h"
+#include "router/policy.h"
+#include "router/prompt_reader.h"
+#include "router/response_owners.h"
+#include "router/router.h"
+#include "router/upstream.h"
+#include "router/workers.h"
+
+namespace kvlm::router {
+
+using Json = nlohmann::ordered_json;
+
+struct RouterContext {
+  RouterContext(RouterConfig c, std::unique_ptr<PromptReader> p)
+      : config(std::move(c)), workers(config.health), prompts(std::move(p)) {}
+  const RouterConfig config;
+  WorkerSet workers;
+  RouterMetrics metrics;
+  std::unique_ptr<PromptReader> prompts;  // null: prompts are unknown
+  uint64_t round_robin = 0;               // under workers.mu()
+  std::atomic<int64_t> num_rejected_connections{0};
+  const ApiKeyring* keys = nullptr;       // the clients' keys (their metrics)
+  ResponseOwners response_owners;         // stored Responses by the worker that answered them
+};
+
+// One request's claim on a worker: counted in its in-flight requests and
+// (until the first token) its outstanding prompt tokens, which the policies
+// weigh; released when destroyed.
+class Dispatch {
+ public:
+  Dispatch(RouterContext& ctx, Decision d);
+  ~Dispatch();
+  Dispatch(const Dispatch&) = delete;
+  Dispatch& operator=(const Dispatch&) = delete;
+
+  Worker& worker() const { return *decision_.worker; }
+  const Decision& decision() const { return decision_; }
+  // The worker has started answering (its prefill is done): its
+  // outstanding tokens no longer count against it.
+  void started();
+
+ private:
+  RouterContext& ctx_;
+  Decision decision_;
+  bool started_ = false;
+};
+
+// Chooses a worker (not in `exclude`) with the configured policy and claims
+// it; nullopt when none can take the request.
+std::unique_ptr<Dispatch> dispatch(RouterContext& ctx, PromptInfo& prompt, const std::set<std::string>& exclude);
+
+// The prompt a request carries, as the policy needs it: its tokens (with a
+// prompt reader; kv-aware, and the cached-token prediction), its cache salt
+// and session key.
+PromptInfo prompt_info(const RouterContext& ctx, bool chat, const Json& body, const httplib::Request& req);
+
+// A request to a worker: the worker key, JSON body.
+UpstreamRequest upstream_request(const RouterContext& ctx, const std::string& method, const std::string& target,
+                                 std::string body);
+UpstreamTimeouts upstream_timeouts(const RouterContext& ctx);
+
+// A worker's usage report beside the prediction its dispatch made (metrics).
+void observe_usage(RouterContext& ctx, const Dispatch& d, const Json& usage);
+
+// The 503 when no worker can take a request (`why`: the last failure).
+void refuse_no_worker(RouterContext& ctx, httplib::Response& res, const std::string& why);
+// Copies a worker's answer (status, body, the headers a client uses).
+void pass_through(const UpstreamExchange& x, std::string body, httplib::Response& res);
+// Reads a whole answer, watching the client: nullopt when it hung up (the
+// caller drops the exchange, which cancels the worker's request).
+std::optional<std::string> read_whole(RouterContext& ctx, UpstreamExchange& x, const httplib::Request& req);
+
+// Whether a worker's answer means "try another worker" rather than "this is
+// the answer": 503 (draining, its queue full) before anything was sent.
+bool worth_another_worker(int status);
+
+// Route handlers (forward.cpp, relay.cpp, status.cpp).
+void handle_generation(RouterContext& ctx, bool chat, const httplib::Request& req, httplib::Response& res);
+void handle_proxied(RouterContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_status(RouterContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_health(RouterContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_metrics(RouterContext& ctx, const httplib::Request& req, httplib::Response& res);
+
+// relay.cpp: answers a streaming request from its first worker's open
+// exchange (status 200, an event stream), resuming on other workers if it fails.
+struct StreamStart {
+  Json body;                      // the request as the client sent it
+  bool chat = false;
+  std::string path;
+  PromptInfo prompt;
+  std::unique_ptr<Dispatch> dispatch;
+  std::unique_ptr<UpstreamExchange> exchange;
+  std::set<std::string> tried;
+  uint64_t seed = 0;              // the request's seed (the client's, or one the router chose)
+};
+void relay_stream(RouterContext& ctx, StreamStart start, httplib::Response& res);
+
+}  // namespace kvlm::router

@@ -1,0 +1,32 @@
+// Requests the router forwards without rebuilding their answers: the APIs
+// whose streams are not chat-completion chunks (Anthropic Messages, OpenAI
+// Responses) and those with no stream (embeddings). Internal to router/.
+#pragma once
+
+#include <httplib.h>
+
+#include "router/context.h"
+
+namespace kvlm::router {
+
+// Forwards `req` to a worker the configured policy chooses, from
+// the options' prompt view (from which the prompt reader reads its tokens),
+// or to the worker that stored the Response named, retrying on
+// another worker until the answer starts. A stream (text/event-stream) is
+// copied through as it comes; a worker that dies during one ends it (these
+// streams are not resumed, unlike /v1/completions and /v1/chat/completions).
+struct PassthroughOptions {
+  const Json* prompt_view = nullptr;  // the request as a chat completion's body; null: only load decides
+  std::string owner_of;               // a stored Response's id: its worker first (ResponseOwners)
+  bool records_responses = false;     // remember the worker of the Response this answer creates
+};
+void handle_passthrough(RouterContext& ctx, const httplib::Request& req, httplib::Response& res,
+                        const PassthroughOptions& options);
+
+// The routes: POST /v1/messages (its prompt read as a chat's), POST
+// /v1/responses, GET and DELETE /v1/responses/{id}.
+void handle_messages_passthrough(RouterContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_responses_passthrough(RouterContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_stored_response(RouterContext& ctx, const httplib::Request& req, httplib::Response& res);
+
+}  // namespace kvlm::router

@@ -1,0 +1,62 @@
+#include "router/prompt_reader.h"
+
+#include "chat/chat_template.h"
+#include "common/error.h"
+#include "server/openai/chat_render.h"
+#include "server/openai/protocol.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvlm::router {
+
+using Json = nlohmann::ordered_json;
+
+PromptReader::PromptReader(std::unique_ptr<Tokenizer> tokenizer, std::unique_ptr<ChatTemplate> chat_template)
+    : tokenizer_(std::move(tokenizer)), chat_template_(std::move(chat_template)) {}
+
+PromptReader::~PromptReader() = default;
+
+std::vector<int32_t> PromptReader::tokens(bool chat, const Json& body) const {
+  if (!body.is_object()) return {};
+  // A resumed or pre-tokenized prompt: what the worker will use as it is.
+  if (const auto it = body.find("prompt_token_ids"); it != body.end() && it->is_array()) {
+    std::vector<int32_t> ids;
+    for (const Json& t : *it) {
+      if (!t.is_number_integer()) return {};
+      ids.push_back(t.get<int32_t>());
+    }
+    return ids;
+  }
+  try {
+    return chat ? chat_tokens(body) : completion_tokens(body);
+  } catch (const Error&) {
+    return {};  // the worker refuses it too, and says why
+  } catch (const nlohmann::json::exception&) {
+    return {};
+  }
+}
+
+std::vector<int32_t> PromptReader::completion_tokens(const Json& body) const {
+  const auto it = body.find("prompt");
+  if (it == body.end()) return {};
+  const Json* p = &*it;
+  // A one-element list is that prompt (as the worker reads it).
+  if (p->is_array() && p->size() == 1 && !(*p)[0].is_number()) p = &(*p)[0];
+  if (p->is_string()) return tokenizer_->encode(p->get_ref<const std::string&>(), /*add_special=*/true,
+                                                /*parse_special=*/true);
+  std::vector<int32_t> ids;
+  if (!p->is_array()) return ids;
+  for (const Json& t : *p) {
+    if (!t.is_number_integer()) return {};
+    ids.push_back(t.get<int32_t>());
+  }
+  return ids;
+}
+
+std::vector<int32_t> PromptReader::chat_tokens(const Json& body) const {
+  if (!chat_template_) return {};
+  auto parsed = openai::parse_chat_prompt(body);
+  if (std::holds_alternative<openai::RequestError>(parsed)) return {};
+  return render_chat_prompt(*tokenizer_, *chat_template_, std::get<openai::ChatRequest>(parsed));
+}
+
+}  // namespace kvlm::router

@@ -1,0 +1,188 @@
+#include "router/router.h"
+
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "router/context.h"
+#include "router/monitor.h"
+#include "router/passthrough.h"
+#include "server/anthropic/messages.h"
+#include "server/http/front.h"
+
+namespace kvlm::router {
+
+struct Router::Impl {
+  Impl(RouterConfig config, std::unique_ptr<PromptReader> prompts) : ctx(std::move(config), std::move(prompts)) {}
+  RouterContext ctx;
+  std::unique_ptr<httplib::Server> http = make_http_server(ctx.config.ssl_cert_file, ctx.config.ssl_key_file);
+  RouteTable routes{*http};
+  FrontDoor door{load_api_keys(ctx.config.api_keys, ctx.config.api_key_file), ctx.config.metrics_key};
+  int port = -1;
+  std::mutex monitors_mu;
+  std::map<std::string, std::unique_ptr<WorkerMonitor>> monitors;  // by worker URL
+  std::set<std::string> registered;  // members that came from the registry (watcher thread only)
+  std::unique_ptr<RegistryWatcher> watcher;
+
+  using Handler = void (*)(RouterContext&, const httplib::Request&, httplib::Response&);
+  RouteTable::Handler route(Handler h, Access access);
+  void add_routes();
+};
+
+namespace {
+
+void check_config(const RouterConfig& c, bool have_prompts) {
+  if (c.max_attempts < 1) throw_error(ErrorCode::kInvalidArgument, "--max-attempts must be at least 1");
+  if (c.health.interval.count() < 1 || c.health.timeout.count() < 1)
+    throw_error(ErrorCode::kInvalidArgument, "--health-interval-ms and --health-timeout-ms must be positive");
+  if (c.workers.empty() && !c.registry)
+    throw_error(ErrorCode::kInvalidArgument, "no workers: give --workers http://HOST:PORT,... or --registry redis://...");
+  if (c.policy == Policy::kKvAware && !have_prompts)
+    throw_error(ErrorCode::kInvalidArgument,
+                "--policy kv-aware needs -m MODEL (the router reads its tokenizer and chat template, never its "
+                "weights); or choose --policy least-load");
+  if (c.weights.load_weight < 0 || c.weights.tier_cost < 0 || c.weights.in_flight_cost < 0)
+    throw_error(ErrorCode::kInvalidArgument, "the policy weights must not be negative");
+}
+
+}  // namespace
+
+RouteTable::Handler Router::Impl::route(Handler h, Access access) {
+  return with_access(door, access, [this, h](const httplib::Request& req, httplib::Response& res) {
+    h(ctx, req, res);
+    ctx.metrics.answered(res.status);
+  });
+}
+
+void Router::Impl::add_routes() {
+  auto completions = [](RouterContext& c, const httplib::Request& q, httplib::Response& r) {
+    handle_generation(c, false, q, r);
+  };
+  auto chat = [](RouterContext& c, const httplib::Request& q, httplib::Response& r) { handle_generation(c, true, q, r); };
+  routes.post("/v1/completions", route(completions, Access::kMetered));
+  routes.post("/v1/chat/completions", route(chat, Access::kMetered));
+  // Their streams are copied through, not resumed (router/passthrough.h).
+  // Anthropic's clients read errors in Anthropic's shape: the router's own
+  // too (the key check's 401, no worker's 503), as kvlm serve answers them.
+  routes.post("/v1/messages", [inner = route(handle_messages_passthrough, Access::kMetered)](
+                                  const httplib::Request& req, httplib::Response& res) {
+    inner(req, res);
+    anthropic::rewrite_error(res.status, res.body);
+  });
+  routes.post("/v1/responses", route(handle_responses_passthrough, Access::kMetered));
+  http->Get(R"(/v1/responses/([A-Za-z0-9_-]+))", route(handle_stored_response, Access::kKey));
+  routes.del(R"(/v1/responses/([A-Za-z0-9_-]+))", route(handle_stored_response, Access::kKey));
+  routes.get("/v1/models", route(handle_proxied, Access::kKey));
+  http->Get(R"(/v1/models/([^/]+))", route(handle_proxied, Access::kKey));
+  routes.post("/tokenize", route(handle_proxied, Access::kKey));
+  routes.post("/detokenize", route(handle_proxied, Access::kKey));
+  routes.get("/v1/status", route(handle_status, Access::kStatus));
+  routes.get("/health", route(handle_health, Access::kPublic));
+  routes.get("/metrics", route(handle_metrics, Access::kMetrics));
+  add_web_routes(*http, routes);
+  routes.install_error_handlers();
+}
+
+Router::Router(RouterConfig config, std::unique_ptr<PromptReader> prompts) {
+  check_config(config, prompts != nullptr);
+  impl_ = std::make_unique<Impl>(std::move(config), std::move(prompts));
+  Impl& s = *impl_;
+  const RouterConfig& c = s.ctx.config;
+  httplib::Server& http = *s.http;
+  install_connection_limit(http, static_cast<size_t>(c.num_http_threads), c.max_connections, c.retry_after_s,
+                           s.ctx.num_rejected_connections);
+  http.set_payload_max_length(c.max_body_bytes);
+  http.set_read_timeout(60);
+  http.set_write_timeout(60);
+  http.set_keep_alive_timeout(30);
+  s.ctx.keys = &s.door.keys;
+  s.add_routes();
+  install_cors(http, c.cors_origins);
+  for (const std::string& url : c.workers) add_worker(url);
+  if (c.registry) {
+    s.watcher = std::make_unique<RegistryWatcher>(*c.registry, [this](const std::vector<std::string>& urls) {
+      sync_registered(urls);
+    });
+  }
+}
+
+void Router::sync_registered(const std::vector<std::string>& urls) {
+  Impl& s = *impl_;
+  std::set<std::string> now;
+  for (const std::string& url : urls) {
+    try {
+      now.insert(parse_worker_url(url).url);
+    } catch (const Error& e) {
+      log_warn("router: registry member '{}' ignored: {}", url, e.what());
+    }
+  }
+  for (const std::string& url : now)
+    if (s.registered.insert(url).second) add_worker(url);
+  std::set<std::string> fixed;  // the static members, which the registry never removes
+  for (const std::string& url : s.ctx.config.workers) fixed.insert(parse_worker_url(url).url);
+  for (auto it = s.registered.begin(); it != s.registered.end();) {
+    if (now.count(*it)) {
+      ++it;
+      continue;
+    }
+    if (!fixed.count(*it)) remove_worker(*it);
+    it = s.registered.erase(it);
+  }
+}
+
+Router::~Router() {
+  stop();
+  impl_->watcher.reset();
+  std::lock_guard lock(impl_->monitors_mu);
+  impl_->monitors.clear();  // joins their threads
+}
+
+void Router::bind() { impl_->port = bind_http(*impl_->http, impl_->ctx.config.host, impl_->ctx.config.port); }
+
+void Router::reload_api_keys() {
+  const RouterConfig& c = impl_->ctx.config;
+  impl_->door.keys.replace(load_api_keys(c.api_keys, c.api_key_file));
+}
+
+int Router::port() const { return impl_->port; }
+
+void Router::run() {
+  if (impl_->port < 0) bind();
+  impl_->http->listen_after_bind();
+}
+
+void Router::stop() {
+  if (impl_->http->is_running()) impl_->http->stop();
+}
+
+void Router::add_worker(const std::string& url) {
+  std::shared_ptr<Worker> w = impl_->ctx.workers.add(url);
+  std::lock_guard lock(impl_->monitors_mu);
+  auto& monitor = impl_->monitors[w->url()];
+  if (!monitor) monitor = std::make_unique<WorkerMonitor>(impl_->ctx, w);
+}
+
+void Router::remove_worker(const std::string& url) {
+  const std::string normalized = parse_worker_url(url).url;
+  impl_->ctx.workers.remove(normalized);
+  std::unique_ptr<WorkerMonitor> gone;
+  {
+    std::lock_guard lock(impl_->monitors_mu);
+    auto it = impl_->monitors.find(normalized);
+    if (it == impl_->monitors.end()) return;
+    gone = std::move(it->second);
+    impl_->monitors.erase(it);
+  }
+  // Destroyed outside the lock: it joins its threads.
+}
+
+std::vector<std::string> Router::worker_urls() const {
+  std::vector<std::string> out;
+  for (const auto& w : impl_->ctx.workers.all()) out.push_back(w->url());
+  return out;
+}
+
+}  // namespace kvlm::router

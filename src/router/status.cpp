@@ -1,0 +1,102 @@
+// The router's own answers: /v1/status (the workers and their load, in the
+// fields the chat page reads from a single server plus a `workers` list),
+// /health and /metrics.
+#include "router/context.h"
+#include "server/openai/json_text.h"
+
+namespace kvlm::router {
+namespace {
+
+Json worker_json(const Worker& w) {
+  return Json{{"url", w.url()},
+              {"state", worker_state_name(w.state)},
+              {"reason", w.down_reason},
+              {"requests_running", w.load.num_running},
+              {"requests_waiting", w.load.num_waiting},
+              {"pending_tokens", w.load.num_pending_tokens},
+              {"kv_blocks_free", w.load.num_kv_blocks_free},
+              {"kv_blocks_total", w.load.num_kv_blocks_total},
+              {"kv_events", w.kv_events_live},
+              {"kv_blocks_indexed", w.kv.size()},
+              {"shared_tier", w.shared_tier ? Json(*w.shared_tier) : Json(nullptr)},
+              {"requests_in_flight", w.num_in_flight},
+              {"requests_sent", w.num_requests}};
+}
+
+// Sums of a numeric field over the workers' last /v1/status.
+int64_t sum_status(const std::vector<std::shared_ptr<Worker>>& ws, const char* key) {
+  int64_t n = 0;
+  for (const auto& w : ws)
+    if (w->status.is_object() && w->status.contains(key) && w->status[key].is_number()) n += w->status[key].get<int64_t>();
+  return n;
+}
+
+}  // namespace
+
+void handle_status(RouterContext& ctx, const httplib::Request&, httplib::Response& res) {
+  Json body;
+  {
+    std::lock_guard lock(ctx.workers.mu());
+    const auto ws = ctx.workers.all_locked();
+    Json workers = Json::array();
+    Json model_info = Json::object();
+    for (const auto& w : ws) {
+      workers.push_back(worker_json(*w));
+      if (model_info.empty() && w->state != WorkerState::kDown && w->status.is_object()) model_info = w->status;
+    }
+    const int64_t queried = sum_status(ws, "prefix_cache_query_tokens"), hit = sum_status(ws, "prefix_cache_hit_tokens");
+    body = {{"router", true},
+            {"policy", policy_name(ctx.config.policy)},
+            {"model", model_info.value("model", "")},
+            {"max_model_len", model_info.value("max_model_len", 0)},
+            {"chat_template", model_info.value("chat_template", false)},
+            {"draining", false},
+            {"requests_running", sum_status(ws, "requests_running")},
+            {"requests_waiting", sum_status(ws, "requests_waiting")},
+            {"requests_finished", sum_status(ws, "requests_finished")},
+            {"kv_blocks_used", sum_status(ws, "kv_blocks_used")},
+            {"kv_blocks_total", sum_status(ws, "kv_blocks_total")},
+            {"kv_block_size", model_info.value("kv_block_size", 0)},
+            {"prefix_cache_query_tokens", queried},
+            {"prefix_cache_hit_tokens", hit},
+            {"prefix_cache_hit_rate", queried > 0 ? static_cast<double>(hit) / static_cast<double>(queried) : 0.0},
+            {"prompt_tokens_total", sum_status(ws, "prompt_tokens_total")},
+            {"generation_tokens_total", sum_status(ws, "generation_tokens_total")},
+            {"workers", workers}};
+  }
+  const RouterMetrics::Predictions p = ctx.metrics.predictions();
+  body["predicted_cached_tokens"] = p.predicted_tokens;
+  body["reported_cached_tokens"] = p.reported_tokens;
+  body["cache_predictions_exact"] = p.num_exact;
+  body["cache_predictions"] = p.num_exact + p.num_over + p.num_under;
+  body["resumed_streams"] = ctx.metrics.num_resumed_streams();
+  body["retries"] = ctx.metrics.num_retries();
+  res.set_header("Cache-Control", "no-store");
+  res.set_content(openai::dump_json(body), "application/json");
+}
+
+// 200 while some worker takes requests, so a load balancer in front of
+// several routers sends elsewhere when this one has none.
+void handle_health(RouterContext& ctx, const httplib::Request&, httplib::Response& res) {
+  int32_t num_up = 0, num_workers = 0;
+  {
+    std::lock_guard lock(ctx.workers.mu());
+    const auto now = Clock::now();
+    for (const auto& w : ctx.workers.all_locked()) {
+      ++num_workers;
+      if (ctx.workers.routable(*w, now)) ++num_up;
+    }
+  }
+  if (num_up == 0) res.status = 503;
+  res.set_content(openai::dump_json(Json{{"status", num_up > 0 ? "ok" : "no_worker"},
+                                         {"workers_up", num_up},
+                                         {"workers", num_workers}}),
+                  "application/json");
+}
+
+void handle_metrics(RouterContext& ctx, const httplib::Request&, httplib::Response& res) {
+  res.set_content(ctx.metrics.prometheus_text(ctx.workers) + (ctx.keys ? ctx.keys->metrics_text() : std::string()),
+                  "text/plain; version=0.0.4");
+}
+
+}  // namespace kvlm::router

@@ -1,0 +1,36 @@
+// A chat request's prompt as kvlm serve renders it: the messages and tools
+// through the chat template (tools described in a system prompt for a
+// template that does not render them), then tokenized. kvlm router renders
+// with the same function to know which KV blocks a request will need.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "server/openai/protocol.h"
+
+namespace kvlm {
+
+class ChatTemplate;
+class Tokenizer;
+
+// The messages and extra variables the template renders for request `r`:
+// tool calls' arguments as objects (chat/tool_prompt.h), and, when the
+// template does not render tools and tool_choice is not none, the tools
+// described in a system prompt.
+struct TemplateInput {
+  openai::Json messages;
+  openai::Json extra;
+  // The description goes into the first user message instead of a system
+  // message (for templates that refuse a system role): the fallback to try.
+  std::optional<openai::Json> messages_without_system;
+};
+TemplateInput template_input(const ChatTemplate& tmpl, const openai::ChatRequest& r);
+
+// The prompt's token ids (with the generation prompt). Throws Error with the
+// template's own words when it refuses the messages (e.g. "System role not
+// supported"), after trying the tools in the first user message.
+std::vector<int32_t> render_chat_prompt(const Tokenizer& tok, const ChatTemplate& tmpl, const openai::ChatRequest& r);
+
+}  // namespace kvlm

@@ -1,0 +1,190 @@
+#include "support/hf_folder.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "backend/quant.h"
+#include "common/assert.h"
+
+namespace kvlm::test {
+namespace {
+
+using Json = nlohmann::json;
+namespace fs = std::filesystem;
+
+void write_text(const fs::path& p, const std::string& text) {
+  std::ofstream out(p, std::ios::binary);
+  out << text;
+  KVLM_ASSERT(out.good(), "hf_folder: write failed");
+}
+
+// GGUF layer part -> HF name (transformers' modeling_llama / qwen2 / qwen3,
+// and the MoE parts of modeling_mixtral / qwen2_moe / qwen3_moe).
+std::string hf_name(const std::string& gguf, bool mixtral) {
+  if (gguf == "token_embd.weight") return "model.embed_tokens.weight";
+  if (gguf == "output_norm.weight") return "model.norm.weight";
+  if (gguf == "output.weight") return "lm_head.weight";
+  static const std::map<std::string, std::string> kParts = {
+      {"attn_norm.weight", "input_layernorm.weight"}, {"ffn_norm.weight", "post_attention_layernorm.weight"},
+      {"attn_q.weight", "self_attn.q_proj.weight"},   {"attn_q.bias", "self_attn.q_proj.bias"},
+      {"attn_k.weight", "self_attn.k_proj.weight"},   {"attn_k.bias", "self_attn.k_proj.bias"},
+      {"attn_v.weight", "self_attn.v_proj.weight"},   {"attn_v.bias", "self_attn.v_proj.bias"},
+      {"attn_output.weight", "self_attn.o_proj.weight"}, {"attn_q_norm.weight", "self_attn.q_norm.weight"},
+      {"attn_k_norm.weight", "self_attn.k_norm.weight"}, {"ffn_gate.weight", "mlp.gate_proj.weight"},
+      {"ffn_up.weight", "mlp.up_proj.weight"},        {"ffn_down.weight", "mlp.down_proj.weight"},
+      {"ffn_gate_shexp.weight", "mlp.shared_expert.gate_proj.weight"},
+      {"ffn_up_shexp.weight", "mlp.shared_expert.up_proj.weight"},
+      {"ffn_down_shexp.weight", "mlp.shared_expert.down_proj.weight"},
+      {"ffn_gate_inp_shexp.weight", "mlp.shared_expert_gate.weight"}};
+  if (gguf.find("ffn_gate_inp.weight") != std::string::npos)
+    return "model.layers." + gguf.substr(4, gguf.find('.', 4) - 4) + (mixtral ? ".block_sparse_moe.gate.weight" : ".mlp.gate.weight");
+  const size_t a = gguf.find('.'), b = gguf.find('.', a + 1);
+  KVLM_ASSERT(gguf.rfind("blk.", 0) == 0 && b != std::string::npos, "hf_folder: unexpected tensor name");
+  auto it = kParts.find(gguf.substr(b + 1));
+  KVLM_ASSERT(it != kParts.end(), "hf_folder: no HF name for this tensor");
+  return "model.layers." + gguf.substr(a + 1, b - a - 1) + "." + it->second;
+}
+
+// The tensor's bytes in HF's layout and `dtype`: llama's Q/K rows back to
+// HF's halves order (GGUF row 2i + h of a head is HF row h * head_dim / 2 + i).
+std::vector<uint8_t> hf_bytes(const GgufTensor& t, DType dtype, int64_t permute_heads) {
+  const int64_t cols = t.dims[0], n = t.num_elements(), rows = n / cols;
+  std::vector<float> f(static_cast<size_t>(n));
+  for (int64_t r = 0; r < rows; ++r)
+    dequantize_row(t.dtype, t.data + r * row_bytes(t.dtype, cols), &f[r * cols], cols);
+  if (permute_heads > 0) {
+    const int64_t prow = t.dims.size() > 1 ? cols : 1, prows = n / prow, head_dim = prows / permute_heads;
+    std::vector<float> p(f.size());
+    for (int64_t h = 0; h < permute_heads; ++h)
+      for (int64_t i = 0; i < head_dim / 2; ++i)
+        for (int64_t half = 0; half < 2; ++half)
+          std::copy_n(&f[(h * head_dim + 2 * i + half) * prow], prow, &p[(h * head_dim + half * head_dim / 2 + i) * prow]);
+    f = std::move(p);
+  }
+  std::vector<uint8_t> out(row_bytes(dtype, n));
+  quantize_row(dtype, f.data(), out.data(), n);
+  return out;
+}
+
+using HfTensors = std::vector<std::tuple<std::string, std::vector<int64_t>, DType, std::vector<uint8_t>>>;
+
+// A GGUF expert stack ({cols, rows, experts}) as HF's one tensor per expert.
+void add_experts(const GgufTensor& t, DType dtype, bool mixtral, HfTensors& out) {
+  const std::string layer = t.name.substr(4, t.name.find('.', 4) - 4);
+  const std::string kind = t.name.substr(t.name.find('.', 4) + 1);
+  const char* part = kind == "ffn_gate_exps.weight" ? (mixtral ? "w1" : "gate_proj")
+                     : kind == "ffn_up_exps.weight" ? (mixtral ? "w3" : "up_proj") : (mixtral ? "w2" : "down_proj");
+  GgufTensor one = t;
+  one.dims.pop_back();
+  one.num_bytes = t.num_bytes / static_cast<size_t>(t.dims[2]);
+  for (int64_t e = 0; e < t.dims[2]; ++e) {
+    one.data = t.data + e * one.num_bytes;
+    out.emplace_back(fmt::format("model.layers.{}.{}.experts.{}.{}.weight", layer, mixtral ? "block_sparse_moe" : "mlp", e, part),
+                     std::vector<int64_t>{one.dims[1], one.dims[0]}, dtype, hf_bytes(one, dtype, 0));
+  }
+}
+
+void write_safetensors(const fs::path& p, const HfTensors& tensors) {
+  Json header = {{"__metadata__", {{"format", "pt"}}}};
+  uint64_t offset = 0;
+  for (const auto& [name, shape, dtype, bytes] : tensors) {
+    header[name] = {{"dtype", std::string(dtype_name(dtype))}, {"shape", shape}, {"data_offsets", {offset, offset + bytes.size()}}};
+    offset += bytes.size();
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  const uint64_t n = text.size();
+  std::ofstream out(p, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(&n), 8);
+  out << text;
+  for (const auto& t : tensors) out.write(reinterpret_cast<const char*>(std::get<3>(t).data()), static_cast<std::streamsize>(std::get<3>(t).size()));
+  KVLM_ASSERT(out.good(), "hf_folder: write failed");
+}
+
+Json config_json(const Metadata& m, bool tied) {
+  const std::string arch = m.require_string("general.architecture"), p = arch + ".";
+  const int64_t experts = m.get_int(p + "expert_count").value_or(0);
+  const std::map<std::string, std::string> names = {
+      {"llama", experts > 0 ? "MixtralForCausalLM" : "LlamaForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"},
+      {"qwen3", "Qwen3ForCausalLM"}, {"qwen2moe", "Qwen2MoeForCausalLM"}, {"qwen3moe", "Qwen3MoeForCausalLM"}};
+  KVLM_ASSERT(names.count(arch), "hf_folder: llama (Mixtral), qwen2, qwen3, qwen2moe and qwen3moe only");
+  const int64_t heads = m.require_int(p + "attention.head_count");
+  Json c = {{"architectures", {names.at(arch)}}, {"model_type", arch}, {"hidden_act", "silu"},
+            {"hidden_size", m.require_int(p + "embedding_length")}, {"num_hidden_layers", m.require_int(p + "block_count")},
+            {"num_attention_heads", heads}, {"num_key_value_heads", m.get_int(p + "attention.head_count_kv").value_or(heads)},
+            {"intermediate_size", m.require_int(p + "feed_forward_length")},
+            {"max_position_embeddings", m.get_int(p + "context_length").value_or(2048)},
+            {"rms_norm_eps", m.get_float(p + "attention.layer_norm_rms_epsilon").value_or(1e-5)},
+            {"rope_theta", m.get_float(p + "rope.freq_base").value_or(10000.0)},
+            {"vocab_size", m.require_string_array("tokenizer.ggml.tokens").size()},
+            {"tie_word_embeddings", tied}, {"torch_dtype", "float32"}, {"use_cache", true}};
+  if (auto kl = m.get_int(p + "attention.key_length")) c["head_dim"] = *kl;
+  if (experts > 0) {
+    c[arch == "llama" ? "num_local_experts" : "num_experts"] = experts;
+    c["num_experts_per_tok"] = m.require_int(p + "expert_used_count");
+    if (auto f = m.get_int(p + "expert_feed_forward_length")) c["moe_intermediate_size"] = *f;
+    if (auto f = m.get_int(p + "expert_shared_feed_forward_length")) c["shared_expert_intermediate_size"] = *f;
+    if (auto n = m.get_bool(p + "expert_weights_norm")) c["norm_topk_prob"] = *n;
+  }
+  if (arch != "llama") c["use_sliding_window"] = false, c["sliding_window"] = 4096;
+  if (auto bos = m.get_int("tokenizer.ggml.bos_token_id")) c["bos_token_id"] = *bos;
+  if (auto eos = m.get_int("tokenizer.ggml.eos_token_id")) c["eos_token_id"] = *eos;
+  return c;
+}
+
+}  // namespace
+
+void write_hf_folder(const GgufFile& gguf, const std::string& dir, const HfFolderOptions& o) {
+  const fs::path root(dir);
+  fs::create_directories(root);
+  const Metadata& m = gguf.metadata();
+  const bool llama = m.require_string("general.architecture") == "llama";
+  const std::string p = m.require_string("general.architecture") + ".";
+  const int64_t heads = m.require_int(p + "attention.head_count");
+  const int64_t kv_heads = m.get_int(p + "attention.head_count_kv").value_or(heads);
+  HfTensors tensors;
+  const bool mixtral = llama && m.get_int(p + "expert_count").value_or(0) > 0;
+  for (const GgufTensor& t : gguf.tensors()) {
+    const bool q = t.name.find("attn_q.") != std::string::npos, k = t.name.find("attn_k.") != std::string::npos;
+    const DType dtype = o.dtype.value_or(t.dtype);
+    std::vector<int64_t> shape(t.dims.rbegin(), t.dims.rend());
+    if (t.name.find("_exps.") != std::string::npos) {
+      add_experts(t, dtype, mixtral, tensors);
+      continue;
+    }
+    tensors.emplace_back(hf_name(t.name, mixtral), shape, dtype,
+                         hf_bytes(t, dtype, llama && (q || k) ? (q ? heads : kv_heads) : 0));
+  }
+  const bool tied = !gguf.find_tensor("output.weight");
+  write_text(root / "config.json", config_json(m, tied).dump(2));
+  if (o.num_shards <= 1) {
+    write_safetensors(root / "model.safetensors", tensors);
+  } else {
+    Json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", Json::object()}};
+    const size_t per = (tensors.size() + o.num_shards - 1) / o.num_shards;
+    for (int s = 0; s < o.num_shards; ++s) {
+      const std::string file = fmt::format("model-{:05}-of-{:05}.safetensors", s + 1, o.num_shards);
+      const size_t begin = std::min(tensors.size(), s * per), end = std::min(tensors.size(), (s + 1) * per);
+      HfTensors part(
+          std::make_move_iterator(tensors.begin() + begin), std::make_move_iterator(tensors.begin() + end));
+      for (const auto& t : part) index["weight_map"][std::get<0>(t)] = file;
+      write_safetensors(root / file, part);
+    }
+    write_text(root / "model.safetensors.index.json", index.dump(2));
+  }
+  write_text(root / "tokenizer.json", hf_tokenizer_json(m).dump());
+  write_text(root / "tokenizer_config.json", hf_tokenizer_config_json(m, !o.chat_template_file).dump(2));
+  if (o.chat_template_file)
+    if (auto t = m.get_string("tokenizer.chat_template")) write_text(root / "chat_template.jinja", *t);
+  Json gen = {{"do_sample", false}};
+  if (auto eos = m.get_int("tokenizer.ggml.eos_token_id")) gen["eos_token_id"] = *eos;
+  write_text(root / "generation_config.json", gen.dump(2));
+}
+
+}  // namespace kvlm::test
