@@ -1,6 +1,7 @@
 #include "router/chunk_scan.h"
 
 #include <charconv>
+#include <vector>
 
 namespace kvlm::router {
 namespace {
@@ -40,6 +41,43 @@ std::optional<std::pair<size_t, std::vector<int32_t>>> array_field(std::string_v
   return std::pair{at, std::move(*values)};
 }
 
+// Walks JSON text outside its strings: the nesting depth at its end relative
+// to its start (nullopt if it closes more than it opened or ends inside a
+// string), and in `keys` (if given) the keys met at depth 0, in order.
+std::optional<int> nesting(std::string_view s, std::vector<std::string_view>* keys = nullptr) {
+  int depth = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char ch = s[i];
+    if (ch == '"') {
+      const size_t begin = ++i;
+      while (i < s.size() && s[i] != '"') i += s[i] == '\\' ? 2 : 1;
+      if (i >= s.size()) return std::nullopt;
+      size_t next = i + 1;
+      while (next < s.size() && (s[next] == ' ' || s[next] == '\t' || s[next] == '\n' || s[next] == '\r')) ++next;
+      if (keys && depth == 0 && next < s.size() && s[next] == ':') keys->push_back(s.substr(begin, i - begin));
+    } else if (ch == '{' || ch == '[') {
+      ++depth;
+    } else if ((ch == '}' || ch == ']') && --depth < 0) {
+      return std::nullopt;
+    }
+  }
+  return depth;
+}
+
+// Whether the scan's reading is the one a JSON parser makes: `choices` is a
+// key of the top-level object, and the choice's other members (`members`,
+// after its index) stay inside it and repeat no key, `index` included (a
+// parser keeps the last of repeated keys, the scan the first).
+bool plain_layout(std::string_view d, size_t choices_at, std::string_view members) {
+  if (nesting(d.substr(0, choices_at)) != 1) return false;
+  std::vector<std::string_view> keys = {"index"};
+  if (nesting(members, &keys) != 0) return false;
+  for (size_t i = 1; i < keys.size(); ++i)
+    for (size_t k = 0; k < i; ++k)
+      if (keys[i] == keys[k]) return false;
+  return true;
+}
+
 }  // namespace
 
 std::optional<ScannedChunk> scan_chunk(std::string_view d) {
@@ -65,6 +103,8 @@ std::optional<ScannedChunk> scan_chunk(std::string_view d) {
   if (d.substr(0, fields_end).find(kPromptIds) != std::string_view::npos ||
       d.substr(0, fields_end).find(kIds) != std::string_view::npos)
     return std::nullopt;
+  const size_t members = static_cast<size_t>(after - d.data());
+  if (!plain_layout(d, c, d.substr(members, fields_end - members))) return std::nullopt;
   // Only the choice's own key can be followed by a quote: a logprobs entry
   // keyed by a token spelled finish_reason holds a number.
   s.finished = d.substr(c, fields_end - c).find("\"finish_reason\":\"") != std::string_view::npos;

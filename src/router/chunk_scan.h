@@ -3,7 +3,8 @@
 // finishes its choice) read from the JSON text as kvlm serve writes it, and
 // the text the client gets (the token-id fields cut out), with no parse and
 // no re-serialisation. Anything else — another layout, an error, a usage
-// chunk — is left to the JSON path (scan_chunk returns nullopt).
+// chunk, a choice with a repeated key (a JSON parser keeps the last, a scan
+// the first) — is left to the JSON path (scan_chunk returns nullopt).
 //
 // Why the text can be searched: a key is a quoted name followed by a colon,
 // and inside a JSON string every quote is escaped, so `"name":` never occurs

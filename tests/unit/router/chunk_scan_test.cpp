@@ -47,5 +47,24 @@ TEST(ChunkScan, OtherLayoutsGoToTheJsonPath) {
   EXPECT_FALSE(scan_chunk(R"({"id":"c","choices":[{"index":0,"token_ids":[1,x]}]})"));
 }
 
+// Where a JSON parser would read the chunk otherwise than the scan (it keeps
+// the last of repeated keys), the scan steps aside: found by the fuzzer
+// (tests/fuzz/router_stream_fuzz.cpp) as {"choices":[{"index":5,"index":2}]}.
+TEST(ChunkScan, RepeatedKeysAndOtherNestingsGoToTheJsonPath) {
+  EXPECT_FALSE(scan_chunk(R"({"choices":[{"index":5,"index":2}]})"));
+  EXPECT_FALSE(scan_chunk(R"({"choices":[{"index":5,"text":"a", "index" :2,"token_ids":[1]}]})"));
+  EXPECT_FALSE(scan_chunk(R"({"choices":[{"index":0,"finish_reason":"stop","finish_reason":null}]})"));
+  EXPECT_FALSE(scan_chunk(R"({"choices":[{"index":1}],"choices":[{"index":2}]})"));
+  EXPECT_FALSE(scan_chunk(R"({"a":[{"choices":[{"index":1,"text":"x"}]}]})"));
+  EXPECT_FALSE(scan_chunk(R"({"choices":[{"index":1,"text":"x\"}]})"));  // ends inside the string
+  // Keys repeated deeper down (tool-call deltas have their own index), a
+  // brace inside a string, and escaped quotes are the choice's own business.
+  auto s = scan_chunk(R"({"choices":[{"index":3,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"a\":}"}}]},)"
+                      R"("text":"\"index\":9","token_ids":[7]}]})");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->index, 3u);
+  EXPECT_EQ(s->ids, std::vector<int32_t>{7});
+}
+
 }  // namespace
 }  // namespace kvlm::router
