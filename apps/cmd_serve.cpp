@@ -116,6 +116,10 @@ int cmd_serve(int argc, char** argv) {
                  "in the content (a request's reasoning_format wins)")
       ->capture_default_str()
       ->check(CLI::IsMember({"none", "separate"}));
+  app.add_option("--pooling", sc.pooling,
+                 "/v1/embeddings: pool a prompt's final hidden states by their mean or the last token's "
+                 "(default: the model's pooling_type, else last)")
+      ->check(CLI::IsMember({"mean", "last"}));
   int64_t grammar_wait_ms = 2000;
   add_grammar_options(app, sc, grammar_wait_ms);
   app.add_flag("--kv-events", eo.kv_events,

@@ -22,6 +22,7 @@ constexpr Command kCommands[] = {
     {"router", kvlm::apps::cmd_router, "route the API over many kvlm serve workers by the KV they hold"},
     {"bench", kvlm::apps::cmd_bench, "benchmarks: model, batch, serve, kv, constrain, grammar (kvlm bench <kind> --help)"},
     {"perplexity", kvlm::apps::cmd_perplexity, "perplexity of a model over a text file"},
+    {"embed", kvlm::apps::cmd_embed, "embed texts: their pooled final hidden states, one JSON line each"},
     {"logits", kvlm::apps::cmd_logits, "print the logits after each of the given token ids (JSON)"},
     {"tokenize", kvlm::apps::cmd_tokenize, "tokenize text with a model's vocabulary"},
     {"inspect", kvlm::apps::cmd_inspect, "print a GGUF file's metadata and tensors"},

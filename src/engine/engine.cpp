@@ -299,6 +299,7 @@ void Engine::step() {
   }
   const auto t_forward = Steady::now();
   std::span<const float> logits = runner_->execute(out);
+  collect_hidden(out);
   const auto t_sample = Steady::now();
 
   SampledBatch sampled = sample_batch(out, logits);
@@ -470,6 +471,7 @@ void Engine::finish_live(RequestId id, FinishReason reason, const Request* reque
   live.stats.queue_s = (live.first_scheduled_s < 0 ? now : live.first_scheduled_s) - live.arrival_s;
   live.stats.e2e_s = now - live.arrival_s;
   live.stats.peak_resident_tokens = live.peak_resident_tokens;
+  if (live.pooling != Pooling::kNone && reason != FinishReason::kAborted) live.stats.embedding = pooled_embedding(live);
   std::string tail;
   std::shared_ptr<OutputText> flush;  // set: the deliverer's thread flushes the text (OutputText)
   if (reason != FinishReason::kAborted) {

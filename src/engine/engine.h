@@ -17,6 +17,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -36,6 +37,7 @@
 namespace kvlm {
 
 class Model;
+struct ModelConfig;
 class Tokenizer;
 namespace constrain {
 class Program;
@@ -142,7 +144,19 @@ struct GenerateRequest {
     int32_t budget = -1;                // most tokens inside the section; < 0: no limit
   };
   std::optional<Thinking> thinking;
+  // An embedding request (engine_embed.cpp): the prompt's final hidden
+  // states pooled into RequestStats::embedding, L2-normalised when
+  // `normalize`. Runs unbounded (no KV budget), never speculates; the one
+  // generated token is a by-product the caller drops (max_tokens must be 1).
+  Pooling pooling = Pooling::kNone;
+  bool normalize = true;
 };
+
+// The pooling of embedding requests: `flag` ("mean", "last") when given,
+// else the model's pooling_type (llama.cpp's numbering), else the last
+// token's (decoder models carry the whole prompt there). Error(kUnsupported)
+// for a pooling kvlm does not have (cls, rank), kInvalidArgument for a bad flag.
+Pooling choose_pooling(const ModelConfig& model, std::string_view flag);
 
 // Where the step thread's time goes, summed over the steps that ran a batch
 // (seconds of steady-clock time). Everything but forward_s is the step
@@ -298,6 +312,10 @@ class Engine {
   void propose_drafts();
   void verify_seq(const ScheduledSeq& s, std::span<const float> logits, SeqSample& slot);
   void record_speculation(const SchedulerOutput& out, const SampledBatch& batch);
+  // engine_embed.cpp: the step's final hidden states added to their
+  // embedding requests' pools, and a finished request's pooled vector.
+  void collect_hidden(const SchedulerOutput& out);
+  static std::vector<float> pooled_embedding(const Live& live);
   // `failed`: requests whose sampling threw (their tokens are placeholders),
   // ended here with their message.
   void postprocess(const SchedulerOutput& out, const SampledBatch& sampled,

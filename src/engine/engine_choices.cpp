@@ -15,6 +15,11 @@ std::unique_ptr<Request> Engine::make_request(GenerateRequest& g, KvBudget& budg
   const int32_t num_prompt = static_cast<int32_t>(g.prompt_tokens.size());
   if (num_prompt == 0) throw_error(ErrorCode::kInvalidArgument, "the prompt is empty");
   budget = checked_budget(g.kv_budget.value_or(config_.kv_budget));
+  if (g.pooling != Pooling::kNone) {
+    if (g.max_tokens != 1 || g.num_replayed != 0)
+      throw_error(ErrorCode::kInvalidArgument, "an embedding request generates one token and replays none");
+    budget = KvBudget{};  // every prompt token's state counts: nothing may be evicted
+  }
   if (num_prompt >= max_model_len_ && !(budget.enabled() && budget.shift))
     throw_error(ErrorCode::kOutOfRange,
                 "the prompt has {} tokens; the context holds {} (prompt and at least one generated token)",
@@ -39,6 +44,7 @@ std::unique_ptr<Request> Engine::make_request(GenerateRequest& g, KvBudget& budg
   request->max_tokens = g.max_tokens;
   request->cache_salt = g.cache_salt;
   request->prompt_logits = g.prompt_logprobs;
+  request->pooling = g.pooling;
   request->kv_budget = budget;
   request->arrival_s = clock_.now_s();
   if (!g.ignore_eos)
@@ -61,7 +67,7 @@ namespace {
 std::vector<std::optional<size_t>> prompt_leaders(const std::vector<GenerateRequest>& requests, int32_t block_size) {
   std::vector<std::optional<size_t>> leaders(requests.size());
   for (size_t i = 1; i < requests.size(); ++i) {
-    if (requests[i].prompt_logprobs) continue;
+    if (requests[i].prompt_logprobs || requests[i].pooling == Pooling::kMean) continue;
     const std::vector<int32_t>& a = requests[i].prompt_tokens;
     size_t best = 0;
     for (size_t j = 0; j < i; ++j) {

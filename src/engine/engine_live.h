@@ -34,7 +34,7 @@ struct Engine::Live {
       : stream(std::move(s)), sampler(g.sampling), text(std::make_shared<OutputText>(tok, g)),
         text_on_engine_thread(!g.stop.empty()), arrival_s(now),
         deadline_s(g.timeout_s > 0 ? now + g.timeout_s : 0), timeout_s(g.timeout_s), logprobs(g.logprobs),
-        speculative(g.speculative) {
+        speculative(g.speculative && g.pooling == Pooling::kNone), pooling(g.pooling), normalize(g.normalize) {
     if (g.constraint) matcher.emplace(g.constraint);
     if (g.thinking && (g.thinking->opened || !g.thinking->open_tokens.empty())) {
       const GenerateRequest::Thinking& t = *g.thinking;
@@ -94,6 +94,13 @@ struct Engine::Live {
   std::vector<int32_t> close_tokens;
   bool close_forced = false;
   bool answer_begun = true;
+  // An embedding request (GenerateRequest::pooling): the sum of the prompt
+  // rows' final hidden states so far (mean; in token order, so a chunked or
+  // batched prompt sums to the same bits) or the last row (last).
+  Pooling pooling;
+  bool normalize;
+  std::vector<double> hidden_sum;
+  int32_t num_hidden_rows = 0;
 };
 
 }  // namespace kvlm

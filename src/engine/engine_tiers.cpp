@@ -32,7 +32,7 @@ std::optional<Hash128> Engine::shared_tier_id() const {
 }
 
 bool Engine::begin_tier_lookup(std::unique_ptr<Request>& request) {
-  if (!tiers_ || request->prompt_logits) return false;
+  if (!tiers_ || request->computes_whole_prompt()) return false;
   KvCacheManager& kv = scheduler_->kv_manager();
   const int32_t bs = kv.block_size();
   // Full blocks of the prompt, leaving one token to compute (its logits start

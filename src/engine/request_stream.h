@@ -30,6 +30,7 @@ struct RequestStats {
   double e2e_s = 0;                  // arrival -> finished
   std::vector<double> itl_s;         // gaps between consecutive generated tokens
   std::string stop_string;           // the stop string that ended the request ("": none did)
+  std::vector<float> embedding;      // an embedding request's pooled vector (GenerateRequest::pooling)
 };
 
 struct StreamEvent {

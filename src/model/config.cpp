@@ -125,6 +125,7 @@ ModelConfig ModelConfig::from_metadata(const Metadata& m) {
                             p + "attention.head_count_kv");
   c.ffn_dim = positive(m.require_int(p + "feed_forward_length"), p + "feed_forward_length");
   c.context_length = positive(m.get_int(p + "context_length").value_or(2048), p + "context_length");
+  c.pooling_type = static_cast<int32_t>(m.get_int(p + "pooling_type").value_or(-1));
   if (c.num_heads % c.num_kv_heads != 0)
     throw_error(ErrorCode::kCorrupt, "head_count {} is not a multiple of head_count_kv {}",
                 c.num_heads, c.num_kv_heads);

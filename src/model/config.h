@@ -55,6 +55,10 @@ struct ModelConfig {
   // (0 = none, as Phi-4 writes it).
   int32_t sliding_window = 0;
   MoeConfig moe;
+  // pooling_type as llama.cpp writes it for embedding models (0 none, 1 mean,
+  // 2 cls, 3 last, 4 rank); -1: the file says nothing (the server's
+  // --pooling decides).
+  int32_t pooling_type = -1;
 
   // Reads and validates the hyper-parameters. Throws Error(kUnsupported) for an
   // unknown architecture (naming it and the supported ones) or a feature kvlm

@@ -31,6 +31,9 @@ struct ForwardBatch {
   std::span<const int32_t> positions;    // [T] position of each token in its sequence
   std::span<const KvGroupBatch> groups;  // [num_groups]
   std::span<const int32_t> logit_rows;   // rows of T whose logits are wanted, in output order
+  // Rows of T whose final hidden state (after the last norm, before the
+  // head) is wanted, in output order: ForwardScratch::hidden (embeddings).
+  std::span<const int32_t> hidden_rows;
 };
 
 // KV storage as the model sees it: one layout and a K/V base pair per layer.

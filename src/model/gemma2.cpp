@@ -113,6 +113,9 @@ class Gemma2Model final : public Model {
       add_inplace(s.x.data(), s.h2.data(), T * D);
     }
 
+    const auto H = static_cast<int64_t>(batch.hidden_rows.size());
+    gather_rows(s.x, batch.hidden_rows, D, s.hidden);  // [H, dim]
+    rms_norm(s.hidden.data(), output_norm_.data(), s.hidden.data(), H, D, c.norm_eps);
     const int64_t R = static_cast<int64_t>(batch.logit_rows.size());
     gather_rows(s.x, batch.logit_rows, D, s.out_rows);  // [R, dim]
     rms_norm(s.out_rows.data(), output_norm_.data(), s.out_rows.data(), R, D, c.norm_eps);

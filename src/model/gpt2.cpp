@@ -114,6 +114,9 @@ class Gpt2Model final : public Model {
       add_inplace(s.x.data(), s.h2.data(), T * D);
     }
 
+    const auto H = static_cast<int64_t>(batch.hidden_rows.size());
+    gather_rows(s.x, batch.hidden_rows, D, s.hidden);  // [H, dim]
+    layer_norm(s.hidden.data(), output_norm_.data(), output_norm_b_.data(), s.hidden.data(), H, D, c.norm_eps);
     const int64_t R = static_cast<int64_t>(batch.logit_rows.size());
     gather_rows(s.x, batch.logit_rows, D, s.out_rows);  // [R, dim]
     layer_norm(s.out_rows.data(), output_norm_.data(), output_norm_b_.data(), s.out_rows.data(), R, D, c.norm_eps);

@@ -217,6 +217,32 @@ int64_t config_id(const Json& config, const char* key) {
   return -1;
 }
 
+// A sentence-transformers folder names its pooling in the Pooling module's
+// config (modules.json says where; 1_Pooling by convention): written as
+// llama.cpp's pooling_type (1 mean, 2 cls, 3 last), which the server reads.
+void read_pooling(const fs::path& root, const std::string& arch, Metadata& out) {
+  fs::path dir = root / "1_Pooling";
+  if (std::ifstream modules(root / "modules.json"); modules) {
+    const Json m = Json::parse(modules, nullptr, false);
+    if (m.is_array())
+      for (const Json& module : m)
+        if (module.is_object() && module.value("type", "") == "sentence_transformers.models.Pooling" &&
+            module.contains("path") && module["path"].is_string())
+          dir = root / module["path"].get<std::string>();
+  }
+  std::ifstream in(dir / "config.json");
+  if (!in) return;
+  const Json c = Json::parse(in, nullptr, false);
+  if (!c.is_object()) throw_error(ErrorCode::kCorrupt, "{}: not a JSON object", (dir / "config.json").string());
+  int64_t type = -1;
+  if (c.value("pooling_mode_mean_tokens", false)) type = 1;
+  if (c.value("pooling_mode_cls_token", false)) type = 2;
+  if (c.value("pooling_mode_lasttoken", false)) type = 3;
+  if (c.value("pooling_mode_max_tokens", false) || c.value("pooling_mode_weightedmean_tokens", false))
+    type = 5;  // none kvlm has: the server asks for --pooling
+  if (type >= 0) out.set(arch + ".pooling_type", meta_u32(static_cast<uint32_t>(type)));
+}
+
 }  // namespace
 
 std::unique_ptr<GgufFile> open_hf_checkpoint(const std::string& dir) {
@@ -226,6 +252,7 @@ std::unique_ptr<GgufFile> open_hf_checkpoint(const std::string& dir) {
   const HfModelInfo info = read_hf_config(config, (root / "config.json").string(), m);
   m.set("general.name", meta_string(fs::absolute(root).lexically_normal().filename().string()));
   read_hf_tokenizer(dir, config_id(config, "bos_token_id"), config_id(config, "eos_token_id"), m);
+  read_pooling(root, info.arch, m);
   auto owner = std::make_unique<HfOwner>();
   owner->files = open_weights(root);
   std::vector<GgufTensor> tensors = map_tensors(owner->files, info, dir, *owner);

@@ -66,6 +66,9 @@ class LlamaModel final : public Model {
       add_inplace(s.x.data(), s.h2.data(), T * c.dim);
     }
 
+    const auto H = static_cast<int64_t>(batch.hidden_rows.size());
+    gather_rows(s.x, batch.hidden_rows, c.dim, s.hidden);  // [H, dim]
+    rms_norm(s.hidden.data(), output_norm_.data(), s.hidden.data(), H, c.dim, c.norm_eps);
     // Head: only the rows that are sampled or scored.
     const int64_t R = static_cast<int64_t>(batch.logit_rows.size());
     gather_rows(s.x, batch.logit_rows, c.dim, s.out_rows);  // [R, dim]

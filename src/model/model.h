@@ -19,6 +19,7 @@ namespace kvlm {
 // and the counters of the last forward pass that used them.
 struct ForwardScratch {
   std::vector<float> x, xn, q, k, v, attn, h1, h2, out_rows;
+  std::vector<float> hidden;  // [hidden_rows, dim]: ForwardBatch::hidden_rows' final hidden states
   MoeScratch moe;
   MoeStats moe_stats;  // reset by each forward pass of a model with experts
 };

@@ -77,6 +77,8 @@ void Router::Impl::add_routes() {
   routes.del(R"(/v1/responses/([A-Za-z0-9_-]+))", route(handle_stored_response, Access::kKey));
   routes.get("/v1/models", route(handle_proxied, Access::kKey));
   http->Get(R"(/v1/models/([^/]+))", route(handle_proxied, Access::kKey));
+  // Embeddings are the same on any worker and safe to send again.
+  routes.post("/v1/embeddings", route(handle_proxied, Access::kMetered));
   routes.post("/tokenize", route(handle_proxied, Access::kKey));
   routes.post("/detokenize", route(handle_proxied, Access::kKey));
   routes.get("/v1/status", route(handle_status, Access::kStatus));

@@ -87,6 +87,7 @@ std::span<const float> ModelRunner::execute(const SchedulerOutput& out) {
   tokens_.clear();
   positions_.clear();
   logit_rows_.clear();
+  hidden_rows_.clear();
   slots_.assign(num_groups, {});
   seqs_.assign(num_groups, {});
   run_kv_ops(out.kv_ops);
@@ -120,6 +121,7 @@ std::span<const float> ModelRunner::execute(const SchedulerOutput& out) {
     for (size_t g = 0; g < num_groups; ++g)
       seqs_[g].push_back(AttentionSeq{begin, n, s.slot_begin + n, tables[g].ids, stats});
     for (int32_t i = 0; i < s.num_prompt_logits; ++i) logit_rows_.push_back(begin + i);
+    for (int32_t i = n - s.num_hidden_rows; i < n; ++i) hidden_rows_.push_back(begin + i);
     // Sampling rows: the last token's, or with proposals each of the last
     // 1 + num_spec_tokens tokens' (row j predicts the token after proposal j).
     if (s.sample)
@@ -129,9 +131,10 @@ std::span<const float> ModelRunner::execute(const SchedulerOutput& out) {
   if (highest_block >= 0) storage_.note_use(BlockId(highest_block));
   std::vector<KvGroupBatch> groups(num_groups);
   for (size_t g = 0; g < num_groups; ++g) groups[g] = KvGroupBatch{slots_[g], seqs_[g]};
-  ForwardBatch batch{tokens_, positions_, groups, logit_rows_};
+  ForwardBatch batch{tokens_, positions_, groups, logit_rows_, hidden_rows_};
   const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
   logits_.resize(logit_rows_.size() * vocab);
+  scratch_.hidden.clear();
   if (!tokens_.empty()) model_.forward(batch, storage_.view(), scratch_, logits_.data());
   collect_stats(out);
   return logits_;

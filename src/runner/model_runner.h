@@ -28,6 +28,9 @@ class ModelRunner {
   // What the last execute() observed for KV policies, one entry per seq of
   // its output (entries empty for seqs that collect nothing).
   std::span<const SeqKvStats> kv_stats() const { return kv_stats_; }
+  // The last execute()'s final hidden states, [rows, dim], in the order of
+  // out.seqs: each seq's num_hidden_rows rows (embedding requests).
+  std::span<const float> hidden() const { return scratch_.hidden; }
 
   const KvStorage& storage() const { return storage_; }
   // For KV tier loads, between steps (engine thread).
@@ -39,7 +42,7 @@ class ModelRunner {
   KvStorage storage_;
   ForwardScratch scratch_;
   // Batch buffers, reused across steps.
-  std::vector<int32_t> tokens_, positions_, logit_rows_;
+  std::vector<int32_t> tokens_, positions_, logit_rows_, hidden_rows_;
   std::vector<std::vector<int64_t>> slots_;          // [group][T]
   std::vector<std::vector<AttentionSeq>> seqs_;      // [group][num seqs]
   std::vector<float> logits_;

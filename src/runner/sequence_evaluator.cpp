@@ -53,7 +53,7 @@ const std::vector<float>& SequenceEvaluator::eval(std::span<const int32_t> token
   for (size_t g = 0; g < num_groups; ++g) seqs.push_back(AttentionSeq{0, T, num_tokens_ + T, block_tables_[g]});
   std::vector<KvGroupBatch> groups;
   for (size_t g = 0; g < num_groups; ++g) groups.push_back(KvGroupBatch{slots[g], {&seqs[g], 1}});
-  ForwardBatch batch{tokens, positions, groups, logit_rows};
+  ForwardBatch batch{tokens, positions, groups, logit_rows, logit_rows};
   logits_.resize(logit_rows.size() * static_cast<size_t>(model_.config().vocab_size));
   model_.forward(batch, storage_.view(), scratch_, logits_.data());
   num_tokens_ += T;

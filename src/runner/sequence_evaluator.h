@@ -35,6 +35,9 @@ class SequenceEvaluator {
   const std::vector<float>& eval(std::span<const int32_t> tokens, bool all_logits);
   // The experts' work in the last eval (empty for a dense model).
   const MoeStats& moe_stats() const { return scratch_.moe_stats; }
+  // The last eval's final hidden states (after the model's last norm), one
+  // row per logits row: [rows, dim]. A reference for embeddings.
+  const std::vector<float>& hidden() const { return scratch_.hidden; }
 
  private:
   const Model& model_;

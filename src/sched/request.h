@@ -24,6 +24,10 @@ enum class FinishReason {
 };
 std::string_view finish_reason_name(FinishReason r);  // "stop", "length", "abort"
 
+// An embedding request's pooling of the prompt's final hidden states
+// (after the model's last norm): their mean, or the last token's.
+enum class Pooling : uint8_t { kNone, kMean, kLast };
+
 struct Request {
   RequestId id;
   std::vector<int32_t> tokens;       // prompt, then generated tokens
@@ -36,6 +40,10 @@ struct Request {
   // Logits are wanted for every prompt position (prompt log-probabilities):
   // the prompt is computed in full, never served by the prefix cache.
   bool prompt_logits = false;
+  // An embedding request: the final hidden states its pooling needs are
+  // wanted (ScheduledSeq::num_hidden_rows). Mean pooling needs every prompt
+  // position, so its prompt is computed in full as prompt_logits' is.
+  Pooling pooling = Pooling::kNone;
   // KV budget and eviction policy (disabled: unbounded). With a budget the
   // request's slots are its resident tokens, not its positions.
   KvBudget kv_budget;
@@ -55,6 +63,9 @@ struct Request {
 
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
+  // Never served by the prefix cache or a KV tier: every prompt position's
+  // output is wanted.
+  bool computes_whole_prompt() const { return prompt_logits || pooling == Pooling::kMean; }
 };
 
 }  // namespace kvlm

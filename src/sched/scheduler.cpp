@@ -50,7 +50,7 @@ class Scheduler::PromptBlocksInFlight {
   // `r` computes tokens [computed, computed + num_new) this step, where
   // computed is its num_computed_tokens or, newly admitted, its hit.
   void add(const Request& r, int32_t num_new, std::optional<int32_t> computed = std::nullopt) {
-    if (!kv_.prefix_caching() || r.prompt_logits || r.kv_budget.enabled()) return;  // a budget may publish nothing
+    if (!kv_.prefix_caching() || r.computes_whole_prompt() || r.kv_budget.enabled()) return;  // a budget may publish nothing
     const int32_t bs = kv_.block_size();
     const int32_t from = computed.value_or(r.num_computed_tokens);
     const int32_t first = from / bs, end = std::min(from + num_new, r.num_prompt_tokens) / bs;
@@ -61,7 +61,7 @@ class Scheduler::PromptBlocksInFlight {
   }
   // Whether the first block `r` would compute after `hit` is one of them.
   bool computes_next_block(const Request& r, const PrefixHit& hit) const {
-    if (blocks_.empty() || r.prompt_logits) return false;
+    if (blocks_.empty() || r.computes_whole_prompt()) return false;
     const int32_t bs = kv_.block_size();
     const int32_t n = hit.num_tokens / bs;
     if ((n + 1) * bs > r.num_tokens() - 1) return false;  // no full block left that a hit could cover
@@ -143,6 +143,11 @@ ScheduledSeq Scheduler::make_seq(const Request& r, int32_t num_new, std::span<co
     s.collect_entropy = kv_policy_needs_entropy(r.kv_budget.policy);
     if (s.collect_entropy) s.num_prompt_logits = num_new - (s.sample ? 1 : 0);
   }
+  // Every new token is a prompt token until the prompt is done (the sampling
+  // step of the last one included).
+  if (r.pooling == Pooling::kMean && r.num_computed_tokens < r.num_prompt_tokens)
+    s.num_hidden_rows = std::min(num_new, r.num_prompt_tokens - r.num_computed_tokens);
+  if (r.pooling == Pooling::kLast && r.num_computed_tokens + num_new == r.num_prompt_tokens) s.num_hidden_rows = 1;
   for (int32_t g = 0; g < kv_.num_groups(); ++g) s.table_changes.push_back(kv_.take_table_change(r.id, g));
   return s;
 }
@@ -216,7 +221,7 @@ SchedulerOutput Scheduler::schedule() {
     // to compute): with none free, skip hashing its prompt.
     if (kv_.pool().num_free_blocks() == 0) break;
     Request* r = waiting_[next];
-    PrefixHit hit = r->prompt_logits ? PrefixHit{}
+    PrefixHit hit = r->computes_whole_prompt() ? PrefixHit{}
                                      : kv_.find_prefix(r->tokens, r->cache_salt, kv_.max_hit_tokens(r->kv_budget));
     // Its next block is being computed by a request of this step: wait one
     // step and take it from the prefix cache rather than compute it twice.

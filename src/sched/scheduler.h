@@ -50,6 +50,9 @@ struct ScheduledSeq {
   // never the last prompt position (that one is the sampling row). With an
   // entropy policy: every new token but the sampling row.
   int32_t num_prompt_logits = 0;
+  // An embedding request (Request::pooling): the last num_hidden_rows new
+  // tokens' final hidden states are wanted (ModelRunner::hidden()).
+  int32_t num_hidden_rows = 0;
   bool collect_attention = false;  // its KV policy needs the attention weights
   bool collect_entropy = false;    // its KV policy needs each row's entropy
   // [group] what its block table did since it was last scheduled (all of it

@@ -15,6 +15,7 @@
 
 #include "chat/reasoning.h"
 #include "chat/tool_calls.h"
+#include "sched/request.h"
 #include "server/http/front.h"
 #include "server/in_flight.h"
 #include "server/response_store.h"
@@ -23,6 +24,7 @@
 namespace kvlm {
 
 class Engine;
+struct ModelConfig;
 class ChatTemplate;
 class Error;
 class HeapTrimmer;
@@ -49,6 +51,11 @@ struct ServerContext {
   // default (--reasoning-format separate) or left in the content (none).
   std::optional<ReasoningMarkers> reasoning_markers{};
   bool separate_reasoning = true;
+  // /v1/embeddings: how a prompt's hidden states are pooled (--pooling, else
+  // the model's pooling_type, else the last token's); kNone with the reason
+  // in pooling_error when the model's pooling is one kvlm does not have.
+  Pooling pooling = Pooling::kLast;
+  std::string pooling_error{};
   // Responses stored for GET /v1/responses/{id} and previous_response_id.
   ResponseStore responses{};
   InFlightRequests in_flight{};                 // generation requests not yet answered in full
@@ -92,6 +99,10 @@ void send_grammar_refusal(const ServerContext& ctx, httplib::Response& res, cons
 // Answers 503 with Retry-After when a generation request of `num_choices`
 // would wait beyond --max-queued-requests; call under ctx.admission_mu.
 bool refuse_when_queue_full(ServerContext& ctx, int32_t num_choices, httplib::Response& res);
+// The model a request names must be one this server serves (any of its
+// names); none named is the served model. Answers 404 model_not_found and
+// returns nullopt otherwise; else the name the answer gives.
+std::optional<std::string> served_model(const ServerContext& ctx, const std::string& asked, httplib::Response& res);
 void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 // POST /v1/messages, Anthropic's Messages API (routes_messages.cpp).
@@ -102,6 +113,10 @@ void handle_responses(ServerContext& ctx, const httplib::Request& req, httplib::
 void handle_get_response(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_delete_response(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_models(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+// POST /v1/embeddings (routes_embeddings.cpp), and the pooling it uses:
+// `flag` (--pooling mean|last) when given, else the model's pooling_type.
+void set_pooling(ServerContext& ctx, const ModelConfig& model, const std::string& flag);
+void handle_embeddings(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 // GET /v1/models/{id}: one served name's model object, or 404 model_not_found.
 void handle_model(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_health(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);

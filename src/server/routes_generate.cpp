@@ -40,17 +40,6 @@ bool refuse_long_prompt(const ServerContext& ctx, httplib::Response& res, size_t
   return true;
 }
 
-// The model a request names must be one this server serves (any of its
-// names); none named is the served model. Answers 404 model_not_found and
-// returns nullopt otherwise; else the name the answer gives.
-std::optional<std::string> served_model(const ServerContext& ctx, const std::string& asked, httplib::Response& res) {
-  if (asked.empty()) return ctx.model_names[0];
-  for (const std::string& name : ctx.model_names)
-    if (name == asked) return asked;
-  send_model_not_found(res, asked);
-  return std::nullopt;
-}
-
 // A completions prompt's token ids (and, for echo, its text); false after
 // answering 400. `param` names it ("prompt", "prompt[1]").
 bool add_prompt(const ServerContext& ctx, const openai::Prompt& p, const std::string& param, Generation& gen,
@@ -86,6 +75,14 @@ size_t message_bytes(const openai::Json& messages) {
 }
 
 }  // namespace
+
+std::optional<std::string> served_model(const ServerContext& ctx, const std::string& asked, httplib::Response& res) {
+  if (asked.empty()) return ctx.model_names[0];
+  for (const std::string& name : ctx.model_names)
+    if (name == asked) return asked;
+  send_model_not_found(res, asked);
+  return std::nullopt;
+}
 
 void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   auto body = parse_body(req, res);

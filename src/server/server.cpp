@@ -103,6 +103,7 @@ Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Imp
     log_warn("chat completions disabled: {}", e.what());
   }
 
+  set_pooling(s.ctx, engine.model().config(), s.config.pooling);
   const size_t num_threads = s.config.num_http_threads > 0
                                  ? static_cast<size_t>(s.config.num_http_threads)
                                  : static_cast<size_t>(std::max(32, 2 * engine.config().max_seqs + 8));
@@ -153,6 +154,7 @@ Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Imp
   s.routes.del(R"(/v1/responses/([A-Za-z0-9_-]+))", route(handle_delete_response, Access::kKey));
   get("/v1/models", route(handle_models, Access::kKey));
   get(R"(/v1/models/(.+))", route(handle_model, Access::kKey));
+  post("/v1/embeddings", route(handle_embeddings, Access::kMetered));
   post("/tokenize", route(handle_tokenize, Access::kKey));
   post("/detokenize", route(handle_detokenize, Access::kKey));
   get("/health", route(handle_health, Access::kPublic));

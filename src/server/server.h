@@ -60,6 +60,9 @@ struct ServerConfig {
   // (reasoning_content) unless this is false (--reasoning-format none); a
   // request's reasoning_format wins.
   bool separate_reasoning = true;
+  // /v1/embeddings' pooling (--pooling): "mean", "last", or "" for the
+  // model's pooling_type, else the last token's.
+  std::string pooling;
   // The KV tier's Redis (--kv-redis; "": none): stored Responses API
   // responses are kept there too, so servers sharing it continue each
   // other's conversations (response_store.h).

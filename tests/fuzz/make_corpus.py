@@ -209,6 +209,7 @@ def jinja_corpus(shared, out):
 
 
 OPENAI_SEEDS = [
+    {"model": "m", "input": ["a cat", [1, 2, 3]], "encoding_format": "base64", "user": "u"},
     {"model": "m", "prompt": "Once upon a time", "max_tokens": 8, "temperature": 0.7, "top_p": 0.9, "top_k": 40,
      "min_p": 0.05, "seed": 1, "stop": ["\n", "."], "echo": True, "logprobs": 2, "n": 2, "best_of": 3},
     {"prompt": [1, 2, 3], "stream": True, "stream_options": {"include_usage": True}, "logit_bias": {"13": -100}},

@@ -1,5 +1,5 @@
 // libFuzzer target: request bodies of the OpenAI routes (completions, chat,
-// tokenize, detokenize), parsed and validated the way the routes do it, minus
+// embeddings, tokenize, detokenize), parsed and validated the way the routes do it, minus
 // HTTP. Any body must give a request or a 4xx RequestError naming a field,
 // never a crash, an exception or a sanitizer report; what validates must hold
 // the ranges the engine relies on.
@@ -81,6 +81,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     (void)oa::dump_json(r.messages);
     (void)oa::dump_json(r.template_extra);
+  });
+  check(oa::parse_embeddings_request(body), [](const oa::EmbeddingsRequest& r) {
+    if (r.inputs.empty() || r.inputs.size() > static_cast<size_t>(oa::kMaxEmbeddingInputs)) std::abort();
+    for (const oa::Prompt& p : r.inputs) {
+      if (const auto* text = std::get_if<std::string>(&p); text && text->empty()) std::abort();
+      if (const auto* ids = std::get_if<std::vector<int32_t>>(&p); ids && ids->empty()) std::abort();
+    }
   });
   check(oa::parse_tokenize_request(body), [](const oa::TokenizeRequest&) {});
   constexpr int32_t kVocab = 32000;

@@ -219,17 +219,19 @@ Prompt one_prompt(const Json& p, const std::string& param) {
   invalid(param, fmt::format("'{}' must be a string or a non-empty array of token ids", param));
 }
 
-// OpenAI's `prompt`: a string, token ids, or a list of either.
-std::vector<Prompt> prompts(const Json& prompt) {
-  if (prompt.is_string()) return {one_prompt(prompt, "prompt")};
+// OpenAI's `prompt` (and the embeddings' `input`, named by `param`): a
+// string, token ids, or a list of either.
+std::vector<Prompt> prompts(const Json& prompt, const std::string& param = "prompt") {
+  if (prompt.is_string()) return {one_prompt(prompt, param)};
   if (!prompt.is_array() || prompt.empty())
-    invalid("prompt", "'prompt' must be a string, an array of token ids, or an array of strings or of token-id arrays");
-  if (prompt[0].is_number()) return {one_prompt(prompt, "prompt")};
+    invalid(param, fmt::format("'{}' must be a string, an array of token ids, or an array of strings or of token-id "
+                               "arrays", param));
+  if (prompt[0].is_number()) return {one_prompt(prompt, param)};
   std::vector<Prompt> out;
   for (size_t i = 0; i < prompt.size(); ++i) {
     if (!prompt[i].is_string() && !prompt[i].is_array())
-      invalid("prompt", "a list 'prompt' must hold strings or token-id arrays");
-    out.push_back(one_prompt(prompt[i], prompt.size() == 1 ? "prompt" : fmt::format("prompt[{}]", i)));
+      invalid(param, fmt::format("a list '{}' must hold strings or token-id arrays", param));
+    out.push_back(one_prompt(prompt[i], prompt.size() == 1 ? param : fmt::format("{}[{}]", param, i)));
   }
   return out;
 }
@@ -327,6 +329,31 @@ std::variant<ChatRequest, RequestError> parse_chat_prompt(const Json& body) {
   return validated<ChatRequest>([&] {
     ChatRequest r;
     parse_chat_fields(body, r, nullptr);
+    return r;
+  });
+}
+
+std::variant<EmbeddingsRequest, RequestError> parse_embeddings_request(const Json& body) {
+  return validated<EmbeddingsRequest>([&] {
+    if (!body.is_object()) invalid("body", "the request body must be a JSON object");
+    const Json* input = field(body, "input");
+    if (!input) invalid("input", "'input' is required");
+    EmbeddingsRequest r;
+    r.inputs = prompts(*input, "input");
+    if (r.inputs.size() > static_cast<size_t>(kMaxEmbeddingInputs))
+      invalid_field("input", fmt::format("'input' holds {} inputs; at most {} are embedded in one request",
+                                         r.inputs.size(), kMaxEmbeddingInputs), "invalid_value");
+    r.model = string(body, "model").value_or("");
+    const std::string format = string(body, "encoding_format").value_or("float");
+    if (format != "float" && format != "base64")
+      invalid("encoding_format", fmt::format("'encoding_format' must be 'float' or 'base64', got '{}'", format));
+    r.base64 = format == "base64";
+    // The model's vectors have one size; shortening them (Matryoshka
+    // embeddings) would be a wrong vector for any model not trained for it.
+    if (const Json* d = field(body, "dimensions"); d && !d->is_null())
+      invalid_field("dimensions", "'dimensions' is not supported: the model's embeddings have one size",
+                    "unsupported_parameter");
+    (void)string(body, "user");  // accepted, as OpenAI does; it must be a string
     return r;
   });
 }

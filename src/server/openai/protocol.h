@@ -144,6 +144,17 @@ std::variant<ChatRequest, RequestError> parse_chat_request(const Json& body, con
 // the prompt neither compiles grammars nor checks sampling fields.
 std::variant<ChatRequest, RequestError> parse_chat_prompt(const Json& body);
 
+// /v1/embeddings: `input` as a completions `prompt` (a string, token ids,
+// or a list of either), `encoding_format` float or base64; `dimensions` is
+// refused (one size per model), `user` accepted.
+constexpr int32_t kMaxEmbeddingInputs = 2048;  // OpenAI's limit
+struct EmbeddingsRequest {
+  std::vector<Prompt> inputs;
+  std::string model;  // "": the served model
+  bool base64 = false;
+};
+std::variant<EmbeddingsRequest, RequestError> parse_embeddings_request(const Json& body);
+
 // /tokenize: {"content": "text", "add_special": true, "parse_special": true, "with_pieces": false}.
 struct TokenizeRequest {
   std::string content;

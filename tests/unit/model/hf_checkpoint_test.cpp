@@ -257,3 +257,31 @@ TEST(HfFolder, Llama3RopeScalingBecomesRopeFreqs) {
 
 }  // namespace
 }  // namespace kvlm
+
+namespace kvlm {
+namespace {
+
+// A sentence-transformers folder's Pooling module becomes pooling_type,
+// which the server's /v1/embeddings and kvlm embed follow (choose_pooling:
+// tests/unit/engine/embed_test.cpp).
+TEST(HfFolder, SentenceTransformersPoolingBecomesPoolingType) {
+  auto gguf = GgufFile::open(test::shared_path("models/stories260K.gguf"));
+  const std::string dir = fresh_dir("pooling");
+  test::write_hf_folder(*gguf, dir);
+  EXPECT_EQ(ModelConfig::from_metadata(open_model_file(dir)->metadata()).pooling_type, -1);
+
+  fs::create_directories(dir + "/pool");
+  std::ofstream(dir + "/modules.json")
+      << R"([{"idx":0,"name":"0","path":"","type":"sentence_transformers.models.Transformer"},)"
+      << R"({"idx":1,"name":"1","path":"pool","type":"sentence_transformers.models.Pooling"}])";
+  std::ofstream(dir + "/pool/config.json") << R"({"word_embedding_dimension":64,"pooling_mode_mean_tokens":true})";
+  ModelConfig c = ModelConfig::from_metadata(open_model_file(dir)->metadata());
+  EXPECT_EQ(c.pooling_type, 1);
+
+  std::ofstream(dir + "/pool/config.json") << R"({"pooling_mode_cls_token":true})";
+  c = ModelConfig::from_metadata(open_model_file(dir)->metadata());
+  EXPECT_EQ(c.pooling_type, 2);
+}
+
+}  // namespace
+}  // namespace kvlm

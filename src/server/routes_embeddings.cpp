@@ -1,0 +1,172 @@
+// POST /v1/embeddings: each input runs through the engine as an embedding
+// request (GenerateRequest::pooling), batched with whatever else is running;
+// the answer is OpenAI's list of vectors, as floats or base64.
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "engine/engine.h"
+#include "model/config.h"
+#include "server/openai/json_text.h"
+#include "server/routes.h"
+#include "server/routes_choices.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvlm {
+namespace {
+
+using openai::Json;
+
+// Inputs go to the engine this many at a time: they batch, and a request of
+// 2,048 inputs neither fills the queue nor holds 2,048 streams.
+constexpr size_t kWave = 64;
+
+// OpenAI's base64 encoding: the float32 values' little-endian bytes.
+std::string base64_floats(const std::vector<float>& v) {
+  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string bytes(v.size() * sizeof(float), '\0');
+  std::memcpy(bytes.data(), v.data(), bytes.size());  // x86-64 and aarch64 are little-endian
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    const size_t n = std::min<size_t>(3, bytes.size() - i);
+    uint32_t w = 0;
+    for (size_t k = 0; k < 3; ++k) w = w << 8 | (k < n ? static_cast<uint8_t>(bytes[i + k]) : 0u);
+    for (size_t k = 0; k < 4; ++k) out += k <= n ? kAlphabet[(w >> (18 - 6 * k)) & 63] : '=';
+  }
+  return out;
+}
+
+// Each input's token ids; nullopt after answering 400 for one the context
+// cannot hold.
+std::optional<std::vector<std::vector<int32_t>>> input_tokens(const ServerContext& ctx,
+                                                             const std::vector<openai::Prompt>& inputs,
+                                                             httplib::Response& res) {
+  const auto limit = static_cast<size_t>(ctx.engine.max_model_len());
+  std::vector<std::vector<int32_t>> out;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::string param = inputs.size() == 1 ? "input" : fmt::format("input[{}]", i);
+    const auto* text = std::get_if<std::string>(&inputs[i]);
+    if (text && text->size() > ctx.max_prompt_bytes) {
+      out.clear();
+    } else {
+      out.push_back(text ? ctx.engine.tokenizer().encode(*text, /*add_special=*/true, /*parse_special=*/true)
+                         : std::get<std::vector<int32_t>>(inputs[i]));
+    }
+    if (out.size() == i + 1 && out.back().size() < limit) continue;
+    openai::RequestError e{400, fmt::format("This model's maximum context length is {} tokens. However, your {} is "
+                                            "longer ({} tokens).", limit, param, out.empty() ? 0 : out.back().size()),
+                           param};
+    e.code = "context_length_exceeded";
+    send_error(res, e);
+    return std::nullopt;
+  }
+  return out;
+}
+
+// Runs one wave of inputs to their end; their vectors are appended to
+// `vectors`. False after answering an error (or when the client left).
+bool embed_wave(ServerContext& ctx, std::vector<std::vector<int32_t>> prompts, InFlightRequests::Ticket& ticket,
+                bool first_wave, const httplib::Request& req, httplib::Response& res,
+                std::vector<std::vector<float>>& vectors) {
+  std::vector<GenerateRequest> gs(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    gs[i].prompt_tokens = std::move(prompts[i]);
+    gs[i].max_tokens = 1;
+    gs[i].sampling.temperature = 0.f;
+    gs[i].pooling = ctx.pooling;
+    gs[i].timeout_s = ctx.request_timeout_s;
+  }
+  Submitted sub;
+  {
+    std::unique_lock admission(ctx.admission_mu);  // limits.cpp: check and submit as one
+    if (first_wave && refuse_when_queue_full(ctx, static_cast<int32_t>(gs.size()), res)) return false;
+    try {
+      sub.streams = ctx.engine.submit_batch(std::move(gs), 1);
+    } catch (const Error& e) {
+      send_error(res, error_for(e));
+      return false;
+    }
+  }
+  std::vector<RequestId> ids;
+  for (const auto& s : sub.streams) ids.push_back(s->id());
+  if (!ticket.set_requests(ids)) cancel_all(ctx.engine, sub);  // the drain's deadline has passed
+  Generation gen;
+  gen.prompt_only = true;  // the one token sampled after the prompt is not an answer
+  const std::optional<std::vector<Candidate>> done = collect(ctx, gen, sub, req);
+  if (!done) return false;  // the client hung up: nothing to answer
+  for (size_t i = 0; i < done->size(); ++i) {
+    const Candidate& c = (*done)[i];
+    if (c.error || c.reason == FinishReason::kAborted) {
+      send_error(res, c.error ? error_for(*c.error) : openai::RequestError{503, "the request was cancelled", {}});
+      return false;
+    }
+    vectors.push_back(sub.streams[i]->stats().embedding);
+  }
+  return true;
+}
+
+Json embeddings_body(const std::vector<std::vector<float>>& vectors, bool base64, const std::string& model,
+                     int64_t num_tokens) {
+  Json data = Json::array();
+  for (size_t i = 0; i < vectors.size(); ++i) {
+    Json e = {{"object", "embedding"}, {"index", i}};
+    if (base64) {
+      e["embedding"] = base64_floats(vectors[i]);
+    } else {
+      e["embedding"] = vectors[i];
+    }
+    data.push_back(std::move(e));
+  }
+  return {{"object", "list"},
+          {"data", std::move(data)},
+          {"model", model},
+          {"usage", {{"prompt_tokens", num_tokens}, {"total_tokens", num_tokens}}}};
+}
+
+}  // namespace
+
+void set_pooling(ServerContext& ctx, const ModelConfig& model, const std::string& flag) {
+  try {
+    ctx.pooling = choose_pooling(model, flag);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kUnsupported) throw;
+    ctx.pooling = Pooling::kNone;
+    ctx.pooling_error = e.what();
+    log_warn("/v1/embeddings: {}", ctx.pooling_error);
+  }
+}
+
+void handle_embeddings(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  auto body = parse_body(req, res);
+  if (!body) return;
+  auto parsed = openai::parse_embeddings_request(*body);
+  if (auto* e = std::get_if<openai::RequestError>(&parsed)) return send_error(res, *e);
+  const auto& r = std::get<openai::EmbeddingsRequest>(parsed);
+  const std::optional<std::string> model = served_model(ctx, r.model, res);
+  if (!model) return;
+  if (ctx.pooling == Pooling::kNone) return send_error(res, {400, ctx.pooling_error, std::string("model")});
+  // Registered before looking at draining(): a drain waits for us or we refuse.
+  std::shared_ptr<InFlightRequests::Ticket> ticket = ctx.in_flight.enter();
+  if (ctx.in_flight.draining()) {
+    res.set_header("Connection", "close");
+    return send_shutting_down(res, "the server is shutting down; send the request to another replica");
+  }
+  std::optional<std::vector<std::vector<int32_t>>> prompts = input_tokens(ctx, r.inputs, res);
+  if (!prompts) return;
+  int64_t num_tokens = 0;
+  for (const auto& p : *prompts) num_tokens += static_cast<int64_t>(p.size());
+  std::vector<std::vector<float>> vectors;
+  for (size_t first = 0; first < prompts->size(); first += kWave) {
+    const size_t last = std::min(prompts->size(), first + kWave);
+    std::vector<std::vector<int32_t>> wave(std::make_move_iterator(prompts->begin() + static_cast<ptrdiff_t>(first)),
+                                           std::make_move_iterator(prompts->begin() + static_cast<ptrdiff_t>(last)));
+    if (!embed_wave(ctx, std::move(wave), *ticket, first == 0, req, res, vectors)) return;
+  }
+  res.set_content(openai::dump_json(embeddings_body(vectors, r.base64, *model, num_tokens)), "application/json");
+}
+
+}  // namespace kvlm
