@@ -116,6 +116,12 @@ int cmd_serve(int argc, char** argv) {
                  "in the content (a request's reasoning_format wins)")
       ->capture_default_str()
       ->check(CLI::IsMember({"none", "separate"}));
+  std::string generation_config = "auto";
+  app.add_option("--generation-config", generation_config,
+                 "'auto': sampling fields a request leaves unset take the model's defaults (generation_config.json, "
+                 "GGUF general.sampling.*); 'none': OpenAI's (temperature 1, top_p 1)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "none"}));
   app.add_option("--pooling", sc.pooling,
                  "/v1/embeddings: pool a prompt's final hidden states by their mean or the last token's "
                  "(default: the model's pooling_type, else last)")
@@ -146,6 +152,7 @@ int cmd_serve(int argc, char** argv) {
   KVLM_PARSE(app, argc, argv);
   sc.sse_heartbeat = std::chrono::milliseconds(heartbeat_ms);
   sc.separate_reasoning = reasoning_format == "separate";
+  sc.model_sampling_defaults = generation_config == "auto";
   sc.responses_redis_url = eo.tiers.redis;
   sc.responses_redis_password_file = eo.tiers.redis_password_file;
   sc.responses_redis_ttl_s = eo.tiers.redis_ttl_s;

@@ -279,6 +279,9 @@ void read_generation_config(const fs::path& dir, Metadata& out) {
   if (g->contains("top_p") && (*g)["top_p"].is_number()) out.set("general.sampling.top_p", meta_f32((*g)["top_p"].get<float>()));
   if (g->contains("top_k") && (*g)["top_k"].is_number_integer())
     out.set("general.sampling.top_k", meta_i32((*g)["top_k"].get<int32_t>()));
+  if (g->contains("min_p") && (*g)["min_p"].is_number()) out.set("general.sampling.min_p", meta_f32((*g)["min_p"].get<float>()));
+  if (g->contains("repetition_penalty") && (*g)["repetition_penalty"].is_number())
+    out.set("general.sampling.penalty_repeat", meta_f32((*g)["repetition_penalty"].get<float>()));
 }
 
 void read_hf_tokenizer_config(const fs::path& dir, const Json& tj, int64_t config_bos_id, int64_t config_eos_id,

@@ -19,6 +19,7 @@
 #include "server/http/front.h"
 #include "server/in_flight.h"
 #include "server/response_store.h"
+#include "server/sampling_defaults.h"
 #include "server/openai/protocol.h"
 
 namespace kvlm {
@@ -55,6 +56,9 @@ struct ServerContext {
   // the model's pooling_type, else the last token's); kNone with the reason
   // in pooling_error when the model's pooling is one kvlm does not have.
   Pooling pooling = Pooling::kLast;
+  // The model's default sampling for the fields a request leaves unset
+  // (empty with --generation-config none).
+  SamplingDefaults sampling_defaults{};
   std::string pooling_error{};
   // Responses stored for GET /v1/responses/{id} and previous_response_id.
   ResponseStore responses{};

@@ -143,6 +143,7 @@ void run_generation(ServerContext& ctx, Generation gen, const httplib::Request& 
   for (std::vector<int32_t>& prompt : gen.prompts) {
     std::optional<GenerateRequest> g = engine_request(ctx.engine, gen, std::move(prompt), res);
     if (!g) return;
+    ctx.sampling_defaults.apply(gen.options.given, g->sampling);
     g->timeout_s = ctx.request_timeout_s;
     gs.push_back(std::move(*g));
   }

@@ -104,6 +104,12 @@ Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Imp
   }
 
   set_pooling(s.ctx, engine.model().config(), s.config.pooling);
+  if (s.config.model_sampling_defaults) {
+    s.ctx.sampling_defaults = SamplingDefaults::from_metadata(engine.model().gguf().metadata());
+    if (!s.ctx.sampling_defaults.empty())
+      log_info("sampling defaults from the model (--generation-config none: OpenAI's): {}",
+               s.ctx.sampling_defaults.describe());
+  }
   const size_t num_threads = s.config.num_http_threads > 0
                                  ? static_cast<size_t>(s.config.num_http_threads)
                                  : static_cast<size_t>(std::max(32, 2 * engine.config().max_seqs + 8));

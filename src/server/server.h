@@ -63,6 +63,10 @@ struct ServerConfig {
   // /v1/embeddings' pooling (--pooling): "mean", "last", or "" for the
   // model's pooling_type, else the last token's.
   std::string pooling;
+  // A request's unset sampling fields take the model's defaults
+  // (generation_config.json; server/sampling_defaults.h) unless this is false
+  // (--generation-config none: OpenAI's defaults).
+  bool model_sampling_defaults = true;
   // The KV tier's Redis (--kv-redis; "": none): stored Responses API
   // responses are kept there too, so servers sharing it continue each
   // other's conversations (response_store.h).

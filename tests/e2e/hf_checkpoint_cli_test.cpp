@@ -145,6 +145,27 @@ TEST(HfCheckpointCli, ServeLoadsAFolder) {
   EXPECT_EQ(j["usage"]["completion_tokens"], 8) << r_out;
 }
 
+// generation_config.json's sampling is the default for what a request
+// leaves unset (--generation-config auto), and OpenAI's is with none.
+TEST(HfCheckpointCli, GenerationConfigGivesTheDefaultSampling) {
+  const std::string dir = folder_from("stories260K.gguf");
+  std::ofstream(dir + "/generation_config.json") << R"({"temperature": 0.0, "top_p": 0.9, "eos_token_id": 2})";
+  auto text = [](const test::ServerProcess& s, const std::string& fields) {
+    httplib::Client cli("127.0.0.1", s.port());
+    auto res = cli.Post("/v1/completions", R"({"prompt":"Once upon a time","max_tokens":24,"ignore_eos":true)" + fields + "}",
+                        "application/json");
+    EXPECT_TRUE(res && res->status == 200) << (res ? res->body : "no answer");
+    return res ? nlohmann::json::parse(res->body)["choices"][0]["text"].get<std::string>() : "";
+  };
+  test::ServerProcess model_defaults({"-m", dir, "--ctx", "512"});
+  const std::string greedy = text(model_defaults, R"(,"temperature":0)");
+  EXPECT_EQ(text(model_defaults, R"(,"seed":1)"), greedy) << "temperature 0 from generation_config.json";
+  EXPECT_EQ(text(model_defaults, R"(,"seed":2)"), greedy);
+  EXPECT_NE(text(model_defaults, R"(,"seed":2,"temperature":1)"), greedy) << "the request's own value wins";
+  test::ServerProcess openai_defaults({"-m", dir, "--ctx", "512", "--generation-config", "none"});
+  EXPECT_NE(text(openai_defaults, R"(,"seed":1)"), text(openai_defaults, R"(,"seed":2)")) << "temperature 1";
+}
+
 // tokenizer.json as kvlm reads it against Hugging Face's own JavaScript
 // implementation (@huggingface/tokenizers, in tests/npm as a dependency of
 // @langchain/core) on every llama.cpp test string of each vocabulary.

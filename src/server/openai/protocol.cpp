@@ -83,12 +83,19 @@ GenerationOptions parse_options(const Json& body, bool chat, constrain::GrammarC
   o.model = string(body, "model").value_or("");
   SamplingParams& s = o.sampling;
   // OpenAI's defaults: plain sampling at temperature 1.
-  s.temperature = static_cast<float>(number(body, "temperature", 0, 2).value_or(1.0));
-  s.top_p = static_cast<float>(number(body, "top_p", 0, 1).value_or(1.0));
+  const auto temperature = number(body, "temperature", 0, 2);
+  const auto top_p = number(body, "top_p", 0, 1);
+  const auto top_k = integer(body, "top_k", -1, 1 << 20);
+  const auto min_p = number(body, "min_p", 0, 1);
+  const auto repetition_penalty = number(body, "repetition_penalty", 0.01, 10);
+  s.temperature = static_cast<float>(temperature.value_or(1.0));
+  s.top_p = static_cast<float>(top_p.value_or(1.0));
   if (s.top_p <= 0.f) invalid("top_p", "'top_p' must be greater than 0");
-  s.top_k = static_cast<int32_t>(integer(body, "top_k", -1, 1 << 20).value_or(0));
-  s.min_p = static_cast<float>(number(body, "min_p", 0, 1).value_or(0.0));
-  s.repetition_penalty = static_cast<float>(number(body, "repetition_penalty", 0.01, 10).value_or(1.0));
+  s.top_k = static_cast<int32_t>(top_k.value_or(0));
+  s.min_p = static_cast<float>(min_p.value_or(0.0));
+  s.repetition_penalty = static_cast<float>(repetition_penalty.value_or(1.0));
+  o.given = {temperature.has_value(), top_p.has_value(), top_k.has_value(), min_p.has_value(),
+             repetition_penalty.has_value()};
   s.frequency_penalty = static_cast<float>(number(body, "frequency_penalty", -2, 2).value_or(0.0));
   s.presence_penalty = static_cast<float>(number(body, "presence_penalty", -2, 2).value_or(0.0));
   if (auto seed = integer(body, "seed", INT64_MIN, INT64_MAX)) {

@@ -41,6 +41,11 @@ struct RequestError {
 struct GenerationOptions {
   std::string model;
   SamplingParams sampling;             // OpenAI defaults: temperature 1, top_p 1, no top-k/min-p
+  // Which of these the request set: the others may take the model's
+  // defaults instead (ServerConfig::sampling_defaults).
+  struct Given {
+    bool temperature = false, top_p = false, top_k = false, min_p = false, repetition_penalty = false;
+  } given;
   // unset: up to the context (chat) / 16 (completions); completions take 0
   // (nothing generated: with echo, the prompt scored).
   std::optional<int32_t> max_tokens;
