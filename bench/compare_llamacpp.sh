@@ -7,6 +7,12 @@
 #
 #   bench/compare_llamacpp.sh LLAMA_BIN OUT [KVLM=build/kvlm] [MODELS=/tmp/kvlm-bench]
 #
+# Another shape, other types, fewer parts (the environment):
+#   PRESET=llama-3-8b TYPES="q4_0 q4_k_m" PARTS=1 BENCH="-p 512 -n 64 -r 2" bench/compare_llamacpp.sh ...
+# PRESET: a `kvlm make-model --preset`; TYPES: make-model types, and q4_k_m
+# (llama-quantize's mix, made from the Q8_0 file with --allow-requantize);
+# PARTS: of the five below; BENCH: part 1's llama-bench flags.
+#
 # LLAMA_BIN: llama.cpp's build/bin (../shared/bench/build_llamacpp.sh makes
 # it). OUT: a folder for the raw outputs; summary.txt there has the figures.
 # The models are made with `kvlm make-model` into MODELS if missing (about
@@ -16,6 +22,11 @@ LLAMA_BIN=$(realpath "$1")
 OUT=$2
 KVLM=$(realpath "${3:-build/kvlm}")
 MODELS=${4:-/tmp/kvlm-bench}
+PRESET=${PRESET:-tinyllama-1.1b}
+TYPES=${TYPES:-q4_0 q8_0 f16 q4_k q6_k}
+PARTS=${PARTS:-1 2 3 4 5}
+BENCH=${BENCH:--p 512 -n 128 -r 3}
+part() { [[ " $PARTS " == *" $1 "* ]]; }
 HERE=$(cd "$(dirname "$0")" && pwd)
 SHARED=$(realpath "$HERE/../../shared")
 export LD_LIBRARY_PATH="$LLAMA_BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -24,10 +35,12 @@ SUMMARY=$OUT/summary.txt
 : > "$SUMMARY"
 say() { echo "$*" | tee -a "$SUMMARY"; }
 
-model() {  # model TYPE [CTX]: path of a TinyLlama-shaped model, made if missing
-  local type=$1 ctx=${2:-2048} path="$MODELS/tinyllama-$1-ctx${2:-2048}.gguf"
-  if [[ ! -s $path ]]; then
-    "$KVLM" make-model --preset tinyllama-1.1b --type "$type" --ctx "$ctx" \
+model() {  # model TYPE [CTX]: path of a $PRESET-shaped model, made if missing
+  local type=$1 ctx=${2:-2048} path="$MODELS/$PRESET-$1-ctx${2:-2048}.gguf"
+  if [[ ! -s $path && $type == q4_k_m ]]; then
+    "$LLAMA_BIN/llama-quantize" --allow-requantize "$(model q8_0 "$ctx")" "$path" Q4_K_M 2 > "$OUT/quantize.log" 2>&1
+  elif [[ ! -s $path ]]; then
+    "$KVLM" make-model --preset "$PRESET" --type "$type" --ctx "$ctx" \
       --vocab-from "$SHARED/vocab/ggml-vocab-llama-spm.gguf" -o "$path" -t 2 >&2
   fi
   echo "$path"
@@ -36,11 +49,15 @@ model() {  # model TYPE [CTX]: path of a TinyLlama-shaped model, made if missing
 say "kvlm $(git -C "$HERE/.." rev-parse --short HEAD) beside llama.cpp ($LLAMA_BIN), $(date -u '+%Y-%m-%d %H:%M') UTC"
 say "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs)"
 
+say "shape: $PRESET; part 1: $BENCH -t 2"
 # 1. Prefill 512 and decode 128, llama-bench style, each type.
-for type in q4_0 q8_0 f16 q4_k q6_k; do
+for type in $TYPES; do
+  part 1 || break
   m=$(model "$type")
-  "$LLAMA_BIN/llama-bench" -m "$m" -p 512 -n 128 -t 2 -r 3 -o json > "$OUT/llama-$type.json" 2> "$OUT/llama-$type.err"
-  "$KVLM" bench model -m "$m" -p 512 -n 128 -t 2 -r 3 --json > "$OUT/kvlm-$type.json" 2> "$OUT/kvlm-$type.err"
+  # shellcheck disable=SC2086  # BENCH's words split on purpose
+  "$LLAMA_BIN/llama-bench" -m "$m" $BENCH -t 2 -o json > "$OUT/llama-$type.json" 2> "$OUT/llama-$type.err"
+  # shellcheck disable=SC2086
+  "$KVLM" bench model -m "$m" $BENCH -t 2 --json > "$OUT/kvlm-$type.json" 2> "$OUT/kvlm-$type.err"
   python3 - "$OUT/llama-$type.json" "$OUT/kvlm-$type.json" "$type" <<'EOF' | tee -a "$SUMMARY"
 import json, sys
 llama = {("pp" if r["n_prompt"] else "tg"): r["avg_ts"] for r in json.load(open(sys.argv[1]))}
@@ -53,6 +70,7 @@ EOF
 done
 
 # 2. The batch-8 step against batch 1 (Q4_0), mean inter-token latency.
+if part 2; then
 m=$(model q4_0)
 for c in 1 8; do
   "$KVLM" bench batch -m "$m" --requests "$c" --concurrency "$c" --prompt-len 8 --gen-len 32 -t 2 --json \
@@ -64,10 +82,12 @@ one, eight = (json.load(open(f"{sys.argv[1]}/batch-{c}.json"))["itl_ms"] for c i
 print(f"batch step (Q4_0): mean ITL {one['mean']:.2f} ms at 1 stream, {eight['mean']:.2f} ms at 8: "
       f"{eight['mean'] / one['mean']:.2f}x (p50 {one['p50']:.2f} / {eight['p50']:.2f} ms)")
 EOF
+fi
 
 # 3. Decode at 4,096 tokens of context against an empty one (both engines),
 # with F16 KV (both defaults), BF16 and Q8_0 KV (llama.cpp: -ctk/-ctv, which
 # need its flash attention).
+if part 3; then
 m=$(model q4_0 8192)
 for d in 0 4096; do
   "$KVLM" bench model -m "$m" -t 2 -p 0 -n 32 -r 3 --depth "$d" --json > "$OUT/kvlm-depth-f16-$d.json" 2> /dev/null
@@ -92,8 +112,10 @@ for kv in ("f16", "bf16", "q8_0"):
         line += " | llama.cpp: no result (this llama-bench lacks -d, or the KV type)"
     print(line)
 EOF
+fi
 
 # 4. Serving: 16 requests, 4 in flight, 64 tokens, no prefix caching.
+if part 4; then
 m=$(model q4_0)
 free_port() { python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1',0)); print(s.getsockname()[1])"; }
 serve_load() {  # serve_load NAME PORT: waits for /health, then runs the load
@@ -119,8 +141,10 @@ print(f"serve: kvlm {k['chunks_per_s']:.1f} chunks/s, mean TTFT {k['ttft_s']['me
       f"llama-server {l['chunks_per_s']:.1f} chunks/s, mean TTFT {l['ttft_s']['mean']:.2f} s, errors {l['errors']} | "
       f"{k['chunks_per_s'] / l['chunks_per_s']:.2f}x the throughput, {k['ttft_s']['mean'] / l['ttft_s']['mean']:.2f} of the TTFT")
 EOF
+fi
 
 # 5. The step thread's share: stories260K, 64 streams, 256 requests.
+if part 5; then
 "$KVLM" bench batch -m "$SHARED/models/stories260K.gguf" --requests 256 --concurrency 64 --prompt-len 32 \
   --gen-len 64 -t 2 --json > "$OUT/step-thread.json" 2> /dev/null
 python3 - "$OUT/step-thread.json" <<'EOF' | tee -a "$SUMMARY"
@@ -130,3 +154,4 @@ print(f"step thread (stories260K, 64 streams): {100 * p['outside_forward_fractio
       f"forward pass; schedule {p['schedule_s']:.3f} s, sample {p['sample_s']:.3f} s, postprocess "
       f"{p['postprocess_s']:.3f} s, forward {p['forward_s']:.3f} s")
 EOF
+fi

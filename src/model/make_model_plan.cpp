@@ -295,6 +295,31 @@ std::string model_name(const ModelShape& s, const MetaValue& tokens) {
   return missing.empty() ? name : "random weights, Phi 3 shape";
 }
 
+// A vocabulary table larger than the tokenizer (--vocab, or a preset's,
+// as Llama 3's 128,256 over a 32,000-token tokenizer): the token list is
+// padded with unused [PADi] tokens, as llama.cpp's converter pads Phi-3's,
+// so that every row has a token and llama.cpp loads the file too.
+void pad_vocabulary(GgufWriter& w, const Metadata& m, int64_t vocab) {
+  std::vector<std::string> tokens = m.require_string_array("tokenizer.ggml.tokens");
+  const auto num_tokens = static_cast<int64_t>(tokens.size());
+  if (vocab == num_tokens) return;
+  for (int64_t i = num_tokens; i < vocab; ++i) tokens.push_back(fmt::format("[PAD{}]", i));
+  w.set("tokenizer.ggml.tokens", meta_string_array(tokens));
+  if (auto scores = m.get_float_array("tokenizer.ggml.scores"); scores && std::ssize(*scores) == num_tokens) {
+    scores->resize(static_cast<size_t>(vocab), -10000.f);
+    w.set("tokenizer.ggml.scores", meta_f32_array(*scores));
+  }
+  if (const MetaValue* types = m.find("tokenizer.ggml.token_type")) {
+    std::vector<int32_t> t;
+    for (const MetaValue& v : types->as_array("tokenizer.ggml.token_type"))
+      t.push_back(static_cast<int32_t>(v.as_int("tokenizer.ggml.token_type")));
+    if (std::ssize(t) == num_tokens) {
+      t.resize(static_cast<size_t>(vocab), 5);  // llama.cpp's LLAMA_TOKEN_TYPE_UNUSED
+      w.set("tokenizer.ggml.token_type", meta_i32_array(t));
+    }
+  }
+}
+
 }  // namespace
 
 int64_t set_metadata(GgufWriter& w, const MakeModelOptions& o) {
@@ -315,6 +340,7 @@ int64_t set_metadata(GgufWriter& w, const MakeModelOptions& o) {
   set_shape_metadata(w, s, vocab);
   for (const auto& [key, value] : vocab_file->metadata().entries())
     if (key.rfind("tokenizer.", 0) == 0) w.set(key, value);
+  pad_vocabulary(w, vocab_file->metadata(), vocab);
   return vocab;
 }
 

@@ -117,6 +117,27 @@ TEST(MakeModelCli, ScaleDownKeepsTheLayerShape) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
+// A table larger than the tokenizer (Llama 3's 128,256 rows over a
+// 32,000-token vocabulary) pads the token list with unused [PADi] tokens, as
+// llama.cpp's converter does, so every row has a token and llama.cpp loads it.
+TEST(MakeModelCli, ALargerVocabularyIsPaddedWithUnusedTokens) {
+  const std::string path = test::temp_dir() + "/padded.gguf";
+  std::vector<std::string> args = small_args("Q8_0", path);
+  args.insert(args.end(), {"--vocab", "32100"});
+  auto r = test::run_kvlm(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto f = GgufFile::open(path);
+  const std::vector<std::string> tokens = f->metadata().require_string_array("tokenizer.ggml.tokens");
+  ASSERT_EQ(tokens.size(), 32100u);
+  EXPECT_EQ(tokens[31999], GgufFile::open(vocab())->metadata().require_string_array("tokenizer.ggml.tokens")[31999]);
+  EXPECT_EQ(tokens[32000], "[PAD32000]");
+  EXPECT_EQ(tokens[32099], "[PAD32099]");
+  EXPECT_EQ(f->metadata().get_float_array("tokenizer.ggml.scores")->size(), 32100u);
+  EXPECT_EQ(f->require_tensor("token_embd.weight").dims, (std::vector<int64_t>{256, 32100}));
+  r = test::run_kvlm({"run", "-m", path, "-p", "Once upon a time", "-n", "4", "--temp", "0"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
 TEST(MakeModelCli, BadFlagsAreClearErrors) {
   const std::string out = test::temp_dir() + "/bad.gguf";
   struct Case {
