@@ -8,8 +8,9 @@
 #   bench/compare_llamacpp.sh LLAMA_BIN OUT [KVLM=build/kvlm] [MODELS=/tmp/kvlm-bench]
 #
 # Another shape, other types, fewer parts (the environment):
-#   PRESET=llama-3-8b TYPES="q4_0 q4_k_m" PARTS=1 BENCH="-p 512 -n 64 -r 2" bench/compare_llamacpp.sh ...
-# PRESET: a `kvlm make-model --preset`; TYPES: make-model types, and q4_k_m
+#   PRESET=llama-3-8b VOCAB=128256 TYPES="q4_0 q4_k_m" PARTS=1 BENCH="-p 512 -n 64 -r 2" bench/compare_llamacpp.sh ...
+# PRESET: a `kvlm make-model --preset`; VOCAB: its table's rows (the shared
+# tokenizer has 32,000 tokens; make-model pads); TYPES: make-model types, and q4_k_m
 # (llama-quantize's mix, made from the Q8_0 file with --allow-requantize);
 # PARTS: of the five below; BENCH: part 1's llama-bench flags.
 #
@@ -40,7 +41,8 @@ model() {  # model TYPE [CTX]: path of a $PRESET-shaped model, made if missing
   if [[ ! -s $path && $type == q4_k_m ]]; then
     "$LLAMA_BIN/llama-quantize" --allow-requantize "$(model q8_0 "$ctx")" "$path" Q4_K_M 2 > "$OUT/quantize.log" 2>&1
   elif [[ ! -s $path ]]; then
-    "$KVLM" make-model --preset "$PRESET" --type "$type" --ctx "$ctx" \
+    # shellcheck disable=SC2086  # VOCAB: empty, or the flag and its value
+    "$KVLM" make-model --preset "$PRESET" --type "$type" --ctx "$ctx" ${VOCAB:+--vocab $VOCAB} \
       --vocab-from "$SHARED/vocab/ggml-vocab-llama-spm.gguf" -o "$path" -t 2 >&2
   fi
   echo "$path"

@@ -80,6 +80,8 @@ std::optional<MappedName> map_layer_part(const std::string& rest, int64_t layer)
       {"self_attn.o_proj.weight", "attn_output.weight"}, {"self_attn.q_norm.weight", "attn_q_norm.weight"},
       {"self_attn.k_norm.weight", "attn_k_norm.weight"}, {"mlp.gate_proj.weight", "ffn_gate.weight"},
       {"mlp.up_proj.weight", "ffn_up.weight"},        {"mlp.down_proj.weight", "ffn_down.weight"},
+      // Phi-3's fused matrices, kept fused as in its GGUF: [q; k; v] and [gate; up].
+      {"self_attn.qkv_proj.weight", "attn_qkv.weight"}, {"mlp.gate_up_proj.weight", "ffn_up.weight"},
       {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"}, {"mlp.gate.weight", "ffn_gate_inp.weight"},
       {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},
       {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
@@ -197,16 +199,19 @@ std::vector<GgufTensor> map_tensors(const std::vector<std::unique_ptr<Safetensor
   return tensors;
 }
 
-void add_rope_freqs(const std::vector<float>& factors, HfOwner& owner, std::vector<GgufTensor>& tensors) {
-  if (factors.empty()) return;
-  std::vector<uint8_t>& bytes = owner.buffers.emplace_back(factors.size() * sizeof(float));
-  std::memcpy(bytes.data(), factors.data(), bytes.size());
-  GgufTensor g;
-  g.name = "rope_freqs.weight";
-  g.dims = {static_cast<int64_t>(factors.size())};
-  g.data = bytes.data();
-  g.num_bytes = bytes.size();
-  tensors.insert(tensors.begin(), std::move(g));
+// The rope factor tensors first, as llama.cpp's converter orders them.
+void add_rope_factors(const HfModelInfo& info, HfOwner& owner, std::vector<GgufTensor>& tensors) {
+  for (auto it = info.rope_factors.rbegin(); it != info.rope_factors.rend(); ++it) {
+    const auto& [name, factors] = *it;
+    std::vector<uint8_t>& bytes = owner.buffers.emplace_back(factors.size() * sizeof(float));
+    std::memcpy(bytes.data(), factors.data(), bytes.size());
+    GgufTensor g;
+    g.name = name;
+    g.dims = {static_cast<int64_t>(factors.size())};
+    g.data = bytes.data();
+    g.num_bytes = bytes.size();
+    tensors.insert(tensors.begin(), std::move(g));
+  }
 }
 
 int64_t config_id(const Json& config, const char* key) {
@@ -256,7 +261,7 @@ std::unique_ptr<GgufFile> open_hf_checkpoint(const std::string& dir) {
   auto owner = std::make_unique<HfOwner>();
   owner->files = open_weights(root);
   std::vector<GgufTensor> tensors = map_tensors(owner->files, info, dir, *owner);
-  add_rope_freqs(info.rope_freqs, *owner, tensors);
+  add_rope_factors(info, *owner, tensors);
   const bool has_head = std::any_of(tensors.begin(), tensors.end(), [](const GgufTensor& t) { return t.name == "output.weight"; });
   if (!has_head && !info.tied_embeddings)
     throw_error(ErrorCode::kCorrupt, "{}: no lm_head.weight, and config.json does not set tie_word_embeddings", dir);

@@ -1,6 +1,7 @@
 #include "model/hf_config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -23,7 +24,7 @@ constexpr HfArch kArchs[] = {
     {"LlamaForCausalLM", "llama", true},    {"MistralForCausalLM", "llama", true},
     {"MixtralForCausalLM", "llama", true},  {"Qwen2ForCausalLM", "qwen2", false},
     {"Qwen3ForCausalLM", "qwen3", false},   {"Qwen2MoeForCausalLM", "qwen2moe", false},
-    {"Qwen3MoeForCausalLM", "qwen3moe", false},
+    {"Qwen3MoeForCausalLM", "qwen3moe", false}, {"Phi3ForCausalLM", "phi3", false},
 };
 
 // Fields that change nothing in inference (training settings, bookkeeping),
@@ -40,7 +41,8 @@ const std::set<std::string>& known_fields() {
       "norm_topk_prob", "decoder_sparse_step", "mlp_only_layers", "router_aux_loss_coef",
       "output_router_logits", "router_jitter_noise", "qkv_bias", "use_qk_norm", "is_decoder",
       "output_attentions", "output_hidden_states", "return_dict", "use_return_dict", "chunk_size_feed_forward",
-      "keys_to_ignore_at_inference", "partial_rotary_factor", "quantization_config"};
+      "keys_to_ignore_at_inference", "partial_rotary_factor", "quantization_config", "embd_pdrop", "resid_pdrop",
+      "original_max_position_embeddings", "auto_map"};
   return k;
 }
 
@@ -89,10 +91,48 @@ void check_features(const Json& c, const std::string& path, const std::string& a
   require_value(c, path, "decoder_sparse_step", 1, "every layer must have the same FFN kind");
   require_value(c, path, "mlp_only_layers", Json::array(), "every layer must have the same FFN kind");
   require_value(c, path, "quantization_config", nullptr, "load an unquantized checkpoint (--quantize quantizes it)");
-  if (arch == "llama") require_value(c, path, "attention_bias", false, "llama layers have no attention biases in kvlm");
+  if (arch == "llama" || arch == "phi3")
+    require_value(c, path, "attention_bias", false, "its layers have no attention biases in kvlm");
   if (c.contains("layer_types"))
     for (const Json& t : c["layer_types"])
       if (t != "full_attention") unsupported(path, "layer_types", t, "every layer must use full attention");
+}
+
+// A long-rope factor list: head_dim / 2 positive numbers.
+std::vector<float> rope_factor_list(const Json& r, const std::string& path, const char* key, int64_t head_dim) {
+  if (!r.contains(key) || !r[key].is_array() || std::ssize(r[key]) != head_dim / 2)
+    throw_error(ErrorCode::kCorrupt, "{}: rope_scaling.{} must be a list of {} numbers", path, key, head_dim / 2);
+  std::vector<float> out;
+  for (const Json& v : r[key]) {
+    if (!v.is_number() || !(v.get<double>() > 0))
+      throw_error(ErrorCode::kCorrupt, "{}: rope_scaling.{} holds {}, not a positive number", path, key, printable(v.dump()));
+    out.push_back(v.get<float>());
+  }
+  return out;
+}
+
+// Phi-3: its window (0: none, as Phi-4 writes it), the context its rope was
+// trained on, and long-rope ("su", "longrope"): the long and short factor
+// tensors and the attention factor, as llama.cpp's converter writes them.
+void read_phi3(const Json& c, const std::string& path, const std::string& p, int64_t head_dim, Metadata& out,
+               HfModelInfo& info) {
+  const Json& w = c.contains("sliding_window") ? c["sliding_window"] : Json();
+  if (!w.is_null() && !w.is_number_integer()) unsupported(path, "sliding_window", w, "a number of tokens or null");
+  out.set(p + "attention.sliding_window", meta_u32(static_cast<uint32_t>(w.is_null() ? 0 : w.get<int64_t>())));
+  const int64_t context = require_int(c, path, "max_position_embeddings");
+  const int64_t original = c.contains("original_max_position_embeddings")
+                               ? require_int(c, path, "original_max_position_embeddings") : context;
+  out.set(p + "rope.scaling.original_context_length", meta_u32(static_cast<uint32_t>(original)));
+  if (!c.contains("rope_scaling") || c["rope_scaling"].is_null()) return;
+  const Json& r = c["rope_scaling"];
+  const Json type = r.contains("rope_type") ? r["rope_type"] : r.value("type", Json("default"));
+  if (type != "su" && type != "longrope")
+    unsupported(path, "rope_scaling.type", type, "kvlm implements Phi-3's long-rope (su, longrope)");
+  const double scale = static_cast<double>(context) / static_cast<double>(original);
+  const double attn_factor = scale > 1.0 ? std::sqrt(1.0 + std::log(scale) / std::log(static_cast<double>(original))) : 1.0;
+  out.set(p + "rope.scaling.attn_factor", meta_f32(static_cast<float>(attn_factor)));
+  info.rope_factors.emplace_back("rope_factors_long.weight", rope_factor_list(r, path, "long_factor", head_dim));
+  info.rope_factors.emplace_back("rope_factors_short.weight", rope_factor_list(r, path, "short_factor", head_dim));
 }
 
 // rope_scaling: none, linear, or llama3 (its factors become rope_freqs.weight).
@@ -122,7 +162,7 @@ void read_rope_scaling(const Json& c, const std::string& path, const std::string
   s.rope_scaling.original_context = static_cast<int32_t>(get_float(r, "original_max_position_embeddings", 8192));
   if (!(s.rope_scaling.high_freq_factor > s.rope_scaling.low_freq_factor))
     throw_error(ErrorCode::kCorrupt, "{}: rope_scaling.high_freq_factor must exceed low_freq_factor", path);
-  info.rope_freqs = llama3_rope_factors(s);
+  info.rope_factors.emplace_back("rope_freqs.weight", llama3_rope_factors(s));
 }
 
 void read_moe(const Json& c, const std::string& path, const std::string& p, Metadata& out) {
@@ -158,7 +198,8 @@ HfModelInfo read_hf_config(const Json& c, const std::string& path, Metadata& out
   int64_t context = require_int(c, path, "max_position_embeddings");
   // Mistral's window: kvlm has none for this family, so it keeps every
   // sequence inside the window, where full attention computes the same.
-  if (c.contains("sliding_window") && c["sliding_window"].is_number_integer() && !c.contains("use_sliding_window"))
+  if (c.contains("sliding_window") && c["sliding_window"].is_number_integer() && !c.contains("use_sliding_window") &&
+      info.arch != "phi3")
     context = std::min(context, c["sliding_window"].get<int64_t>());
   out.set(p + "context_length", meta_u32(static_cast<uint32_t>(context)));
   out.set(p + "embedding_length", meta_u32(static_cast<uint32_t>(dim)));
@@ -171,7 +212,11 @@ HfModelInfo read_hf_config(const Json& c, const std::string& path, Metadata& out
   out.set(p + "attention.layer_norm_rms_epsilon", meta_f32(static_cast<float>(get_float(c, "rms_norm_eps", 1e-6))));
   out.set(p + "rope.freq_base", meta_f32(static_cast<float>(get_float(c, "rope_theta", 10000.0))));
   out.set(p + "rope.dimension_count", meta_u32(static_cast<uint32_t>(head_dim)));
-  read_rope_scaling(c, path, p, head_dim, out, info);
+  if (info.arch == "phi3") {
+    read_phi3(c, path, p, head_dim, out, info);
+  } else {
+    read_rope_scaling(c, path, p, head_dim, out, info);
+  }
   read_moe(c, path, p, out);
   info.tied_embeddings = c.value("tie_word_embeddings", false);
   return info;

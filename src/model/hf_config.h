@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -19,9 +20,10 @@ struct HfModelInfo {
   bool tied_embeddings = false;  // tie_word_embeddings: no lm_head.weight
   int64_t num_heads = 0;
   int64_t num_kv_heads = 0;
-  // llama3 rope scaling: the per-frequency factors llama.cpp stores as the
-  // rope_freqs.weight tensor (head_dim / 2 values); empty otherwise.
-  std::vector<float> rope_freqs;
+  // Rope scaling's per-frequency factors, stored as F32 tensors as llama.cpp's
+  // converter writes them (head_dim / 2 values each): llama3's
+  // rope_freqs.weight, Phi-3 long-rope's rope_factors_long/short.weight.
+  std::vector<std::pair<std::string, std::vector<float>>> rope_factors;
 };
 
 // Adds the model's hyper-parameters to `out` from `config` (config.json of

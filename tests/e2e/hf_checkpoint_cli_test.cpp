@@ -96,6 +96,46 @@ TEST(HfCheckpointCli, MixtralFolderGeneratesAsItsGguf) {
   EXPECT_EQ(logits(dir), logits(gguf));
 }
 
+// Phi-3: fused qkv_proj and gate_up_proj, a window, and long-rope's factors
+// in config.json (the families test's model, whose perplexity equals
+// llama.cpp's: model_families_test.cpp). At a context past the original
+// the long factors and the attention factor apply; the folder must agree
+// there too. Its `kvlm convert` output is the GGUF again, tensor for tensor.
+TEST(HfCheckpointCli, Phi3FolderGeneratesAsItsGguf) {
+  const std::string gguf = temp_path("phi3.gguf");
+  auto r = test::run_kvlm({"make-model", "--dim", "64", "--layers", "2", "--heads", "4", "--kv-heads", "2", "--ffn",
+                           "96", "--std", "0.3", "--seed", "7", "-t", "1", "--arch", "phi3", "--ctx", "256",
+                           "--sliding-window", "32", "--rope-scaling", "longrope", "--rope-original-ctx", "64", "--type",
+                           "F32", "--vocab-from", test::shared_path("models/stories260K.gguf"), "-o", gguf});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string dir = temp_path("phi3");
+  test::write_hf_folder(*GgufFile::open(gguf), dir);
+  EXPECT_EQ(greedy_ids(dir), greedy_ids(gguf));
+  EXPECT_EQ(logits(dir), logits(gguf));
+  const std::string text = test::shared_path("text/tinystories_sample.txt");
+  auto ppl = [&](const std::string& m, const char* ctx) {
+    auto p = test::run_kvlm({"perplexity", "-m", m, "-f", text, "-c", ctx, "--chunks", "4", "-t", "1"});
+    EXPECT_EQ(p.exit_code, 0) << p.err;
+    return p.out;
+  };
+  EXPECT_EQ(ppl(dir, "128"), ppl(gguf, "128")) << "long factors";
+  EXPECT_EQ(ppl(dir, "64"), ppl(gguf, "64")) << "short factors";
+  const std::string back = temp_path("phi3-back.gguf");
+  r = test::run_kvlm({"convert", dir, "-o", back});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto a = GgufFile::open(gguf), b = GgufFile::open(back);
+  for (const GgufTensor& t : a->tensors()) {
+    const GgufTensor* u = b->find_tensor(t.name);
+    ASSERT_TRUE(u) << t.name;
+    EXPECT_EQ(u->dims, t.dims) << t.name;
+    EXPECT_EQ(std::memcmp(u->data, t.data, t.num_bytes), 0) << t.name;
+  }
+  for (const char* key : {"phi3.attention.sliding_window", "phi3.rope.scaling.original_context_length"})
+    EXPECT_EQ(b->metadata().require_int(key), a->metadata().require_int(key)) << key;
+  EXPECT_EQ(b->metadata().require_float("phi3.rope.scaling.attn_factor"),
+            a->metadata().require_float("phi3.rope.scaling.attn_factor"));
+}
+
 TEST(HfCheckpointCli, ConvertWritesTheGgufBack) {
   const std::string gguf_path = test::shared_path("models/stories260K.gguf");
   const std::string dir = folder_from("stories260K.gguf");

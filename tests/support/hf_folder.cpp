@@ -25,8 +25,9 @@ void write_text(const fs::path& p, const std::string& text) {
 }
 
 // GGUF layer part -> HF name (transformers' modeling_llama / qwen2 / qwen3,
-// and the MoE parts of modeling_mixtral / qwen2_moe / qwen3_moe).
-std::string hf_name(const std::string& gguf, bool mixtral) {
+// the MoE parts of modeling_mixtral / qwen2_moe / qwen3_moe, and
+// modeling_phi3's fused qkv_proj and gate_up_proj).
+std::string hf_name(const std::string& gguf, bool mixtral, bool phi3) {
   if (gguf == "token_embd.weight") return "model.embed_tokens.weight";
   if (gguf == "output_norm.weight") return "model.norm.weight";
   if (gguf == "output.weight") return "lm_head.weight";
@@ -46,7 +47,11 @@ std::string hf_name(const std::string& gguf, bool mixtral) {
     return "model.layers." + gguf.substr(4, gguf.find('.', 4) - 4) + (mixtral ? ".block_sparse_moe.gate.weight" : ".mlp.gate.weight");
   const size_t a = gguf.find('.'), b = gguf.find('.', a + 1);
   KVLM_ASSERT(gguf.rfind("blk.", 0) == 0 && b != std::string::npos, "hf_folder: unexpected tensor name");
-  auto it = kParts.find(gguf.substr(b + 1));
+  const std::string part = gguf.substr(b + 1);
+  if (phi3 && (part == "attn_qkv.weight" || part == "ffn_up.weight"))
+    return "model.layers." + gguf.substr(a + 1, b - a - 1) +
+           (part == "attn_qkv.weight" ? ".self_attn.qkv_proj.weight" : ".mlp.gate_up_proj.weight");
+  auto it = kParts.find(part);
   KVLM_ASSERT(it != kParts.end(), "hf_folder: no HF name for this tensor");
   return "model.layers." + gguf.substr(a + 1, b - a - 1) + "." + it->second;
 }
@@ -107,13 +112,39 @@ void write_safetensors(const fs::path& p, const HfTensors& tensors) {
   KVLM_ASSERT(out.good(), "hf_folder: write failed");
 }
 
+// A GGUF float vector tensor's values (Phi-3's rope factors).
+std::vector<float> float_values(const GgufTensor& t) {
+  KVLM_ASSERT(t.dtype == DType::kF32, "hf_folder: rope factors are F32");
+  std::vector<float> v(static_cast<size_t>(t.num_elements()));
+  std::memcpy(v.data(), t.data, v.size() * sizeof(float));
+  return v;
+}
+
+// Phi-3's fields: its window, the rope's trained context, and long-rope's
+// factors (from the GGUF's rope_factors tensors) as modeling_phi3 reads them.
+void phi3_config(const GgufFile& gguf, Json& c) {
+  const Metadata& m = gguf.metadata();
+  const int64_t window = m.require_int("phi3.attention.sliding_window");
+  c["sliding_window"] = window > 0 ? Json(window) : Json();
+  c["original_max_position_embeddings"] = m.require_int("phi3.rope.scaling.original_context_length");
+  c["embd_pdrop"] = 0.0;
+  c["resid_pdrop"] = 0.0;
+  c["attention_bias"] = false;
+  const GgufTensor* long_f = gguf.find_tensor("rope_factors_long.weight");
+  const GgufTensor* short_f = gguf.find_tensor("rope_factors_short.weight");
+  if (long_f && short_f)
+    c["rope_scaling"] = {{"type", "longrope"}, {"long_factor", float_values(*long_f)},
+                         {"short_factor", float_values(*short_f)}};
+}
+
 Json config_json(const Metadata& m, bool tied) {
   const std::string arch = m.require_string("general.architecture"), p = arch + ".";
   const int64_t experts = m.get_int(p + "expert_count").value_or(0);
   const std::map<std::string, std::string> names = {
       {"llama", experts > 0 ? "MixtralForCausalLM" : "LlamaForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"},
-      {"qwen3", "Qwen3ForCausalLM"}, {"qwen2moe", "Qwen2MoeForCausalLM"}, {"qwen3moe", "Qwen3MoeForCausalLM"}};
-  KVLM_ASSERT(names.count(arch), "hf_folder: llama (Mixtral), qwen2, qwen3, qwen2moe and qwen3moe only");
+      {"qwen3", "Qwen3ForCausalLM"}, {"qwen2moe", "Qwen2MoeForCausalLM"}, {"qwen3moe", "Qwen3MoeForCausalLM"},
+      {"phi3", "Phi3ForCausalLM"}};
+  KVLM_ASSERT(names.count(arch), "hf_folder: llama (Mixtral), qwen2, qwen3, qwen2moe, qwen3moe and phi3 only");
   const int64_t heads = m.require_int(p + "attention.head_count");
   Json c = {{"architectures", {names.at(arch)}}, {"model_type", arch}, {"hidden_act", "silu"},
             {"hidden_size", m.require_int(p + "embedding_length")}, {"num_hidden_layers", m.require_int(p + "block_count")},
@@ -132,7 +163,7 @@ Json config_json(const Metadata& m, bool tied) {
     if (auto f = m.get_int(p + "expert_shared_feed_forward_length")) c["shared_expert_intermediate_size"] = *f;
     if (auto n = m.get_bool(p + "expert_weights_norm")) c["norm_topk_prob"] = *n;
   }
-  if (arch != "llama") c["use_sliding_window"] = false, c["sliding_window"] = 4096;
+  if (arch != "llama" && arch != "phi3") c["use_sliding_window"] = false, c["sliding_window"] = 4096;
   if (auto bos = m.get_int("tokenizer.ggml.bos_token_id")) c["bos_token_id"] = *bos;
   if (auto eos = m.get_int("tokenizer.ggml.eos_token_id")) c["eos_token_id"] = *eos;
   return c;
@@ -150,7 +181,9 @@ void write_hf_folder(const GgufFile& gguf, const std::string& dir, const HfFolde
   const int64_t kv_heads = m.get_int(p + "attention.head_count_kv").value_or(heads);
   HfTensors tensors;
   const bool mixtral = llama && m.get_int(p + "expert_count").value_or(0) > 0;
+  const bool phi3 = m.require_string("general.architecture") == "phi3";
   for (const GgufTensor& t : gguf.tensors()) {
+    if (t.name.rfind("rope_factors_", 0) == 0) continue;  // config.json's rope_scaling
     const bool q = t.name.find("attn_q.") != std::string::npos, k = t.name.find("attn_k.") != std::string::npos;
     const DType dtype = o.dtype.value_or(t.dtype);
     std::vector<int64_t> shape(t.dims.rbegin(), t.dims.rend());
@@ -158,11 +191,13 @@ void write_hf_folder(const GgufFile& gguf, const std::string& dir, const HfFolde
       add_experts(t, dtype, mixtral, tensors);
       continue;
     }
-    tensors.emplace_back(hf_name(t.name, mixtral), shape, dtype,
+    tensors.emplace_back(hf_name(t.name, mixtral, phi3), shape, dtype,
                          hf_bytes(t, dtype, llama && (q || k) ? (q ? heads : kv_heads) : 0));
   }
   const bool tied = !gguf.find_tensor("output.weight");
-  write_text(root / "config.json", config_json(m, tied).dump(2));
+  Json config = config_json(m, tied);
+  if (phi3) phi3_config(gguf, config);
+  write_text(root / "config.json", config.dump(2));
   if (o.num_shards <= 1) {
     write_safetensors(root / "model.safetensors", tensors);
   } else {

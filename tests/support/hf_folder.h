@@ -23,7 +23,8 @@ struct HfFolderOptions {
   bool chat_template_file = false;  // the template in chat_template.jinja, not tokenizer_config.json
 };
 
-// Writes the folder `dir` (created) for `gguf` (llama, qwen2 or qwen3; float tensors).
+// Writes the folder `dir` (created) for `gguf` (llama (Mixtral), qwen2, qwen3,
+// their MoE kinds, or phi3; float tensors).
 void write_hf_folder(const GgufFile& gguf, const std::string& dir, const HfFolderOptions& options = {});
 
 // tokenizer.json for a GGUF vocabulary (SentencePiece "llama" or byte-level
