@@ -11,7 +11,8 @@
 #   PRESET=llama-3-8b VOCAB=128256 TYPES="q4_0 q4_k_m" PARTS=1 BENCH="-p 512 -n 64 -r 2" bench/compare_llamacpp.sh ...
 # PRESET: a `kvlm make-model --preset`; VOCAB: its table's rows (the shared
 # tokenizer has 32,000 tokens; make-model pads); TYPES: make-model types, and q4_k_m
-# (llama-quantize's mix, made from the Q8_0 file with --allow-requantize);
+# (llama-quantize's mix, made from the Q4_0 file with --allow-requantize:
+# the weights are random, so their precision does not matter, only the types);
 # PARTS: of the five below; BENCH: part 1's llama-bench flags.
 #
 # LLAMA_BIN: llama.cpp's build/bin (../shared/bench/build_llamacpp.sh makes
@@ -39,7 +40,7 @@ say() { echo "$*" | tee -a "$SUMMARY"; }
 model() {  # model TYPE [CTX]: path of a $PRESET-shaped model, made if missing
   local type=$1 ctx=${2:-2048} path="$MODELS/$PRESET-$1-ctx${2:-2048}.gguf"
   if [[ ! -s $path && $type == q4_k_m ]]; then
-    "$LLAMA_BIN/llama-quantize" --allow-requantize "$(model q8_0 "$ctx")" "$path" Q4_K_M 2 > "$OUT/quantize.log" 2>&1
+    "$LLAMA_BIN/llama-quantize" --allow-requantize "$(model q4_0 "$ctx")" "$path" Q4_K_M 2 > "$OUT/quantize.log" 2>&1
   elif [[ ! -s $path ]]; then
     # shellcheck disable=SC2086  # VOCAB: empty, or the flag and its value
     "$KVLM" make-model --preset "$PRESET" --type "$type" --ctx "$ctx" ${VOCAB:+--vocab $VOCAB} \

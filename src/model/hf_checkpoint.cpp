@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "backend/quant.h"
 #include "common/printable.h"
 #include "model/hf_config.h"
 #include "model/hf_tokenizer.h"
@@ -71,7 +72,17 @@ struct MappedName {
   int64_t expert = -1;
 };
 
-std::optional<MappedName> map_layer_part(const std::string& rest, int64_t layer) {
+std::optional<MappedName> map_layer_part(const std::string& rest, int64_t layer, const std::string& arch) {
+  const std::string blk = "blk." + std::to_string(layer) + ".";
+  // Gemma-2 norms its sub-layers' inputs and outputs both.
+  if (arch == "gemma2") {
+    static const std::pair<const char*, const char*> kGemma2[] = {
+        {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+        {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+        {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"}};
+    for (const auto& [hf, gguf] : kGemma2)
+      if (rest == hf) return MappedName{blk + gguf, layer, -1};
+  }
   static const std::pair<const char*, const char*> kParts[] = {
       {"input_layernorm.weight", "attn_norm.weight"}, {"post_attention_layernorm.weight", "ffn_norm.weight"},
       {"self_attn.q_proj.weight", "attn_q.weight"},   {"self_attn.q_proj.bias", "attn_q.bias"},
@@ -88,7 +99,6 @@ std::optional<MappedName> map_layer_part(const std::string& rest, int64_t layer)
       {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
       {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
   };
-  const std::string blk = "blk." + std::to_string(layer) + ".";
   for (const auto& [hf, gguf] : kParts)
     if (rest == hf) return MappedName{blk + gguf, layer, -1};
   // Experts: block_sparse_moe.experts.E.w1 (Mixtral) or mlp.experts.E.gate_proj (Qwen MoE).
@@ -108,7 +118,7 @@ std::optional<MappedName> map_layer_part(const std::string& rest, int64_t layer)
   return std::nullopt;
 }
 
-std::optional<MappedName> map_name(const std::string& hf) {
+std::optional<MappedName> map_name(const std::string& hf, const std::string& arch) {
   if (hf == "model.embed_tokens.weight") return MappedName{"token_embd.weight", -1, -1};
   if (hf == "model.norm.weight") return MappedName{"output_norm.weight", 1 << 30, -1};
   if (hf == "lm_head.weight") return MappedName{"output.weight", 1 << 30, -1};
@@ -118,7 +128,7 @@ std::optional<MappedName> map_name(const std::string& hf) {
   const std::string num = hf.substr(prefix.size(), dot - prefix.size());
   if (dot == std::string::npos || num.empty() || num.size() > 6 || num.find_first_not_of("0123456789") != std::string::npos)
     return std::nullopt;
-  return map_layer_part(hf.substr(dot + 1), std::stoll(num));
+  return map_layer_part(hf.substr(dot + 1), std::stoll(num), arch);
 }
 
 GgufTensor gguf_tensor(const std::string& name, const SafetensorsTensor& t) {
@@ -129,6 +139,18 @@ GgufTensor gguf_tensor(const std::string& name, const SafetensorsTensor& t) {
   g.data = t.data;
   g.num_bytes = t.num_bytes;
   return g;
+}
+
+// Gemma-2's norm weight w as GGUF stores it: 1 + w, in F32 (copied into `out`).
+void add_one(GgufTensor& t, std::vector<uint8_t>& out) {
+  const int64_t n = t.num_elements();
+  out.resize(static_cast<size_t>(n) * sizeof(float));
+  auto* f = reinterpret_cast<float*>(out.data());
+  dequantize_row(t.dtype, t.data, f, n);  // F32, F16 or BF16
+  for (int64_t i = 0; i < n; ++i) f[i] += 1.0f;
+  t.dtype = DType::kF32;
+  t.data = out.data();
+  t.num_bytes = out.size();
 }
 
 // HF keeps each head's rotary pairs as (first half, second half) of its rows;
@@ -173,7 +195,7 @@ std::vector<GgufTensor> map_tensors(const std::vector<std::unique_ptr<Safetensor
   for (const auto& f : files) {
     for (const SafetensorsTensor& t : f->tensors()) {
       if (t.name.size() > 9 && t.name.compare(t.name.size() - 9, 9, ".inv_freq") == 0) continue;  // recomputed
-      std::optional<MappedName> m = map_name(t.name);
+      std::optional<MappedName> m = map_name(t.name, info.arch);
       if (!m) throw_error(ErrorCode::kUnsupported, "{}: tensor '{}' is not part of a model kvlm implements",
                           f->path(), printable(t.name));
       if (m->expert >= 0) {
@@ -185,6 +207,7 @@ std::vector<GgufTensor> map_tensors(const std::vector<std::unique_ptr<Safetensor
       GgufTensor g = gguf_tensor(m->name, t);
       const bool q = g.name.find("attn_q.") != std::string::npos, k = g.name.find("attn_k.") != std::string::npos;
       if (info.permute_qk && (q || k)) permute_qk(g, q ? info.num_heads : info.num_kv_heads, owner.buffers.emplace_back());
+      if (info.norm_plus_one && g.name.ends_with("norm.weight")) add_one(g, owner.buffers.emplace_back());
       out.emplace_back(*m, std::move(g));
     }
   }

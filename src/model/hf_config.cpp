@@ -4,6 +4,7 @@
 #include <cmath>
 #include <set>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
@@ -25,6 +26,7 @@ constexpr HfArch kArchs[] = {
     {"MixtralForCausalLM", "llama", true},  {"Qwen2ForCausalLM", "qwen2", false},
     {"Qwen3ForCausalLM", "qwen3", false},   {"Qwen2MoeForCausalLM", "qwen2moe", false},
     {"Qwen3MoeForCausalLM", "qwen3moe", false}, {"Phi3ForCausalLM", "phi3", false},
+    {"Gemma2ForCausalLM", "gemma2", false},
 };
 
 // Fields that change nothing in inference (training settings, bookkeeping),
@@ -42,7 +44,8 @@ const std::set<std::string>& known_fields() {
       "output_router_logits", "router_jitter_noise", "qkv_bias", "use_qk_norm", "is_decoder",
       "output_attentions", "output_hidden_states", "return_dict", "use_return_dict", "chunk_size_feed_forward",
       "keys_to_ignore_at_inference", "partial_rotary_factor", "quantization_config", "embd_pdrop", "resid_pdrop",
-      "original_max_position_embeddings", "auto_map"};
+      "original_max_position_embeddings", "auto_map", "attn_logit_softcapping", "final_logit_softcapping",
+      "query_pre_attn_scalar", "hidden_activation", "cache_implementation"};
   return k;
 }
 
@@ -83,7 +86,16 @@ const HfArch& find_arch(const Json& c, const std::string& path) {
 void check_features(const Json& c, const std::string& path, const std::string& arch) {
   for (const auto& [key, value] : c.items())
     if (!known_fields().count(key)) unsupported(path, key, value, "kvlm does not know this field");
-  require_value(c, path, "hidden_act", "silu", "the supported families use SwiGLU (silu)");
+  if (arch == "gemma2") {
+    require_value(c, path, "hidden_act", "gelu_pytorch_tanh", "Gemma-2 uses GeGLU (gelu_pytorch_tanh)");
+    require_value(c, path, "hidden_activation", "gelu_pytorch_tanh", "Gemma-2 uses GeGLU (gelu_pytorch_tanh)");
+    require_value(c, path, "attention_bias", false, "its layers have no attention biases in kvlm");
+  } else {
+    require_value(c, path, "hidden_act", "silu", "the supported families use SwiGLU (silu)");
+    // Gemma-2's own fields would change this family's forward pass.
+    for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar"})
+      if (c.contains(key) && !c[key].is_null()) unsupported(path, key, c[key], "kvlm knows it for Gemma-2 only");
+  }
   require_value(c, path, "mlp_bias", false, "");
   require_value(c, path, "pretraining_tp", 1, "");
   require_value(c, path, "use_sliding_window", false, "sliding-window attention is not implemented for this family");
@@ -133,6 +145,18 @@ void read_phi3(const Json& c, const std::string& path, const std::string& p, int
   out.set(p + "rope.scaling.attn_factor", meta_f32(static_cast<float>(attn_factor)));
   info.rope_factors.emplace_back("rope_factors_long.weight", rope_factor_list(r, path, "long_factor", head_dim));
   info.rope_factors.emplace_back("rope_factors_short.weight", rope_factor_list(r, path, "short_factor", head_dim));
+}
+
+// Gemma-2: its window (every other layer), the soft-caps, and the query
+// scale kvlm implements (1 / sqrt(head_dim): the 2B and 9B models; 27B
+// scales by hidden_size / heads, which is refused).
+void read_gemma2(const Json& c, const std::string& path, const std::string& p, int64_t head_dim, Metadata& out) {
+  out.set(p + "attention.sliding_window", meta_u32(static_cast<uint32_t>(require_int(c, path, "sliding_window"))));
+  out.set(p + "attn_logit_softcapping", meta_f32(static_cast<float>(get_float(c, "attn_logit_softcapping", 50.0))));
+  out.set(p + "final_logit_softcapping", meta_f32(static_cast<float>(get_float(c, "final_logit_softcapping", 30.0))));
+  if (c.contains("query_pre_attn_scalar") && c["query_pre_attn_scalar"] != Json(head_dim))
+    unsupported(path, "query_pre_attn_scalar", c["query_pre_attn_scalar"],
+                fmt::format("kvlm scales queries by 1/sqrt(head_dim), so it must be head_dim ({})", head_dim));
 }
 
 // rope_scaling: none, linear, or llama3 (its factors become rope_freqs.weight).
@@ -199,7 +223,7 @@ HfModelInfo read_hf_config(const Json& c, const std::string& path, Metadata& out
   // Mistral's window: kvlm has none for this family, so it keeps every
   // sequence inside the window, where full attention computes the same.
   if (c.contains("sliding_window") && c["sliding_window"].is_number_integer() && !c.contains("use_sliding_window") &&
-      info.arch != "phi3")
+      info.arch != "phi3" && info.arch != "gemma2")
     context = std::min(context, c["sliding_window"].get<int64_t>());
   out.set(p + "context_length", meta_u32(static_cast<uint32_t>(context)));
   out.set(p + "embedding_length", meta_u32(static_cast<uint32_t>(dim)));
@@ -214,11 +238,16 @@ HfModelInfo read_hf_config(const Json& c, const std::string& path, Metadata& out
   out.set(p + "rope.dimension_count", meta_u32(static_cast<uint32_t>(head_dim)));
   if (info.arch == "phi3") {
     read_phi3(c, path, p, head_dim, out, info);
+  } else if (info.arch == "gemma2") {
+    read_gemma2(c, path, p, head_dim, out);
+    read_rope_scaling(c, path, p, head_dim, out, info);
+    info.norm_plus_one = true;
   } else {
     read_rope_scaling(c, path, p, head_dim, out, info);
   }
   read_moe(c, path, p, out);
-  info.tied_embeddings = c.value("tie_word_embeddings", false);
+  // Gemma-2 ties its head to the embeddings unless it says otherwise.
+  info.tied_embeddings = c.value("tie_word_embeddings", info.arch == "gemma2");
   return info;
 }
 

@@ -18,6 +18,9 @@ struct HfModelInfo {
   std::string arch;              // general.architecture: "llama", "qwen2", ...
   bool permute_qk = false;       // llama: HF's rotate-half Q/K rows -> GGUF's interleaved pairs
   bool tied_embeddings = false;  // tie_word_embeddings: no lm_head.weight
+  // Gemma-2: HF scales by (1 + w) where GGUF stores the sum (llama.cpp's
+  // converter adds 1 to every norm weight).
+  bool norm_plus_one = false;
   int64_t num_heads = 0;
   int64_t num_kv_heads = 0;
   // Rope scaling's per-frequency factors, stored as F32 tensors as llama.cpp's

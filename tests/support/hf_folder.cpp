@@ -27,7 +27,7 @@ void write_text(const fs::path& p, const std::string& text) {
 // GGUF layer part -> HF name (transformers' modeling_llama / qwen2 / qwen3,
 // the MoE parts of modeling_mixtral / qwen2_moe / qwen3_moe, and
 // modeling_phi3's fused qkv_proj and gate_up_proj).
-std::string hf_name(const std::string& gguf, bool mixtral, bool phi3) {
+std::string hf_name(const std::string& gguf, bool mixtral, bool phi3, bool gemma2) {
   if (gguf == "token_embd.weight") return "model.embed_tokens.weight";
   if (gguf == "output_norm.weight") return "model.norm.weight";
   if (gguf == "output.weight") return "lm_head.weight";
@@ -48,6 +48,11 @@ std::string hf_name(const std::string& gguf, bool mixtral, bool phi3) {
   const size_t a = gguf.find('.'), b = gguf.find('.', a + 1);
   KVLM_ASSERT(gguf.rfind("blk.", 0) == 0 && b != std::string::npos, "hf_folder: unexpected tensor name");
   const std::string part = gguf.substr(b + 1);
+  static const std::map<std::string, std::string> kGemma2 = {
+      {"post_attention_norm.weight", "post_attention_layernorm.weight"},
+      {"ffn_norm.weight", "pre_feedforward_layernorm.weight"},
+      {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"}};
+  if (gemma2 && kGemma2.count(part)) return "model.layers." + gguf.substr(a + 1, b - a - 1) + "." + kGemma2.at(part);
   if (phi3 && (part == "attn_qkv.weight" || part == "ffn_up.weight"))
     return "model.layers." + gguf.substr(a + 1, b - a - 1) +
            (part == "attn_qkv.weight" ? ".self_attn.qkv_proj.weight" : ".mlp.gate_up_proj.weight");
@@ -57,12 +62,15 @@ std::string hf_name(const std::string& gguf, bool mixtral, bool phi3) {
 }
 
 // The tensor's bytes in HF's layout and `dtype`: llama's Q/K rows back to
-// HF's halves order (GGUF row 2i + h of a head is HF row h * head_dim / 2 + i).
-std::vector<uint8_t> hf_bytes(const GgufTensor& t, DType dtype, int64_t permute_heads) {
+// HF's halves order (GGUF row 2i + h of a head is HF row h * head_dim / 2 + i);
+// `minus_one`: a Gemma-2 norm, which HF stores as w - 1.
+std::vector<uint8_t> hf_bytes(const GgufTensor& t, DType dtype, int64_t permute_heads, bool minus_one = false) {
   const int64_t cols = t.dims[0], n = t.num_elements(), rows = n / cols;
   std::vector<float> f(static_cast<size_t>(n));
   for (int64_t r = 0; r < rows; ++r)
     dequantize_row(t.dtype, t.data + r * row_bytes(t.dtype, cols), &f[r * cols], cols);
+  if (minus_one)
+    for (float& x : f) x -= 1.0f;
   if (permute_heads > 0) {
     const int64_t prow = t.dims.size() > 1 ? cols : 1, prows = n / prow, head_dim = prows / permute_heads;
     std::vector<float> p(f.size());
@@ -143,8 +151,8 @@ Json config_json(const Metadata& m, bool tied) {
   const std::map<std::string, std::string> names = {
       {"llama", experts > 0 ? "MixtralForCausalLM" : "LlamaForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"},
       {"qwen3", "Qwen3ForCausalLM"}, {"qwen2moe", "Qwen2MoeForCausalLM"}, {"qwen3moe", "Qwen3MoeForCausalLM"},
-      {"phi3", "Phi3ForCausalLM"}};
-  KVLM_ASSERT(names.count(arch), "hf_folder: llama (Mixtral), qwen2, qwen3, qwen2moe, qwen3moe and phi3 only");
+      {"phi3", "Phi3ForCausalLM"}, {"gemma2", "Gemma2ForCausalLM"}};
+  KVLM_ASSERT(names.count(arch), "hf_folder: llama (Mixtral), qwen2, qwen3, qwen2moe, qwen3moe, phi3 and gemma2 only");
   const int64_t heads = m.require_int(p + "attention.head_count");
   Json c = {{"architectures", {names.at(arch)}}, {"model_type", arch}, {"hidden_act", "silu"},
             {"hidden_size", m.require_int(p + "embedding_length")}, {"num_hidden_layers", m.require_int(p + "block_count")},
@@ -163,7 +171,17 @@ Json config_json(const Metadata& m, bool tied) {
     if (auto f = m.get_int(p + "expert_shared_feed_forward_length")) c["shared_expert_intermediate_size"] = *f;
     if (auto n = m.get_bool(p + "expert_weights_norm")) c["norm_topk_prob"] = *n;
   }
-  if (arch != "llama" && arch != "phi3") c["use_sliding_window"] = false, c["sliding_window"] = 4096;
+  if (arch == "gemma2") {  // modeling_gemma2's fields
+    c["hidden_act"] = c["hidden_activation"] = "gelu_pytorch_tanh";
+    c["sliding_window"] = m.require_int(p + "attention.sliding_window");
+    c["attn_logit_softcapping"] = m.get_float(p + "attn_logit_softcapping").value_or(50.0);
+    c["final_logit_softcapping"] = m.get_float(p + "final_logit_softcapping").value_or(30.0);
+    c["query_pre_attn_scalar"] = m.get_int(p + "attention.key_length").value_or(c["hidden_size"].get<int64_t>() / heads);
+    c["cache_implementation"] = "hybrid";
+    c["attention_bias"] = false;
+  } else if (arch != "llama" && arch != "phi3") {
+    c["use_sliding_window"] = false, c["sliding_window"] = 4096;
+  }
   if (auto bos = m.get_int("tokenizer.ggml.bos_token_id")) c["bos_token_id"] = *bos;
   if (auto eos = m.get_int("tokenizer.ggml.eos_token_id")) c["eos_token_id"] = *eos;
   return c;
@@ -182,6 +200,7 @@ void write_hf_folder(const GgufFile& gguf, const std::string& dir, const HfFolde
   HfTensors tensors;
   const bool mixtral = llama && m.get_int(p + "expert_count").value_or(0) > 0;
   const bool phi3 = m.require_string("general.architecture") == "phi3";
+  const bool gemma2 = m.require_string("general.architecture") == "gemma2";
   for (const GgufTensor& t : gguf.tensors()) {
     if (t.name.rfind("rope_factors_", 0) == 0) continue;  // config.json's rope_scaling
     const bool q = t.name.find("attn_q.") != std::string::npos, k = t.name.find("attn_k.") != std::string::npos;
@@ -191,8 +210,9 @@ void write_hf_folder(const GgufFile& gguf, const std::string& dir, const HfFolde
       add_experts(t, dtype, mixtral, tensors);
       continue;
     }
-    tensors.emplace_back(hf_name(t.name, mixtral, phi3), shape, dtype,
-                         hf_bytes(t, dtype, llama && (q || k) ? (q ? heads : kv_heads) : 0));
+    tensors.emplace_back(hf_name(t.name, mixtral, phi3, gemma2), shape, dtype,
+                         hf_bytes(t, dtype, llama && (q || k) ? (q ? heads : kv_heads) : 0,
+                                  gemma2 && t.name.ends_with("norm.weight")));
   }
   const bool tied = !gguf.find_tensor("output.weight");
   Json config = config_json(m, tied);

@@ -241,6 +241,19 @@ TEST(HfFolderRefuses, NormalizerKvlmDoesNotApply) {
                  "'normalizer'");
 }
 
+// Gemma-2 27B scales its queries by hidden_size / heads, not head_dim: refused
+// by name rather than loaded as a different model.
+TEST(HfFolderRefuses, Gemma2QueryScaleOtherThanTheHeadSize) {
+  auto gguf = GgufFile::open(test::shared_path("models/synth-gemma2-F32.gguf"));
+  const std::string dir = fresh_dir("gemma2-scale");
+  test::write_hf_folder(*gguf, dir);
+  EXPECT_NO_THROW(open_model_file(dir));
+  Json j = Json::parse(std::ifstream(dir + "/config.json"));
+  j["query_pre_attn_scalar"] = j["head_dim"].get<int64_t>() + 16;
+  std::ofstream(dir + "/config.json") << j.dump();
+  expect_refused(dir, "'query_pre_attn_scalar'");
+}
+
 // llama3 rope scaling: the factors become rope_freqs.weight, as llama.cpp's converter writes them.
 TEST(HfFolder, Llama3RopeScalingBecomesRopeFreqs) {
   const std::string dir = edited_folder("llama3", "config.json", [](Json& j) {
