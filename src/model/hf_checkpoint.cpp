@@ -141,6 +141,21 @@ GgufTensor gguf_tensor(const std::string& name, const SafetensorsTensor& t) {
   return g;
 }
 
+// A GPT-2 Conv1D weight, stored [in, out] (GGUF dims {out, in}), as the
+// rows of `in` values GGUF holds (dims {in, out}), copied into `out`.
+void transpose_conv1d(GgufTensor& t, std::vector<uint8_t>& out) {
+  if (t.dims.size() != 2 || row_bytes(t.dtype, 1) == 0 || dtype_info(t.dtype).block_size != 1)
+    throw_error(ErrorCode::kCorrupt, "{}: a GPT-2 Conv1D weight must be a float matrix", t.name);
+  const int64_t rows = t.dims[1], cols = t.dims[0];  // HF's [in, out]: `in` rows of `out` values
+  const size_t e = row_bytes(t.dtype, 1);
+  out.resize(t.num_bytes);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t o = 0; o < cols; ++o)
+      std::memcpy(&out[(static_cast<size_t>(o) * rows + i) * e], t.data + (static_cast<size_t>(i) * cols + o) * e, e);
+  t.dims = {rows, cols};
+  t.data = out.data();
+}
+
 // Gemma-2's norm weight w as GGUF stores it: 1 + w, in F32 (copied into `out`).
 void add_one(GgufTensor& t, std::vector<uint8_t>& out) {
   const int64_t n = t.num_elements();
@@ -195,7 +210,17 @@ std::vector<GgufTensor> map_tensors(const std::vector<std::unique_ptr<Safetensor
   for (const auto& f : files) {
     for (const SafetensorsTensor& t : f->tensors()) {
       if (t.name.size() > 9 && t.name.compare(t.name.size() - 9, 9, ".inv_freq") == 0) continue;  // recomputed
-      std::optional<MappedName> m = map_name(t.name, info.arch);
+      std::optional<MappedName> m;
+      bool transpose = false;
+      if (info.arch == "gpt2") {
+        if (const std::optional<Gpt2Name> g = gpt2_gguf_name(t.name)) {
+          if (g->name.empty()) continue;  // a causal-mask buffer
+          m = MappedName{g->name, g->layer, -1};
+          transpose = g->transpose;
+        }
+      } else {
+        m = map_name(t.name, info.arch);
+      }
       if (!m) throw_error(ErrorCode::kUnsupported, "{}: tensor '{}' is not part of a model kvlm implements",
                           f->path(), printable(t.name));
       if (m->expert >= 0) {
@@ -208,6 +233,7 @@ std::vector<GgufTensor> map_tensors(const std::vector<std::unique_ptr<Safetensor
       const bool q = g.name.find("attn_q.") != std::string::npos, k = g.name.find("attn_k.") != std::string::npos;
       if (info.permute_qk && (q || k)) permute_qk(g, q ? info.num_heads : info.num_kv_heads, owner.buffers.emplace_back());
       if (info.norm_plus_one && g.name.ends_with("norm.weight")) add_one(g, owner.buffers.emplace_back());
+      if (transpose) transpose_conv1d(g, owner.buffers.emplace_back());
       out.emplace_back(*m, std::move(g));
     }
   }

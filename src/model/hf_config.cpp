@@ -26,7 +26,7 @@ constexpr HfArch kArchs[] = {
     {"MixtralForCausalLM", "llama", true},  {"Qwen2ForCausalLM", "qwen2", false},
     {"Qwen3ForCausalLM", "qwen3", false},   {"Qwen2MoeForCausalLM", "qwen2moe", false},
     {"Qwen3MoeForCausalLM", "qwen3moe", false}, {"Phi3ForCausalLM", "phi3", false},
-    {"Gemma2ForCausalLM", "gemma2", false},
+    {"Gemma2ForCausalLM", "gemma2", false},     {"GPT2LMHeadModel", "gpt2", false},
 };
 
 // Fields that change nothing in inference (training settings, bookkeeping),
@@ -208,6 +208,7 @@ void read_moe(const Json& c, const std::string& path, const std::string& p, Meta
 HfModelInfo read_hf_config(const Json& c, const std::string& path, Metadata& out) {
   if (!c.is_object()) throw_error(ErrorCode::kCorrupt, "{}: config.json is not a JSON object", path);
   const HfArch& a = find_arch(c, path);
+  if (std::string(a.arch) == "gpt2") return read_gpt2_config(c, path, out);
   HfModelInfo info;
   info.arch = a.arch;
   info.permute_qk = a.permute_qk;

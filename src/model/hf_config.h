@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -35,5 +36,17 @@ struct HfModelInfo {
 // know (a checkpoint is refused rather than loaded as a different model);
 // Error(kCorrupt) for a missing or mistyped required field.
 HfModelInfo read_hf_config(const nlohmann::json& config, const std::string& path, Metadata& out);
+
+// hf_gpt2.cpp: GPT2LMHeadModel's config (read_hf_config hands it over), and
+// its tensor names: the GGUF name ("" for a mask buffer with nothing to
+// load), the layer (for the order), and whether it is a Conv1D weight
+// stored [in, out] that GGUF holds transposed. nullopt: not GPT-2's.
+HfModelInfo read_gpt2_config(const nlohmann::json& config, const std::string& path, Metadata& out);
+struct Gpt2Name {
+  std::string name;
+  int64_t layer = -1;
+  bool transpose = false;
+};
+std::optional<Gpt2Name> gpt2_gguf_name(std::string hf);
 
 }  // namespace kvlm

@@ -72,7 +72,7 @@ std::string logits(const std::string& model, const std::vector<std::string>& ext
 }
 
 TEST(HfCheckpointCli, GreedyTokensAndLogitsEqualTheGguf) {
-  for (const char* model : {"stories260K.gguf", "synth-qwen2-F32.gguf", "synth-gemma2-F32.gguf"}) {
+  for (const char* model : {"stories260K.gguf", "synth-qwen2-F32.gguf", "synth-gemma2-F32.gguf", "synth-gpt2-F16.gguf"}) {
     const std::string gguf = test::shared_path(std::string("models/") + model);
     const std::string dir = folder_from(model, test::HfFolderOptions::shards(2));
     const std::string ids = greedy_ids(gguf);
@@ -138,7 +138,7 @@ TEST(HfCheckpointCli, Phi3FolderGeneratesAsItsGguf) {
 
 // Gemma-2's norms go through HF's w - 1 and back: the same bytes again.
 TEST(HfCheckpointCli, ConvertWritesTheGgufBack) {
-  for (const char* model : {"stories260K.gguf", "synth-gemma2-F32.gguf"}) {
+  for (const char* model : {"stories260K.gguf", "synth-gemma2-F32.gguf", "synth-gpt2-F16.gguf"}) {
     const std::string gguf_path = test::shared_path(std::string("models/") + model);
     const std::string dir = folder_from(model);
     const std::string out = temp_path(std::string("converted-") + model);

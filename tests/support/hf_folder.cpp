@@ -64,13 +64,21 @@ std::string hf_name(const std::string& gguf, bool mixtral, bool phi3, bool gemma
 // The tensor's bytes in HF's layout and `dtype`: llama's Q/K rows back to
 // HF's halves order (GGUF row 2i + h of a head is HF row h * head_dim / 2 + i);
 // `minus_one`: a Gemma-2 norm, which HF stores as w - 1.
-std::vector<uint8_t> hf_bytes(const GgufTensor& t, DType dtype, int64_t permute_heads, bool minus_one = false) {
+// `transpose`: a GPT-2 Conv1D weight, which HF stores [in, out].
+std::vector<uint8_t> hf_bytes(const GgufTensor& t, DType dtype, int64_t permute_heads, bool minus_one = false,
+                              bool transpose = false) {
   const int64_t cols = t.dims[0], n = t.num_elements(), rows = n / cols;
   std::vector<float> f(static_cast<size_t>(n));
   for (int64_t r = 0; r < rows; ++r)
     dequantize_row(t.dtype, t.data + r * row_bytes(t.dtype, cols), &f[r * cols], cols);
   if (minus_one)
     for (float& x : f) x -= 1.0f;
+  if (transpose) {
+    std::vector<float> tr(f.size());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) tr[c * rows + r] = f[r * cols + c];
+    f = std::move(tr);
+  }
   if (permute_heads > 0) {
     const int64_t prow = t.dims.size() > 1 ? cols : 1, prows = n / prow, head_dim = prows / permute_heads;
     std::vector<float> p(f.size());
@@ -145,6 +153,38 @@ void phi3_config(const GgufFile& gguf, Json& c) {
                          {"short_factor", float_values(*short_f)}};
 }
 
+// GPT-2's names (GPT2LMHeadModel's state dict without the `transformer.`
+// prefix, as the original checkpoint keeps it) and whether the weight is a
+// Conv1D one, stored [in, out].
+std::pair<std::string, bool> gpt2_hf_name(const std::string& gguf) {
+  static const std::map<std::string, std::string> kTop = {
+      {"token_embd.weight", "wte.weight"}, {"position_embd.weight", "wpe.weight"},
+      {"output_norm.weight", "ln_f.weight"}, {"output_norm.bias", "ln_f.bias"}, {"output.weight", "lm_head.weight"}};
+  if (kTop.count(gguf)) return {kTop.at(gguf), false};
+  static const std::map<std::string, std::string> kParts = {
+      {"attn_norm", "ln_1"}, {"attn_qkv", "attn.c_attn"}, {"attn_output", "attn.c_proj"},
+      {"ffn_norm", "ln_2"},  {"ffn_up", "mlp.c_fc"},      {"ffn_down", "mlp.c_proj"}};
+  const size_t a = gguf.find('.'), b = gguf.find('.', a + 1), c = gguf.rfind('.');
+  const std::string part = gguf.substr(b + 1, c - b - 1), kind = gguf.substr(c);
+  KVLM_ASSERT(kParts.count(part), "hf_folder: no GPT-2 name for this tensor");
+  return {"h." + gguf.substr(a + 1, b - a - 1) + "." + kParts.at(part) + kind,
+          kind == ".weight" && part != "attn_norm" && part != "ffn_norm"};
+}
+
+Json gpt2_config_json(const Metadata& m, bool tied) {
+  Json c = {{"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"}, {"activation_function", "gelu_new"},
+            {"n_embd", m.require_int("gpt2.embedding_length")}, {"n_layer", m.require_int("gpt2.block_count")},
+            {"n_head", m.require_int("gpt2.attention.head_count")}, {"n_positions", m.require_int("gpt2.context_length")},
+            {"n_ctx", m.require_int("gpt2.context_length")}, {"n_inner", m.require_int("gpt2.feed_forward_length")},
+            {"layer_norm_epsilon", m.get_float("gpt2.attention.layer_norm_epsilon").value_or(1e-5)},
+            {"vocab_size", m.require_string_array("tokenizer.ggml.tokens").size()}, {"resid_pdrop", 0.1},
+            {"embd_pdrop", 0.1}, {"attn_pdrop", 0.1}, {"scale_attn_weights", true}, {"use_cache", true},
+            {"tie_word_embeddings", tied}, {"summary_type", "cls_index"}, {"torch_dtype", "float32"}};
+  if (auto bos = m.get_int("tokenizer.ggml.bos_token_id")) c["bos_token_id"] = *bos;
+  if (auto eos = m.get_int("tokenizer.ggml.eos_token_id")) c["eos_token_id"] = *eos;
+  return c;
+}
+
 Json config_json(const Metadata& m, bool tied) {
   const std::string arch = m.require_string("general.architecture"), p = arch + ".";
   const int64_t experts = m.get_int(p + "expert_count").value_or(0);
@@ -201,6 +241,7 @@ void write_hf_folder(const GgufFile& gguf, const std::string& dir, const HfFolde
   const bool mixtral = llama && m.get_int(p + "expert_count").value_or(0) > 0;
   const bool phi3 = m.require_string("general.architecture") == "phi3";
   const bool gemma2 = m.require_string("general.architecture") == "gemma2";
+  const bool gpt2 = m.require_string("general.architecture") == "gpt2";
   for (const GgufTensor& t : gguf.tensors()) {
     if (t.name.rfind("rope_factors_", 0) == 0) continue;  // config.json's rope_scaling
     const bool q = t.name.find("attn_q.") != std::string::npos, k = t.name.find("attn_k.") != std::string::npos;
@@ -210,12 +251,18 @@ void write_hf_folder(const GgufFile& gguf, const std::string& dir, const HfFolde
       add_experts(t, dtype, mixtral, tensors);
       continue;
     }
+    if (gpt2) {
+      const auto [name, conv1d] = gpt2_hf_name(t.name);
+      if (conv1d) std::reverse(shape.begin(), shape.end());
+      tensors.emplace_back(name, shape, dtype, hf_bytes(t, dtype, 0, false, conv1d));
+      continue;
+    }
     tensors.emplace_back(hf_name(t.name, mixtral, phi3, gemma2), shape, dtype,
                          hf_bytes(t, dtype, llama && (q || k) ? (q ? heads : kv_heads) : 0,
                                   gemma2 && t.name.ends_with("norm.weight")));
   }
   const bool tied = !gguf.find_tensor("output.weight");
-  Json config = config_json(m, tied);
+  Json config = gpt2 ? gpt2_config_json(m, tied) : config_json(m, tied);
   if (phi3) phi3_config(gguf, config);
   write_text(root / "config.json", config.dump(2));
   if (o.num_shards <= 1) {

@@ -24,7 +24,7 @@ struct HfFolderOptions {
 };
 
 // Writes the folder `dir` (created) for `gguf` (llama (Mixtral), qwen2, qwen3,
-// their MoE kinds, phi3 or gemma2; float tensors).
+// their MoE kinds, phi3, gemma2 or gpt2; float tensors).
 void write_hf_folder(const GgufFile& gguf, const std::string& dir, const HfFolderOptions& options = {});
 
 // tokenizer.json for a GGUF vocabulary (SentencePiece "llama" or byte-level

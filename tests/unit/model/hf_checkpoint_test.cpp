@@ -14,6 +14,7 @@
 #include "common/error.h"
 #include "model/config.h"
 #include "model/hf_checkpoint.h"
+#include "model/hf_config.h"
 #include "model/hf_tokenizer.h"
 #include "model/make_model.h"
 #include "model/quantize_tensors.h"
@@ -239,6 +240,27 @@ TEST(HfFolderRefuses, UnigramTokenizer) {
 TEST(HfFolderRefuses, NormalizerKvlmDoesNotApply) {
   expect_refused(edited_folder("f6", "tokenizer.json", [](Json& j) { j["normalizer"] = {{"type", "NFKC"}}; }),
                  "'normalizer'");
+}
+
+// GPT-2's names with and without the `transformer.` prefix; the causal-mask
+// buffers older checkpoints keep load as nothing; Conv1D weights transpose.
+TEST(HfFolder, Gpt2NamesAndTheirConv1dWeights) {
+  auto n = gpt2_gguf_name("transformer.h.11.attn.c_attn.weight");
+  ASSERT_TRUE(n);
+  EXPECT_EQ(n->name, "blk.11.attn_qkv.weight");
+  EXPECT_EQ(n->layer, 11);
+  EXPECT_TRUE(n->transpose);
+  n = gpt2_gguf_name("h.3.mlp.c_proj.bias");
+  ASSERT_TRUE(n);
+  EXPECT_EQ(n->name, "blk.3.ffn_down.bias");
+  EXPECT_FALSE(n->transpose);
+  EXPECT_FALSE(gpt2_gguf_name("h.3.ln_2.weight")->transpose);
+  EXPECT_EQ(gpt2_gguf_name("wpe.weight")->name, "position_embd.weight");
+  EXPECT_EQ(gpt2_gguf_name("transformer.ln_f.bias")->name, "output_norm.bias");
+  EXPECT_EQ(gpt2_gguf_name("h.0.attn.masked_bias")->name, "");
+  EXPECT_FALSE(gpt2_gguf_name("h.0.attn.c_attn.scale"));
+  EXPECT_FALSE(gpt2_gguf_name("h.x.ln_1.weight"));
+  EXPECT_FALSE(gpt2_gguf_name("score.weight"));
 }
 
 // Gemma-2 27B scales its queries by hidden_size / heads, not head_dim: refused
