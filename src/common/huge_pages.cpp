@@ -44,4 +44,14 @@ HugePageBuffer& HugePageBuffer::operator=(HugePageBuffer&& other) noexcept {
   return *this;
 }
 
+void release_pages(const void* data, size_t bytes) {
+#ifndef MADV_PAGEOUT
+  constexpr int MADV_PAGEOUT = 21;  // Linux 5.4 (older headers lack the name)
+#endif
+  constexpr uintptr_t kPage = 4096;
+  const auto begin = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t lo = (begin + kPage - 1) & ~(kPage - 1), hi = (begin + bytes) & ~(kPage - 1);
+  if (hi > lo) (void)::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_PAGEOUT);
+}
+
 }  // namespace kvlm

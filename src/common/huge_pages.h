@@ -39,4 +39,12 @@ class HugePageBuffer {
   size_t size_ = 0;
 };
 
+// Gives back the memory of [data, data + bytes) that nothing reads any more
+// (a matrix's file bytes once packed): the whole 4 KiB pages inside the
+// range are reclaimed (MADV_PAGEOUT, Linux 5.4): file pages leave the
+// process (and the page cache), anonymous ones go to swap if there is any.
+// The contents stay what they were (a later read faults them back in), so
+// this is only advice; a kernel that refuses it changes nothing.
+void release_pages(const void* data, size_t bytes);
+
 }  // namespace kvlm

@@ -3,8 +3,22 @@
 #include "backend/quant.h"
 #include "common/assert.h"
 #include "common/error.h"
+#include "common/huge_pages.h"
 
 namespace kvlm {
+namespace {
+
+// pack_for_matmul, then the file's bytes of a packed matrix go back to the
+// system: the kernels read the packed copy only, and keeping both would hold
+// a model's weights twice (an 8B Q4_0 model: 8.8 GB of RSS instead of 4.6).
+// The embedding table is never released (get_row reads its rows).
+WeightMatrix packed_and_released(WeightMatrix w) {
+  w = pack_for_matmul(std::move(w));
+  if (w.packed) release_pages(w.data, row_bytes(w.dtype, w.cols) * static_cast<size_t>(w.rows));
+  return w;
+}
+
+}  // namespace
 
 std::optional<WeightMatrix> WeightLoader::optional_matrix(const std::string& name, int64_t rows,
                                                           int64_t cols) const {
@@ -15,7 +29,7 @@ std::optional<WeightMatrix> WeightLoader::optional_matrix(const std::string& nam
   if (!ok)
     throw_error(ErrorCode::kCorrupt, "{}: tensor '{}' has shape {}, expected [{}, {}]", gguf_.path(),
                 name, t->shape_string(), cols, rows);
-  return pack_for_matmul(WeightMatrix{t->data, t->dtype, rows, cols, nullptr});
+  return packed_and_released(WeightMatrix{t->data, t->dtype, rows, cols, nullptr});
 }
 
 WeightMatrix WeightLoader::matrix(const std::string& name, int64_t rows, int64_t cols) const {
@@ -31,7 +45,7 @@ WeightMatrix slice(const GgufTensor& t, int64_t first_row, int64_t rows, int64_t
   KVLM_ASSERT(t.slices.empty(), "row ranges of a contiguous tensor only");
   const auto* base = static_cast<const uint8_t*>(t.data);
   const size_t offset = static_cast<size_t>(first_row) * row_bytes(t.dtype, cols);
-  return pack_for_matmul(WeightMatrix{base + offset, t.dtype, rows, cols, nullptr});
+  return packed_and_released(WeightMatrix{base + offset, t.dtype, rows, cols, nullptr});
 }
 
 }  // namespace
@@ -61,7 +75,7 @@ std::vector<WeightMatrix> WeightLoader::experts(const std::string& name, int64_t
                 t.shape_string(), cols, rows, num_experts);
   std::vector<WeightMatrix> out;
   for (int64_t e = 0; e < num_experts; ++e)
-    out.push_back(pack_for_matmul(WeightMatrix{t.slice(e, num_experts), t.dtype, rows, cols, nullptr}));
+    out.push_back(packed_and_released(WeightMatrix{t.slice(e, num_experts), t.dtype, rows, cols, nullptr}));
   return out;
 }
 
