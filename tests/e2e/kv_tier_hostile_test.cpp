@@ -102,6 +102,22 @@ double refused(const test::ServerProcess& s, const std::string& reason) {
   return test::server_metric(s, test::tier_series("kvlm_kv_tier_refused_total", "redis", ",reason=\"" + reason + "\""));
 }
 
+// Until the tier's write-back has gone quiet (its written-blocks counter
+// still for 300 ms, at most 10 s): a misbehaviour that slows every reply
+// would otherwise hold the next lookups behind the last round's writes, and
+// the lookups would reach the fake only after the round (the breaker opened
+// by the first one that timed out skips the rest).
+void wait_writes_settled(const test::ServerProcess& s) {
+  const std::string series = test::tier_series("kvlm_kv_tier_blocks_written_total", "redis");
+  double last = -1;
+  for (int i = 0; i < 34; ++i) {
+    const double now = test::server_metric(s, series);
+    if (now == last) return;
+    last = now;
+    std::this_thread::sleep_for(300ms);
+  }
+}
+
 void check_modes(bool cluster, std::vector<std::pair<Mode, double>> modes, int num_extra_ports) {
   // A pool of 128 blocks, which the first round of requests touches whole:
   // after it, RSS growth is not the KV pool's.
@@ -116,6 +132,7 @@ void check_modes(bool cluster, std::vector<std::pair<Mode, double>> modes, int n
   const size_t fds = num_fds(s.pid());
   for (const auto& [mode, delay] : modes) {
     const std::string tag = "mode" + std::to_string(static_cast<int>(mode));
+    wait_writes_settled(s);
     const int64_t rss = rss_bytes(s.pid());
     const int gets = fake.num_gets();
     const std::string reason = reason_of(mode);
