@@ -74,6 +74,12 @@ void add_flags(CLI::App& app, RouterConfig& c, RouterFlags& f) {
   app.add_option("--max-connections", c.max_connections, "client connections at once; past it 503 (0: no cap)")
       ->capture_default_str();
   app.add_option("--max-request-bytes", c.max_body_bytes, "largest request body; larger gets 413")->capture_default_str();
+  app.add_option("--body-mem", c.body_mem_bytes,
+                 "bytes the parsed JSON of the requests being handled may hold together; past it 503, a body that "
+                 "alone needs more 413 (K/M/G suffixes)")
+      ->capture_default_str()
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(int64_t{1} << 20, int64_t{1} << 40));
   app.add_option("--http-threads", c.num_http_threads, "HTTP threads (each holds one client request)")
       ->capture_default_str();
   app.add_option("--request-timeout", c.request_timeout_s, "seconds a request answered whole may take")

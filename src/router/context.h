@@ -14,6 +14,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "common/memory_budget.h"
 #include "router/metrics.h"
 #include "server/http/api_keys.h"
 #include "router/policy.h"
@@ -29,7 +30,7 @@ using Json = nlohmann::ordered_json;
 
 struct RouterContext {
   RouterContext(RouterConfig c, std::unique_ptr<PromptReader> p)
-      : config(std::move(c)), workers(config.health), prompts(std::move(p)) {}
+      : config(std::move(c)), workers(config.health), prompts(std::move(p)), body_memory(config.body_mem_bytes) {}
   const RouterConfig config;
   WorkerSet workers;
   RouterMetrics metrics;
@@ -38,6 +39,8 @@ struct RouterContext {
   std::atomic<int64_t> num_rejected_connections{0};
   const ApiKeyring* keys = nullptr;       // the clients' keys (their metrics)
   ResponseOwners response_owners;         // stored Responses by the worker that answered them
+  MemoryBudget body_memory;               // --body-mem
+  std::atomic<int64_t> num_rejected_body_memory{0};
 };
 
 // One request's claim on a worker: counted in its in-flight requests and

@@ -11,6 +11,7 @@
 #include "router/monitor.h"
 #include "router/passthrough.h"
 #include "server/anthropic/messages.h"
+#include "server/http/body_memory.h"
 #include "server/http/front.h"
 
 namespace kvlm::router {
@@ -52,6 +53,13 @@ void check_config(const RouterConfig& c, bool have_prompts) {
 
 RouteTable::Handler Router::Impl::route(Handler h, Access access) {
   return with_access(door, access, [this, h](const httplib::Request& req, httplib::Response& res) {
+    const int64_t body_memory = take_body_memory(ctx.body_memory, ctx.config.retry_after_s,
+                                                 ctx.num_rejected_body_memory, req, res);
+    if (body_memory == 0 && !req.body.empty()) {
+      ctx.metrics.answered(res.status);
+      return;
+    }
+    const BodyMemoryHold hold{ctx.body_memory, body_memory};
     h(ctx, req, res);
     ctx.metrics.answered(res.status);
   });

@@ -48,6 +48,10 @@ struct RouterConfig {
   int32_t max_attempts = 3;              // workers one request (or one resume) may try
   size_t max_connections = 1024;
   size_t max_body_bytes = 32 << 20;
+  // --body-mem: what the parsed JSON of the requests being handled may hold
+  // together (server/http/body_memory.h); the router parses every body it
+  // routes (the prompt, the stream flag).
+  int64_t body_mem_bytes = int64_t{256} << 20;
   int num_http_threads = 256;
   int retry_after_s = 1;
   double request_timeout_s = 600;        // a request answered whole must be answered by then

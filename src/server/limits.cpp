@@ -7,6 +7,7 @@
 #include "constrain/grammar_cache.h"
 #include "engine/engine.h"
 #include "server/openai/json_text.h"
+#include "server/http/body_memory.h"
 #include "server/routes.h"
 
 namespace kvlm {
@@ -28,24 +29,7 @@ bool refuse_when_queue_full(ServerContext& ctx, int32_t num_choices, httplib::Re
 }
 
 int64_t take_body_memory(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  if (req.body.empty()) return 0;
-  const int64_t need = openai::parsed_json_bytes(req.body);
-  MemoryBudget& budget = *ctx.body_memory;
-  if (budget.try_take(need)) return need;
-  const double mib = 1 << 20;
-  if (need > budget.limit()) {
-    send_error(res, {413, fmt::format("the request body would take about {:.0f} MiB once parsed, more than the server "
-                                      "gives all requests together (--body-mem {:.0f} MiB)",
-                                      need / mib, budget.limit() / mib)});
-  } else {
-    ++ctx.num_rejected_body_memory;
-    send_overloaded(res, ctx.retry_after_s,
-                    fmt::format("the server is holding {:.0f} of {:.0f} MiB of parsed request bodies (--body-mem) and "
-                                "this one needs {:.0f} MiB more; retry later",
-                                budget.num_bytes_in_use() / mib, budget.limit() / mib, need / mib),
-                    "body_memory_exhausted");
-  }
-  return 0;
+  return take_body_memory(*ctx.body_memory, ctx.retry_after_s, ctx.num_rejected_body_memory, req, res);
 }
 
 void send_grammar_refusal(const ServerContext& ctx, httplib::Response& res, const constrain::GrammarLimitError& e,

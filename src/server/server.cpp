@@ -22,6 +22,7 @@
 #include "server/openai/json_text.h"
 #include "kvstore/redis_cluster.h"
 #include "server/anthropic/messages.h"
+#include "server/http/body_memory.h"
 #include "server/routes.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
@@ -137,11 +138,7 @@ Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Imp
       // The body's parsed JSON is held for as long as the handler runs.
       const int64_t body_memory = take_body_memory(impl_->ctx, req, res);
       if (body_memory == 0 && !req.body.empty()) return;
-      struct GiveBack {
-        MemoryBudget& budget;
-        int64_t bytes;
-        ~GiveBack() { budget.give_back(bytes); }
-      } give_back{*impl_->ctx.body_memory, body_memory};
+      const BodyMemoryHold hold{*impl_->ctx.body_memory, body_memory};
       handler(impl_->ctx, req, res);
     });
   };

@@ -110,6 +110,27 @@ TEST_F(RouterFleet, ErrorsAndTheSmallRoutesAnswerAsAWorkerDoes) {
   EXPECT_EQ(c.Get("/v1/completions")->status, 405);
 }
 
+// --body-mem bounds what the router's parsed bodies hold together, as
+// kvlm serve's does: a body that alone needs more is 413, naming the flag,
+// before any worker is asked (here there is none up).
+TEST(RouterLimits, ABodyLargerThanTheBodyMemoryIs413) {
+  test::ServerProcess router({"--workers", "http://127.0.0.1:1", "--policy", "least-load", "--body-mem", "1M"},
+                             "router");
+  ASSERT_GT(router.port(), 0);
+  std::string big = R"({"prompt": [)";
+  for (int i = 0; i < 200000; ++i) big += (i ? ",7" : "7");
+  big += "]}";
+  httplib::Client c("127.0.0.1", router.port());
+  auto r = c.Post("/v1/completions", big, "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413) << r->body;
+  EXPECT_NE(r->body.find("--body-mem"), std::string::npos) << r->body;
+  auto small = c.Post("/v1/completions", R"({"prompt": "x"})", "application/json");
+  ASSERT_TRUE(small);
+  EXPECT_EQ(small->status, 503) << "past the budget check, no worker is up: " << small->body;
+  EXPECT_EQ(c.Get("/health")->status, 503);
+}
+
 TEST_F(RouterFleet, APromptGoesBackToTheWorkerHoldingItsBlocks) {
   const std::string story = test::read_file(test::shared_path("text/tinystories_sample.txt")).substr(4000, 900);
   const Json body = {{"prompt", story}, {"max_tokens", 4}, {"temperature", 0}};
