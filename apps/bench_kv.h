@@ -19,14 +19,14 @@ int bench_kv(int argc, char** argv);
 
 struct KvPlotSeries {
   std::string name;                              // the policy
-  std::vector<std::pair<double, double>> points;  // (budget tokens, perplexity)
+  std::vector<std::pair<double, double>> points;  // (budget tokens or KV KiB, perplexity)
 };
 
 // A PNG of perplexity against KV budget, one line per policy and the
 // full-cache perplexity as a dashed line, drawn by gnuplot (Debian
 // gnuplot-nox). Throws Error(kUnavailable) if gnuplot is missing or fails.
 void write_kv_plot(const std::string& png_path, const std::vector<KvPlotSeries>& series, double full_perplexity,
-                   const std::string& title);
+                   const std::string& title, const std::string& x_label);
 
 // Mean attention mass (fraction, summed over the named slots) of the queries
 // in the second half of each chunk: on the first token, the first 4, and the

@@ -363,7 +363,7 @@ int bench_model(int argc, char** argv) {
   app.add_option("-n,--n-gen", o.tg, "generated tokens (0: skip)")->capture_default_str();
   app.add_option("-d,--depth", o.depth, "tokens of context before pp and tg (llama-bench -d)")->capture_default_str();
   app.add_option("-r,--repetitions", o.reps, "repetitions")->capture_default_str();
-  app.add_option("--kv-type", o.kv_type, "KV cache type: f16, bf16, f32, q8_0")->capture_default_str();
+  app.add_option("--kv-type", o.kv_type, "KV cache type: f16, bf16, f32, q8_0, q4_0")->capture_default_str();
   app.add_flag("--no-bandwidth", no_bandwidth, "skip the read-bandwidth probe (and the tg limit)");
   app.add_flag("--json", o.json, "print one JSON object");
   app.add_option("--plot", o.plot_path, "write a bar chart of the speeds to this PNG (gnuplot)");

@@ -53,7 +53,7 @@ int cmd_logits(int argc, char** argv) {
   app.add_option("-m,--model", model_path, "GGUF model file or Hugging Face checkpoint folder")->required();
   app.add_option("--tokens", tokens_arg, "comma-separated token ids")->required();
   app.add_option("-t,--threads", threads, "compute threads (default: all cores)");
-  app.add_option("--kv-type", kv_type, "KV cache type: f16, bf16, f32, q8_0")->capture_default_str();
+  app.add_option("--kv-type", kv_type, "KV cache type: f16, bf16, f32, q8_0, q4_0")->capture_default_str();
   std::string quantize;
   app.add_option("--quantize", quantize, "convert the weights while loading: q8_0, q4_0, q4_k");
   app.add_flag("--batched", batched, "feed all ids in one forward pass instead of one at a time");

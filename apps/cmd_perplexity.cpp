@@ -67,7 +67,7 @@ int cmd_perplexity(int argc, char** argv) {
   std::string quantize;
   app.add_option("--quantize", quantize, "convert the weights while loading: q8_0, q4_0, q4_k");
   app.add_option("-t,--threads", threads, "compute threads (default: all cores)");
-  app.add_option("--kv-type", kv_type, "KV cache type: f16, bf16, f32, q8_0")->capture_default_str();
+  app.add_option("--kv-type", kv_type, "KV cache type: f16, bf16, f32, q8_0, q4_0")->capture_default_str();
   app.add_option("--chunks", max_chunks, "score at most this many chunks (0 = all)");
   EngineOptions budget_options;
   add_kv_budget_options(app, budget_options);

@@ -16,7 +16,7 @@ void add_engine_options(CLI::App& app, EngineOptions& o) {
   app.add_option("-m,--model", o.model_path, "GGUF model file or Hugging Face checkpoint folder")->required();
   app.add_option("-t,--threads", o.threads, "compute threads (default: all cores)");
   app.add_option("--quantize", o.quantize, "convert the weights while loading: q8_0, q4_0, q4_k");
-  app.add_option("--kv-type", o.kv_type, "KV cache type: f16, bf16, f32, q8_0")->capture_default_str();
+  app.add_option("--kv-type", o.kv_type, "KV cache type: f16, bf16, f32, q8_0, q4_0")->capture_default_str();
   app.add_option("--block-size", o.block_size, "tokens per KV block")->capture_default_str();
   app.add_option("--kv-mem", o.kv_mem, "KV pool size in bytes (default: from --ctx)");
   app.add_option("--ctx", o.ctx, "KV pool size in tokens (default: --max-seqs full contexts, at most min(RAM/4, 4 GiB))");
@@ -102,8 +102,9 @@ KvBudget make_kv_budget(const EngineOptions& o, const ModelConfig* model, bool a
 
 DType parse_kv_type(const std::string& name) {
   auto kv = dtype_from_name(name);
-  if (!kv || (*kv != DType::kF16 && *kv != DType::kBF16 && *kv != DType::kF32 && *kv != DType::kQ8_0))
-    throw_error(ErrorCode::kInvalidArgument, "--kv-type: unknown type '{}' (f16, bf16, f32, q8_0)", name);
+  if (!kv || (*kv != DType::kF16 && *kv != DType::kBF16 && *kv != DType::kF32 && *kv != DType::kQ8_0 &&
+                *kv != DType::kQ4_0))
+    throw_error(ErrorCode::kInvalidArgument, "--kv-type: unknown type '{}' (f16, bf16, f32, q8_0, q4_0)", name);
   return *kv;
 }
 

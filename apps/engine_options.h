@@ -53,7 +53,7 @@ void add_kv_budget_options(CLI::App& app, EngineOptions& o);
 KvBudget make_kv_budget(const EngineOptions& o, const ModelConfig* model, bool allow_oracle);
 
 void add_engine_options(CLI::App& app, EngineOptions& o);
-// "f16" / "f32" / "q8_0" -> DType; Error(kInvalidArgument) naming --kv-type otherwise.
+// "f16" / "bf16" / "f32" / "q8_0" / "q4_0" -> DType; Error(kInvalidArgument) naming --kv-type otherwise.
 DType parse_kv_type(const std::string& name);
 EngineConfig make_engine_config(const EngineOptions& o);
 // --speculate and its flags; Error(kInvalidArgument) naming the flag.

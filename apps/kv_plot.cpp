@@ -21,15 +21,15 @@ std::string plot_text(const std::string& s) {
 }  // namespace
 
 void write_kv_plot(const std::string& png_path, const std::vector<KvPlotSeries>& series, double full_perplexity,
-                   const std::string& title) {
+                   const std::string& title, const std::string& x_label) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / fmt::format("kvlm-plot-{}", ::getpid());
   fs::create_directories(dir);
   std::string script = fmt::format(
       "set terminal pngcairo size 900,560 noenhanced\nset output \"{}\"\nset title \"{}\"\n"
-      "set xlabel \"KV budget (tokens per sequence)\"\nset ylabel \"perplexity\"\nset logscale x 2\n"
+      "set xlabel \"{}\"\nset ylabel \"perplexity\"\nset logscale x 2\n"
       "set key outside right\nset grid\n",
-      plot_text(png_path), plot_text(title));
+      plot_text(png_path), plot_text(title), plot_text(x_label));
   std::string plots;
   for (size_t i = 0; i < series.size(); ++i) {
     const fs::path data = dir / fmt::format("s{}.dat", i);

@@ -18,6 +18,15 @@ double StreamScore::perplexity_error() const {
   return var > 0 ? perplexity() * std::sqrt(var / (num_scored - 1)) : 0;
 }
 
+double StreamScore::mean_abs_nll_delta(const StreamScore& ref) const {
+  if (nll.size() != ref.nll.size())
+    throw_error(ErrorCode::kInvalidArgument, "runs of {} and {} scored positions do not compare", nll.size(),
+                ref.nll.size());
+  double sum = 0;
+  for (size_t i = 0; i < nll.size(); ++i) sum += std::abs(static_cast<double>(nll[i]) - ref.nll[i]);
+  return nll.empty() ? 0 : sum / static_cast<double>(nll.size());
+}
+
 int32_t num_stream_chunks(size_t num_tokens, int32_t n_ctx, int32_t max_chunks) {
   auto n = static_cast<int32_t>(num_tokens / static_cast<size_t>(n_ctx));
   return max_chunks > 0 ? std::min(n, max_chunks) : n;
@@ -64,6 +73,7 @@ StreamScore score_chunks(Engine& engine, const std::vector<int32_t>& tokens, int
       const double v = -static_cast<double>(lp[static_cast<size_t>(j)].chosen.logprob);
       score.nll_sum += v;
       score.nll_sq_sum += v * v;
+      score.nll.push_back(static_cast<float>(v));
       ++score.num_scored;
     }
     score.num_evaluated += n_ctx;

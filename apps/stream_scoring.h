@@ -21,9 +21,15 @@ struct StreamScore {
   int64_t num_evaluated = 0;  // prompt tokens run through the model
   double seconds = 0;
   int32_t peak_resident_tokens = 0;  // most KV tokens one sequence held
+  std::vector<float> nll;            // each scored position's, in chunk order (runs of the same text line up)
 
   double perplexity() const;
   double perplexity_error() const;  // one standard error, as llama.cpp prints it
+  // Mean |nll - ref.nll| over the positions: how far this run's predictions
+  // moved from a reference run of the same text and chunks (bench kv: the
+  // full cache of the first KV type). Meaningful where perplexity is not, on
+  // random-weight models. Throws Error(kInvalidArgument) if they differ in length.
+  double mean_abs_nll_delta(const StreamScore& ref) const;
 };
 
 // llama.cpp's method: non-overlapping chunks of n_ctx tokens (BOS first in

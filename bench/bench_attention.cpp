@@ -152,9 +152,11 @@ BENCHMARK_CAPTURE(BM_DecodeAttention, f16, DType::kF16)->Arg(256)->Arg(1024)->Ar
 BENCHMARK_CAPTURE(BM_DecodeAttention, bf16, DType::kBF16)->Arg(256)->Arg(1024)->Arg(4096)->UseRealTime();
 BENCHMARK_CAPTURE(BM_DecodeAttention, f32, DType::kF32)->Arg(4096)->UseRealTime();
 BENCHMARK_CAPTURE(BM_DecodeAttention, q8_0, DType::kQ8_0)->Arg(1024)->Arg(4096)->UseRealTime();
+BENCHMARK_CAPTURE(BM_DecodeAttention, q4_0, DType::kQ4_0)->Arg(1024)->Arg(4096)->UseRealTime();
 BENCHMARK_CAPTURE(BM_DecodeAttentionCold, f16, DType::kF16)->Arg(4096)->UseRealTime();
 BENCHMARK_CAPTURE(BM_DecodeAttentionCold, bf16, DType::kBF16)->Arg(4096)->UseRealTime();
 BENCHMARK_CAPTURE(BM_DecodeAttentionCold, q8_0, DType::kQ8_0)->Arg(4096)->UseRealTime();
+BENCHMARK_CAPTURE(BM_DecodeAttentionCold, q4_0, DType::kQ4_0)->Arg(4096)->UseRealTime();
 BENCHMARK_CAPTURE(BM_DecodeAttentionColdInOrder, f16, DType::kF16)->Arg(4096)->UseRealTime();
 BENCHMARK_CAPTURE(BM_DecodeAttentionCold4K, f16, DType::kF16)->Arg(4096)->UseRealTime();
 

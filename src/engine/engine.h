@@ -51,7 +51,7 @@ struct Request;
 
 struct EngineConfig {
   int32_t num_threads = 0;               // compute threads; <= 0: all cores
-  DType kv_dtype = DType::kF16;          // F16, BF16, F32 or Q8_0
+  DType kv_dtype = DType::kF16;          // F16, BF16, F32, Q8_0 or Q4_0
   int32_t block_size = 16;               // token slots per KV block
   int64_t kv_mem_bytes = 0;              // KV pool size in bytes (wins over kv_tokens)
   int32_t kv_tokens = 0;                 // KV pool size in tokens

@@ -46,7 +46,7 @@ struct ModelIdentity {
 
 struct KvNamespaceSpec {
   ModelIdentity model;
-  std::string kv_dtype;          // "f16", "f32", "q8_0"
+  std::string kv_dtype;          // "f16", "f32", "q8_0", "q4_0"
   int32_t block_size = 16;
   uint32_t layout_version = kKvLayoutVersion;
   uint64_t cache_salt = 0;

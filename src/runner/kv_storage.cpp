@@ -31,8 +31,9 @@ KvLayout make_layout(const Model& model, DType dtype, int32_t block_size) {
 }  // namespace
 
 void KvStorage::check_dtype(const Model& model, DType dtype, int32_t block_size) {
-  if (dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16 && dtype != DType::kQ8_0)
-    throw_error(ErrorCode::kInvalidArgument, "KV cache type {} is not supported (f16, bf16, f32, q8_0)",
+  if (dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16 && dtype != DType::kQ8_0 &&
+      dtype != DType::kQ4_0)
+    throw_error(ErrorCode::kInvalidArgument, "KV cache type {} is not supported (f16, bf16, f32, q8_0, q4_0)",
                 dtype_name(dtype));
   // BF16 keeps elements in pairs of dimensions (keys) and of slots (values).
   if (dtype == DType::kBF16 && (model.config().head_dim % 2 != 0 || block_size % 2 != 0))
@@ -40,9 +41,9 @@ void KvStorage::check_dtype(const Model& model, DType dtype, int32_t block_size)
                 "KV cache type bf16 needs an even head size and block size; this model's head size is {}, "
                 "the block size {}",
                 model.config().head_dim, block_size);
-  if (dtype == DType::kQ8_0 && model.config().head_dim > kMaxQ8_0KvHeadDim)
-    throw_error(ErrorCode::kInvalidArgument, "KV cache type q8_0 supports head sizes up to {}; this model's is {}",
-                kMaxQ8_0KvHeadDim, model.config().head_dim);
+  if ((dtype == DType::kQ8_0 || dtype == DType::kQ4_0) && model.config().head_dim > kMaxQ8_0KvHeadDim)
+    throw_error(ErrorCode::kInvalidArgument, "KV cache type {} supports head sizes up to {}; this model's is {}",
+                dtype_name(dtype), kMaxQ8_0KvHeadDim, model.config().head_dim);
   int32_t bs = dtype_info(dtype).block_size;
   if (model.config().head_dim % bs != 0)
     throw_error(ErrorCode::kInvalidArgument,

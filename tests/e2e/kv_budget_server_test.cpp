@@ -149,6 +149,39 @@ TEST(KvBudgetCli, BenchKvTabulatesEveryPolicyAndPlots) {
   EXPECT_EQ(bytes.substr(1, 3), "PNG");
 }
 
+// The memory frontier: several KV types in one run, each with its full cache
+// and its policies, every row's predictions measured against the first
+// type's full cache. synth-tiny's head size (32) takes every type; a row's
+// bytes follow its type's row size (per 32 dimensions: F16 64 bytes, Q8_0
+// 34, Q4_0 18), and rounding moves the predictions in that order.
+TEST(KvBudgetCli, BenchKvCrossesKvTypesIntoOneFrontier) {
+  const std::string png = test::temp_dir() + "/frontier.png";
+  test::CommandResult r = test::run_kvlm({"bench", "kv", "-m", test::shared_path("models/synth-tiny-Q8_0.gguf"), "-f",
+                                          test::shared_path("text/tinystories_sample.txt"), "-c", "128", "--chunks",
+                                          "2", "--budgets", "32", "--policies", "window", "--kv-type", "f16,q8_0,q4_0",
+                                          "--json", "--plot", png});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json rows = Json::parse(r.out)["rows"];
+  ASSERT_EQ(rows.size(), 6u);
+  const char* types[] = {"f16", "q8_0", "q4_0"};
+  for (size_t t = 0; t < 3; ++t) {
+    EXPECT_EQ(rows[2 * t]["kv_type"], types[t]);
+    EXPECT_EQ(rows[2 * t]["policy"], "full");
+    EXPECT_EQ(rows[2 * t + 1]["policy"], "window");
+    // The window moves predictions more than the type's rounding alone.
+    EXPECT_GT(rows[2 * t + 1]["mean_abs_delta_nll"].get<double>(), rows[2 * t]["mean_abs_delta_nll"].get<double>());
+  }
+  const double f16_bytes = rows[0]["kv_bytes_per_seq"].get<double>();
+  EXPECT_DOUBLE_EQ(rows[2]["kv_bytes_per_seq"].get<double>(), f16_bytes * 34 / 64);
+  EXPECT_DOUBLE_EQ(rows[4]["kv_bytes_per_seq"].get<double>(), f16_bytes * 18 / 64);
+  EXPECT_EQ(rows[0]["mean_abs_delta_nll"].get<double>(), 0.0);
+  EXPECT_GT(rows[2]["mean_abs_delta_nll"].get<double>(), 0.0);
+  EXPECT_GT(rows[4]["mean_abs_delta_nll"].get<double>(), rows[2]["mean_abs_delta_nll"].get<double>());
+  const std::string bytes = test::read_file(png);
+  ASSERT_GT(bytes.size(), 1000u);
+  EXPECT_EQ(bytes.substr(1, 3), "PNG");
+}
+
 // StreamingLLM's claim on stories260K (trained on 512 tokens): with a budget
 // of 256 and the shift, 4,096 sampled tokens stay as fluent as the first 512
 // (the model's perplexity on its own output does not climb).

@@ -123,7 +123,8 @@ TEST(KvCli, KvTypesAModelCannotTakeAreRefusedWithTheReason) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--kv-type", "q8_0"}, "needs a head size that is a multiple of 32; this model's is 8"},
       {{"--kv-type", "bf16", "--block-size", "5"}, "needs an even head size and block size"},
-      {{"--kv-type", "q4_0"}, "unknown type 'q4_0' (f16, bf16, f32, q8_0)"},
+      {{"--kv-type", "q4_0"}, "needs a head size that is a multiple of 32; this model's is 8"},
+      {{"--kv-type", "q4_k"}, "unknown type 'q4_k' (f16, bf16, f32, q8_0, q4_0)"},
   };
   for (const auto& [extra, why] : cases) {
     std::vector<std::string> args = {"run", "-m", model, "-p", "Once", "-n", "2"};

@@ -4,6 +4,8 @@
 // writes are the softmax weights of the reference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -93,7 +95,12 @@ TEST_P(KvOpsTest, ReRotatingAKeyMovesItsPosition) {
     kv_rotate_key(p.layout, p.layer, slot, delta, params);
     const auto got = p.key(slot);
     // The keys are attn_factor longer than unit-scale ones; Q8_0's rounding grows with them.
-    const float tol = GetParam() == DType::kF32 ? 1e-4f : GetParam() == DType::kF16 ? 4e-3f : 4.5e-2f;
+    // Q4_0: two roundings (the write, the re-store) of half a 4-bit step
+    // each, a step being an eighth of the largest element of the block.
+    float largest = 0.f;
+    for (float x : at_q) largest = std::max(largest, std::abs(x));
+    const float tol = GetParam() == DType::kF32 ? 1e-4f : GetParam() == DType::kF16 ? 4e-3f
+                      : GetParam() == DType::kQ4_0 ? 0.15f * largest : 4.5e-2f;
     for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], at_q[i], tol) << "delta " << delta << " element " << i;
   }
 }
@@ -138,7 +145,7 @@ TEST_P(KvOpsTest, AttentionStatisticsAreTheReferenceWeights) {
   check_attention_statistics(GetParam(), 40, 7);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllKvTypes, KvOpsTest, ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0),
+INSTANTIATE_TEST_SUITE_P(AllKvTypes, KvOpsTest, ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace

@@ -47,6 +47,7 @@ void store_key(const KvLayout& layout, uint8_t* kb, int64_t o, const float* src)
     case DType::kBF16:
       for (int64_t c = 0; c < hd; ++c) half_block(kb)[key_index(layout, c, o)] = f32_to_bf16_flush(src[c]);
       break;
+    case DType::kQ4_0: quantize_row(DType::kQ4_0, src, kb + o * layout.row_bytes(), hd); break;
     default: {  // Q8_0: quantized as a row, then scattered into its lanes
       KVLM_ASSERT(layout.keys_q8_0(), "KV key dtype");
       BlockQ8_0 row[kMaxQ8Blocks];
@@ -109,6 +110,8 @@ void kv_read_key(const KvLayout& layout, const KvLayer& layer, int64_t slot, int
     BlockQ8_0 row[kMaxQ8Blocks];
     load_q8_0_key(layout, kb, o, row);
     dequantize_row(DType::kQ8_0, row, out, layout.head_dim);
+  } else if (layout.rows_q4_0()) {
+    dequantize_row(DType::kQ4_0, kb + o * layout.row_bytes(), out, layout.head_dim);
   } else {
     for (int64_t c = 0; c < layout.head_dim; ++c) out[c] = key_at(layout, kb, c, o);
   }
@@ -150,7 +153,7 @@ void paged_attention_reference(const KvLayout& layout, const KvLayer& layer, con
         if (bf16) {
           for (int32_t c = 0; c < hd; ++c) qrow[c] = round_bf16(qh[c]);
           qh = qrow.data();
-        } else if (layout.keys_q8_0()) {  // the query as the int8 dot products take it
+        } else if (layout.query_q8_0()) {  // the query as the int8 dot products take it
           quantize_row(DType::kQ8_0, qh, qblocks.data(), hd);
           dequantize_row(DType::kQ8_0, qblocks.data(), qrow.data(), hd);
           qh = qrow.data();
@@ -221,6 +224,7 @@ void kv_move_slot(const KvLayout& layout, const KvLayer& layer, int64_t src_slot
       case DType::kF32: move_elements<float>(layout, key_index, kb_src, kb_dst, so, d); break;
       case DType::kF16:
       case DType::kBF16: move_elements<uint16_t>(layout, key_index, kb_src, kb_dst, so, d); break;
+      case DType::kQ4_0: std::memcpy(kb_dst + d * row, kb_src + so * row, row); break;
       default: {  // Q8_0: the scales, then the quants
         KVLM_ASSERT(layout.keys_q8_0(), "KV key dtype");
         for (int64_t b = 0; b < layout.head_dim / 32; ++b)

@@ -25,6 +25,9 @@ namespace kvlm {
 //      in one 32-bit lane, 16 slots per 64-byte vector, as the int8 dot
 //      product (VPDPBUSD) takes them. V keeps Q8_0 rows, [block_size] rows
 //      of head_dim / 32 blocks.
+// Q4_0 keeps both K and V as Q4_0 rows, [block_size] rows of head_dim / 32
+// blocks (18 bytes each): a key's 32-dimension blocks are scored against the
+// Q8_0 query as whole blocks (attention_q4_0.cpp), so no lane layout pays.
 // BF16 pairs its elements for the BF16 dot product (VDPBF16PS), which sums
 // two adjacent products per 32-bit lane:
 //   K: [head_dim / 2][block_size][2]   dimensions 2j and 2j+1 of a slot side by
@@ -34,7 +37,7 @@ namespace kvlm {
 // Either way one block of one KV head is contiguous.
 struct KvLayout {
   DType dtype = DType::kF16;   // F32, F16, BF16 (even head_dim and block_size)
-                               // or Q8_0 (head_dim % 32 == 0)
+                               // or Q8_0 / Q4_0 (head_dim % 32 == 0)
   int32_t block_size = 16;     // token slots per block
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;
@@ -45,9 +48,13 @@ struct KvLayout {
   bool keys_transposed() const { return dtype == DType::kF32 || dtype == DType::kF16; }
   bool pairs_bf16() const { return dtype == DType::kBF16; }
   bool keys_q8_0() const { return dtype == DType::kQ8_0; }
+  bool rows_q4_0() const { return dtype == DType::kQ4_0; }
+  // Q8_0 and Q4_0: the query is quantized to Q8_0 for integer dot products.
+  bool query_q8_0() const { return keys_q8_0() || rows_q4_0(); }
 };
 
-// Q8_0 storage scatters a key through a row buffer on the stack.
+// Q8_0 storage scatters a key through a row buffer on the stack, and both
+// quantized types quantize the query into one.
 constexpr int32_t kMaxQ8_0KvHeadDim = 512;
 
 // Base pointers of one layer's K and V storage (each num_blocks * block_bytes()).
@@ -97,7 +104,8 @@ void kv_write(const KvLayout& layout, const KvLayer& layer, const float* k, cons
 // llama.cpp's attention does), each 32-dimension block's dot product is an
 // exact integer sum, and a score adds those blocks in order, each times the
 // product of the two scales (attention_q8_0.cpp); the values are dequantized
-// (scale times quant, in f32) and summed over the slots in order.
+// (scale times quant, in f32) and summed over the slots in order. Q4_0
+// storage does the same with 4-bit quants (quant - 8, attention_q4_0.cpp).
 void paged_attention(const KvLayout& layout, const KvLayer& layer, const float* q,
                      std::span<const AttentionSeq> seqs, const AttentionParams& params, float* out);
 

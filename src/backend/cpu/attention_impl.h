@@ -37,11 +37,11 @@ constexpr int64_t kMaxQ8Blocks = kMaxQ8_0KvHeadDim / 32;  // Q8_0 blocks of a ke
 
 inline void check_layout(const KvLayout& layout, const AttentionParams* params) {
   KVLM_ASSERT(layout.dtype == DType::kF32 || layout.dtype == DType::kF16 || layout.dtype == DType::kBF16 ||
-                  layout.dtype == DType::kQ8_0,
-              "KV dtype must be F32, F16, BF16 or Q8_0");
+                  layout.dtype == DType::kQ8_0 || layout.dtype == DType::kQ4_0,
+              "KV dtype must be F32, F16, BF16, Q8_0 or Q4_0");
   KVLM_ASSERT(layout.head_dim % dtype_info(layout.dtype).block_size == 0,
               "head_dim must be a multiple of the KV dtype block size");
-  KVLM_ASSERT(!layout.keys_q8_0() || layout.head_dim <= kMaxQ8_0KvHeadDim, "Q8_0 KV head_dim past kMaxQ8_0KvHeadDim");
+  KVLM_ASSERT(!layout.query_q8_0() || layout.head_dim <= kMaxQ8_0KvHeadDim, "quantized KV head_dim past kMaxQ8_0KvHeadDim");
   KVLM_ASSERT(!layout.pairs_bf16() || (layout.head_dim % 2 == 0 && layout.block_size % 2 == 0),
               "BF16 KV pairs need an even head_dim and block_size");
   if (params) KVLM_ASSERT(params->num_heads % layout.num_kv_heads == 0, "GQA head ratio");

@@ -72,6 +72,12 @@ void attend_q8_0(const KvLayout& layout, const KvLayer& layer, const AttentionSe
                  int64_t hi, const float* const* qs, int num_q, const AttentionParams& params, float* const* outs,
                  float* stat_row);
 
+// The same over Q4_0 storage (attention_q4_0.cpp): the query quantized to
+// Q8_0, integer dot products against the 4-bit keys, values dequantized in place.
+void attend_q4_0(const KvLayout& layout, const KvLayer& layer, const AttentionSeq& seq, int32_t kv_head, int64_t lo,
+                 int64_t hi, const float* const* qs, int num_q, const AttentionParams& params, float* const* outs,
+                 float* stat_row);
+
 namespace {  // NOLINT(google-build-namespaces): one copy per path (local_vector.h)
 
 // One block's share of a visible range for one KV head: its K and V data,
