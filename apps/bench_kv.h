@@ -1,6 +1,7 @@
 // kvlm bench kv (cmd_bench_kv.cpp) and its plot (kv_plot.cpp).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -19,14 +20,20 @@ int bench_kv(int argc, char** argv);
 
 struct KvPlotSeries {
   std::string name;                              // the policy
-  std::vector<std::pair<double, double>> points;  // (budget tokens or KV KiB, perplexity)
+  std::vector<std::pair<double, double>> points;  // (x, y) as KvPlotAxes names them
+  int color = 0;  // 1..8: gnuplot's line colour (0: the series' own in turn)
+  int dash = 1;   // gnuplot dash type (1: solid)
 };
 
-// A PNG of perplexity against KV budget, one line per policy and the
-// full-cache perplexity as a dashed line, drawn by gnuplot (Debian
-// gnuplot-nox). Throws Error(kUnavailable) if gnuplot is missing or fails.
-void write_kv_plot(const std::string& png_path, const std::vector<KvPlotSeries>& series, double full_perplexity,
-                   const std::string& title, const std::string& x_label);
+// A PNG of one line per series (perplexity against KV budget, or the
+// predictions' distance from the reference against KV bytes) and, if given,
+// a dashed reference line (the full cache's perplexity), drawn by gnuplot
+// (Debian gnuplot-nox). Throws Error(kUnavailable) if gnuplot is missing or fails.
+struct KvPlotAxes {
+  std::string title, x_label, y_label;
+  std::optional<double> reference;  // drawn as "full cache"
+};
+void write_kv_plot(const std::string& png_path, const std::vector<KvPlotSeries>& series, const KvPlotAxes& axes);
 
 // Mean attention mass (fraction, summed over the named slots) of the queries
 // in the second half of each chunk: on the first token, the first 4, and the
@@ -40,5 +47,21 @@ struct AttentionProfile {
 AttentionProfile attention_profile(const Model& model, DType kv_dtype, const std::vector<int32_t>& tokens,
                                    int32_t n_ctx, int32_t num_chunks, std::optional<int32_t> bos);
 std::string format_attention_profile(const AttentionProfile& p);
+
+// Per-head against shared KV selection (kv_head_analysis.cpp): the mean
+// fraction of the next `horizon` queries' attention (to the keys present at
+// an eviction point) that B kept tokens miss, for B in budgets, chosen
+// [0] by the oracle's signal once for all KV heads, [1] by it per head,
+// [2] by the current query's attention (TOVA's) for all heads, [3] per head.
+struct KvHeadAnalysis {
+  std::vector<int32_t> budgets;
+  std::vector<std::array<double, 4>> lost;  // [budget][selection]
+  int64_t num_points = 0;
+  int32_t horizon = 0, num_kv_heads = 0;
+};
+KvHeadAnalysis kv_head_analysis(const Model& model, DType kv_dtype, const std::vector<int32_t>& tokens, int32_t n_ctx,
+                                int32_t num_chunks, std::optional<int32_t> bos, const std::vector<int32_t>& budgets,
+                                int32_t horizon);
+std::string format_kv_head_analysis(const KvHeadAnalysis& a);
 
 }  // namespace kvlm::apps

@@ -123,22 +123,36 @@ nlohmann::json to_json(const std::vector<KvRow>& rows, const std::string& model,
   return j;
 }
 
-// One line per policy over the budgets, the full cache as the reference; with
-// several KV types, one line per type and policy over the KV bytes they held.
+// One line per policy: perplexity over the budgets, the full cache as the
+// reference. With several KV types, one line per type and policy of the
+// predictions' distance from the first type's full cache over the KV bytes
+// they held: the frontier, and meaningful on random-weight models too.
 void plot_rows(const std::string& path, const std::vector<KvRow>& rows, const std::vector<int32_t>& budgets,
                const std::string& title) {
-  const bool by_bytes = rows.back().kv_type != rows.front().kv_type;
+  const bool frontier = rows.back().kv_type != rows.front().kv_type;
+  // Frontier: a colour per policy (full cache first), a dash type per KV type.
+  int type_index = 0, policy_index = 0;
   std::vector<KvPlotSeries> series;
   for (size_t r = 0; r < rows.size(); ++r) {
-    if (rows[r].policy == "full") continue;
-    KvPlotSeries s{by_bytes ? rows[r].kv_type + " " + rows[r].policy : rows[r].policy, {}};
+    if (rows[r].policy == "full") {
+      if (r > 0) ++type_index;
+      policy_index = 1;
+      if (frontier)
+        series.push_back({rows[r].kv_type + " full", {{rows[r].kv_bytes / 1024, rows[r].delta_nll}}, 1, type_index + 1});
+      continue;
+    }
+    KvPlotSeries s{frontier ? rows[r].kv_type + " " + rows[r].policy : rows[r].policy, {}};
+    if (frontier) s.color = policy_index++ % 8 + 1, s.dash = type_index + 1;
     for (size_t i = 0; i < budgets.size(); ++i, ++r)
-      s.points.emplace_back(by_bytes ? rows[r].kv_bytes / 1024 : budgets[i], rows[r].score.perplexity());
+      s.points.emplace_back(frontier ? rows[r].kv_bytes / 1024 : budgets[i],
+                            frontier ? rows[r].delta_nll : rows[r].score.perplexity());
     --r;
     series.push_back(std::move(s));
   }
-  write_kv_plot(path, series, rows.front().score.perplexity(), title,
-                by_bytes ? "KV per sequence (KiB)" : "KV budget (tokens per sequence)");
+  KvPlotAxes axes{title, "KV budget (tokens per sequence)", "perplexity", rows.front().score.perplexity()};
+  if (frontier)
+    axes = {title, "KV per sequence (KiB)", "mean |delta nll| from the full " + rows.front().kv_type + " cache", {}};
+  write_kv_plot(path, series, axes);
 }
 
 std::vector<std::string> split_list(const std::string& list) {
@@ -224,6 +238,9 @@ int bench_kv(int argc, char** argv) {
   int profile_chunks = 0;
   app.add_option("--attention-profile", profile_chunks,
                  "first print where attention goes (first tokens, newest tokens) over this many chunks");
+  int head_chunks = 0;
+  app.add_option("--head-analysis", head_chunks,
+                 "first print what per-head selection would keep against one set for all heads, over this many chunks");
   KVLM_PARSE(app, argc, argv);
 
   KvBenchPlan plan;
@@ -259,6 +276,14 @@ int bench_kv(int argc, char** argv) {
       fmt::print(stderr, "{}\n",
                  format_attention_profile(attention_profile(engine->model(), engine->config().kv_dtype, tokens, n_ctx,
                                                             profile_chunks, bos)));
+    }
+    if (head_chunks > 0 && rows.empty()) {
+      const Tokenizer& tok = engine->tokenizer();
+      const std::optional<int32_t> bos = tok.add_bos() ? tok.bos_id() : std::nullopt;
+      const std::vector<int32_t> tokens = tok.encode(text, /*add_special=*/true, /*parse_special=*/false);
+      fmt::print(stderr, "{}",
+                 format_kv_head_analysis(kv_head_analysis(engine->model(), engine->config().kv_dtype, tokens, n_ctx,
+                                                          head_chunks, bos, plan.budgets, n_ctx / 8)));
     }
     run_kv_type(*engine, kv_type, plan, rows);
   }

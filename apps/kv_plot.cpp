@@ -20,25 +20,26 @@ std::string plot_text(const std::string& s) {
 
 }  // namespace
 
-void write_kv_plot(const std::string& png_path, const std::vector<KvPlotSeries>& series, double full_perplexity,
-                   const std::string& title, const std::string& x_label) {
+void write_kv_plot(const std::string& png_path, const std::vector<KvPlotSeries>& series, const KvPlotAxes& axes) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / fmt::format("kvlm-plot-{}", ::getpid());
   fs::create_directories(dir);
   std::string script = fmt::format(
       "set terminal pngcairo size 900,560 noenhanced\nset output \"{}\"\nset title \"{}\"\n"
-      "set xlabel \"{}\"\nset ylabel \"perplexity\"\nset logscale x 2\n"
+      "set xlabel \"{}\"\nset ylabel \"{}\"\nset logscale x 2\n"
       "set key outside right\nset grid\n",
-      plot_text(png_path), plot_text(title), plot_text(x_label));
+      plot_text(png_path), plot_text(axes.title), plot_text(axes.x_label), plot_text(axes.y_label));
   std::string plots;
   for (size_t i = 0; i < series.size(); ++i) {
     const fs::path data = dir / fmt::format("s{}.dat", i);
     std::ofstream f(data);
     for (auto [x, y] : series[i].points) f << x << ' ' << y << '\n';
-    plots += fmt::format("{}\"{}\" using 1:2 with linespoints lw 2 title \"{}\"", plots.empty() ? "" : ", ",
-                         plot_text(data.string()), plot_text(series[i].name));
+    const int color = series[i].color > 0 ? series[i].color : static_cast<int>(i % 8) + 1;
+    plots += fmt::format("{}\"{}\" using 1:2 with linespoints lw 2 lc {} dt {} title \"{}\"", plots.empty() ? "" : ", ",
+                         plot_text(data.string()), color, series[i].dash, plot_text(series[i].name));
   }
-  plots += fmt::format(", {} with lines dt 2 lw 2 lc rgb \"black\" title \"full cache\"", full_perplexity);
+  if (axes.reference)
+    plots += fmt::format(", {} with lines dt 2 lw 2 lc rgb \"black\" title \"full cache\"", *axes.reference);
   script += "plot " + plots + "\n";
   const fs::path script_path = dir / "plot.gp";
   std::ofstream(script_path) << script;

@@ -28,6 +28,10 @@ class ModelRunner {
   // What the last execute() observed for KV policies, one entry per seq of
   // its output (entries empty for seqs that collect nothing).
   std::span<const SeqKvStats> kv_stats() const { return kv_stats_; }
+  // The last execute()'s attention of seq i (collect_attention) per KV head,
+  // before kv_stats() averages the heads: [new tokens][num_kv_heads][context],
+  // each the sum over layers and the KV head's query heads (kv head analysis).
+  std::span<const float> attention_per_kv_head(size_t i) const { return raw_attention_[i]; }
   // The last execute()'s final hidden states, [rows, dim], in the order of
   // out.seqs: each seq's num_hidden_rows rows (embedding requests).
   std::span<const float> hidden() const { return scratch_.hidden; }

@@ -4,6 +4,7 @@
 // metrics count the evicted tokens, and bad values are 400s naming the field.
 #include <gtest/gtest.h>
 
+#include <regex>
 #include <sstream>
 
 #include <httplib.h>
@@ -180,6 +181,26 @@ TEST(KvBudgetCli, BenchKvCrossesKvTypesIntoOneFrontier) {
   const std::string bytes = test::read_file(png);
   ASSERT_GT(bytes.size(), 1000u);
   EXPECT_EQ(bytes.substr(1, 3), "PNG");
+}
+
+// Per-head against shared selection: per head, the oracle's choice keeps at
+// least as much of each head's future attention as any one set for all heads
+// (it is each head's best), and every figure is a fraction of the mass.
+TEST(KvBudgetCli, HeadAnalysisBoundsSharedSelectionByPerHead) {
+  test::CommandResult r = test::run_kvlm({"bench", "kv", "-m", test::shared_path("models/stories260K.gguf"), "-f",
+                                          test::shared_path("text/tinystories_sample.txt"), "-c", "256", "--chunks",
+                                          "1", "--budgets", "32,64", "--policies", "window", "--head-analysis", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_NE(r.err.find("future attention lost (next 32 queries; "), std::string::npos) << r.err;
+  for (const char* budget : {"32", "64"}) {
+    std::smatch m;
+    const std::regex row(std::string("\\n +") + budget + " +([0-9.]+)% +([0-9.]+)% +([0-9.]+)% +([0-9.]+)%");
+    ASSERT_TRUE(std::regex_search(r.err, m, row)) << r.err;
+    const double shared = std::stod(m[1].str()), per_head = std::stod(m[2].str());
+    EXPECT_LE(per_head, shared) << r.err;
+    EXPECT_GT(shared, 0.0) << r.err;
+    for (int i = 1; i <= 4; ++i) EXPECT_LT(std::stod(m[i].str()), 100.0) << r.err;
+  }
 }
 
 // StreamingLLM's claim on stories260K (trained on 512 tokens): with a budget
