@@ -50,14 +50,15 @@ std::string format_attention_profile(const AttentionProfile& p);
 
 // Per-head against shared KV selection (kv_head_analysis.cpp): the mean
 // fraction of the next `horizon` queries' attention (to the keys present at
-// an eviction point) that B kept tokens miss, for B in budgets, chosen
-// [0] by the oracle's signal once for all KV heads, [1] by it per head,
-// [2] by the current query's attention (TOVA's) for all heads, [3] per head.
+// an eviction point) that B kept tokens per unit miss, for B in budgets.
+// lost[b][0..3]: chosen by the oracle's signal once for everything, per KV
+// head, per layer, per layer and head; [4..7]: the same by the current
+// query's attention (TOVA's).
 struct KvHeadAnalysis {
   std::vector<int32_t> budgets;
-  std::vector<std::array<double, 4>> lost;  // [budget][selection]
+  std::vector<std::array<double, 8>> lost;  // [budget][selection]
   int64_t num_points = 0;
-  int32_t horizon = 0, num_kv_heads = 0;
+  int32_t horizon = 0, num_kv_heads = 0, num_layers = 0;
 };
 KvHeadAnalysis kv_head_analysis(const Model& model, DType kv_dtype, const std::vector<int32_t>& tokens, int32_t n_ctx,
                                 int32_t num_chunks, std::optional<int32_t> bos, const std::vector<int32_t>& budgets,

@@ -34,7 +34,22 @@ struct ForwardBatch {
   // Rows of T whose final hidden state (after the last norm, before the
   // head) is wanted, in output order: ForwardScratch::hidden (embeddings).
   std::span<const int32_t> hidden_rows;
+  // > 0: layer l adds its attention statistics at each seq's attn_stats +
+  // l * attn_stats_layer_stride (per-layer analysis, bench kv --head-analysis)
+  // instead of every layer adding into the same rows.
+  size_t attn_stats_layer_stride = 0;
 };
+
+// The seqs layer l attends with: group.seqs, or with per-layer statistics a
+// copy in `buffer` whose attn_stats point at layer l's rows.
+inline std::span<const AttentionSeq> layer_seqs(const ForwardBatch& batch, const KvGroupBatch& group, int32_t l,
+                                                std::vector<AttentionSeq>& buffer) {
+  if (batch.attn_stats_layer_stride == 0) return group.seqs;
+  buffer.assign(group.seqs.begin(), group.seqs.end());
+  for (AttentionSeq& seq : buffer)
+    if (seq.attn_stats) seq.attn_stats += static_cast<size_t>(l) * batch.attn_stats_layer_stride;
+  return buffer;
+}
 
 // KV storage as the model sees it: one layout and a K/V base pair per layer.
 struct KvCacheView {

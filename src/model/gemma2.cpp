@@ -99,7 +99,8 @@ class Gemma2Model final : public Model {
       rope(s.q.data(), batch.positions.data(), T, c.num_heads, c.head_dim, c.rope);
       rope(s.k.data(), batch.positions.data(), T, c.num_kv_heads, c.head_dim, c.rope);
       kv_write(kv.layout, kv.layers[l], s.k.data(), s.v.data(), group.slots.data(), T);
-      paged_attention(kv.layout, kv.layers[l], s.q.data(), group.seqs, ap, s.attn.data());
+      paged_attention(kv.layout, kv.layers[l], s.q.data(), layer_seqs(batch, group, l, s.layer_seq_buffer), ap,
+                      s.attn.data());
       matmul(L.wo, s.attn.data(), T, s.h2.data());
       rms_norm(s.h2.data(), L.post_attn_norm.data(), s.h2.data(), T, D, c.norm_eps);
       add_inplace(s.x.data(), s.h2.data(), T * D);

@@ -100,7 +100,7 @@ class Gpt2Model final : public Model {
         std::copy_n(row + 2 * D, D, &s.v[t * D]);
       }
       kv_write(kv.layout, kv.layers[l], s.k.data(), s.v.data(), group.slots.data(), T);
-      paged_attention(kv.layout, kv.layers[l], q, group.seqs, ap, attn_out);
+      paged_attention(kv.layout, kv.layers[l], q, layer_seqs(batch, group, l, s.layer_seq_buffer), ap, attn_out);
       matmul(L.wo, attn_out, T, s.h2.data());
       add_bias(s.h2.data(), L.bo.data(), T, D);
       add_inplace(s.x.data(), s.h2.data(), T * D);

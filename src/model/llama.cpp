@@ -102,7 +102,8 @@ class LlamaModel final : public Model {
     ap.num_heads = c.num_heads;
     ap.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     ap.window = c.arch == Arch::kPhi3 ? c.sliding_window : 0;
-    paged_attention(kv.layout, kv.layers[l], s.q.data(), group.seqs, ap, s.attn.data());
+    paged_attention(kv.layout, kv.layers[l], s.q.data(), layer_seqs(batch, group, l, s.layer_seq_buffer), ap,
+                    s.attn.data());
     matmul(L.wo, s.attn.data(), T, s.h2.data());
   }
 

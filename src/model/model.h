@@ -22,6 +22,7 @@ struct ForwardScratch {
   std::vector<float> hidden;  // [hidden_rows, dim]: ForwardBatch::hidden_rows' final hidden states
   MoeScratch moe;
   MoeStats moe_stats;  // reset by each forward pass of a model with experts
+  std::vector<AttentionSeq> layer_seq_buffer;  // layer_seqs() with per-layer statistics
 };
 
 struct ModelLoadOptions {

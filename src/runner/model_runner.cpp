@@ -61,10 +61,12 @@ void ModelRunner::collect_stats(const SchedulerOutput& out) {
       const float norm = 1.f / static_cast<float>(c.num_heads * static_cast<int64_t>(num_layers));
       st.attention.assign(static_cast<size_t>(n) * ctx, 0.f);
       const std::vector<float>& raw = raw_attention_[i];
-      for (int32_t r = 0; r < n; ++r)
-        for (int32_t h = 0; h < num_kv; ++h)
-          for (int32_t j = 0; j < ctx; ++j)
-            st.attention[static_cast<size_t>(r) * ctx + j] += raw[(static_cast<size_t>(r) * num_kv + h) * ctx + j];
+      const size_t per_layer = static_cast<size_t>(n) * num_kv * ctx;  // one layer's rows, or all layers' sums
+      for (size_t at = 0; at < raw.size(); at += per_layer)
+        for (int32_t r = 0; r < n; ++r)
+          for (int32_t h = 0; h < num_kv; ++h)
+            for (int32_t j = 0; j < ctx; ++j)
+              st.attention[static_cast<size_t>(r) * ctx + j] += raw[at + (static_cast<size_t>(r) * num_kv + h) * ctx + j];
       for (float& w : st.attention) w *= norm;
     }
     const int32_t num_rows = s.num_prompt_logits + (s.sample ? 1 + s.num_spec_tokens : 0);
@@ -115,7 +117,8 @@ std::span<const float> ModelRunner::execute(const SchedulerOutput& out) {
     }
     float* stats = nullptr;
     if (s.collect_attention) {
-      raw_attention_[si].assign(static_cast<size_t>(n) * model_.config().num_kv_heads * (s.slot_begin + n), 0.f);
+      const size_t layers = attention_per_layer_ ? static_cast<size_t>(model_.config().num_layers) : 1;
+      raw_attention_[si].assign(layers * static_cast<size_t>(n) * model_.config().num_kv_heads * (s.slot_begin + n), 0.f);
       stats = raw_attention_[si].data();
     }
     for (size_t g = 0; g < num_groups; ++g)
@@ -132,6 +135,13 @@ std::span<const float> ModelRunner::execute(const SchedulerOutput& out) {
   std::vector<KvGroupBatch> groups(num_groups);
   for (size_t g = 0; g < num_groups; ++g) groups[g] = KvGroupBatch{slots_[g], seqs_[g]};
   ForwardBatch batch{tokens_, positions_, groups, logit_rows_, hidden_rows_};
+  // Per-layer statistics: each layer's rows follow the previous layer's. One
+  // stride for the whole batch, so only a step of one collecting seq can take it.
+  if (attention_per_layer_) {
+    KVLM_ASSERT(out.seqs.size() == 1, "per-layer attention is for one sequence a step");
+    if (!raw_attention_[0].empty())
+      batch.attn_stats_layer_stride = raw_attention_[0].size() / static_cast<size_t>(model_.config().num_layers);
+  }
   const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
   logits_.resize(logit_rows_.size() * vocab);
   scratch_.hidden.clear();

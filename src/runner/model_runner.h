@@ -30,8 +30,11 @@ class ModelRunner {
   std::span<const SeqKvStats> kv_stats() const { return kv_stats_; }
   // The last execute()'s attention of seq i (collect_attention) per KV head,
   // before kv_stats() averages the heads: [new tokens][num_kv_heads][context],
-  // each the sum over layers and the KV head's query heads (kv head analysis).
+  // each the sum over layers and the KV head's query heads; with
+  // set_attention_per_layer(true), [num_layers] of those, one per layer
+  // (bench kv --head-analysis).
   std::span<const float> attention_per_kv_head(size_t i) const { return raw_attention_[i]; }
+  void set_attention_per_layer(bool on) { attention_per_layer_ = on; }
   // The last execute()'s final hidden states, [rows, dim], in the order of
   // out.seqs: each seq's num_hidden_rows rows (embedding requests).
   std::span<const float> hidden() const { return scratch_.hidden; }
@@ -53,7 +56,8 @@ class ModelRunner {
   std::vector<std::vector<float>> raw_attention_;  // [seq][T_seq * kv_heads * context]
   std::vector<SeqKvStats> kv_stats_;
   std::vector<std::vector<int32_t>> group_layers_;  // [group] layer indices
-  BlockTableMirror tables_;                          // every running request's, from the changes
+  BlockTableMirror tables_;
+  bool attention_per_layer_ = false;                          // every running request's, from the changes
 
   void run_kv_ops(const KvOps& ops);
   void collect_stats(const SchedulerOutput& out);
