@@ -3,7 +3,7 @@
 # fuzz phases (skipped with KVLM_CI_QUICK=1):
 #   asan: one clang build (build-fuzz: ASan+UBSan, fuzzer-no-link coverage)
 #         gives the sanitized unit/engine test binaries and the fuzz targets;
-#   fuzz: scripts/fuzz.sh, KVLM_CI_FUZZ_SECONDS (default 30) per target: with the
+#   fuzz: scripts/fuzz.sh, KVLM_CI_FUZZ_SECONDS (default 20) per target: with the
 #         builds and suites it keeps .ci/run under 30 min on 2 cores;
 #   tsan: a clang TSan build (build-tsan) runs the engine tests, and the
 #         main build's server tests run against its kvlm (KVLM_TEST_BIN);
@@ -121,7 +121,7 @@ phase suite main_suite "$@" || rc=1
 if [[ "${KVLM_CI_QUICK:-0}" != 1 ]]; then
   if phase asan-build asan_build; then
     phase asan-tests asan_tests || rc=1
-    phase fuzz env FUZZ_NO_BUILD=1 scripts/fuzz.sh "${KVLM_CI_FUZZ_SECONDS:-30}" || rc=1
+    phase fuzz env FUZZ_NO_BUILD=1 scripts/fuzz.sh "${KVLM_CI_FUZZ_SECONDS:-20}" || rc=1
   else
     rc=1
   fi
