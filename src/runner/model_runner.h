@@ -57,7 +57,8 @@ class ModelRunner {
   std::vector<SeqKvStats> kv_stats_;
   std::vector<std::vector<int32_t>> group_layers_;  // [group] layer indices
   BlockTableMirror tables_;
-  bool attention_per_layer_ = false;                          // every running request's, from the changes
+  bool attention_per_layer_ = false;
+  std::vector<float> entropy_row_;  // entropy_of's softmax, reused                          // every running request's, from the changes
 
   void run_kv_ops(const KvOps& ops);
   void collect_stats(const SchedulerOutput& out);
