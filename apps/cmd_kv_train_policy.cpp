@@ -76,7 +76,7 @@ int cmd_kv_train_policy(int argc, char** argv) {
   EngineOptions eo;
   add_engine_options(app, eo);
   std::string text_path, out_path, budgets_arg = "32,64,128", fit = "mlp";
-  int n_ctx = 512, first_chunk = 0, max_chunks = 0, hidden = 16, epochs = 8, horizon = 0;
+  int n_ctx = 512, first_chunk = 0, max_chunks = 0, hidden = 64, epochs = 24, horizon = 0;
   app.add_option("-f,--file", text_path, "training text")->required();
   app.add_option("-o,--output", out_path, "policy file to write (JSON)")->required();
   app.add_option("-c,--chunk", n_ctx, "tokens per chunk")->capture_default_str();

@@ -133,6 +133,7 @@ class KvCacheManager {
   void observe_attention(RequestId id, int32_t first_query_slot, int64_t first_query_token, int32_t num_rows,
                          int32_t num_context, std::span<const float> weights);
   void observe_entropy(RequestId id, int32_t slot, float entropy);
+  void observe_tokens(RequestId id, int32_t first_slot, std::span<const int32_t> tokens);
   // The byte work queued by evictions since the last call, in order.
   KvOps take_ops();
 

@@ -82,6 +82,13 @@ void KvCacheManager::observe_entropy(RequestId id, int32_t slot, float entropy) 
   it->second.policy->observe_entropy(slot, entropy);
 }
 
+void KvCacheManager::observe_tokens(RequestId id, int32_t first_slot, std::span<const int32_t> tokens) {
+  auto it = requests_.find(id);
+  if (it == requests_.end() || !it->second.policy) return;
+  it->second.policy->grow_to(first_slot + static_cast<int32_t>(tokens.size()));
+  it->second.policy->observe_tokens(first_slot, tokens);
+}
+
 KvOps KvCacheManager::take_ops() {
   KvOps out;
   out.swap(ops_);

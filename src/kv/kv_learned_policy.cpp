@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <unordered_map>
 
 #include "common/assert.h"
 #include "common/error.h"
@@ -34,6 +35,17 @@ class KvTokenStats {
     grow(slot + 1);
     entropy_[slot] = entropy;
   }
+  void observe_tokens(int32_t first_slot, std::span<const int32_t> tokens) {
+    grow(first_slot + static_cast<int32_t>(tokens.size()));
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      const auto slot = static_cast<size_t>(first_slot) + i;
+      token_[slot] = tokens[i];
+      before_[slot] = last_token_;
+      last_token_ = tokens[i];
+      ++count_[tokens[i]];
+      newest_[num_seen_++ % newest_.size()] = tokens[i];
+    }
+  }
   // kv_scorer.h lists the features in this order.
   std::array<float, kNumKvFeatures> features(int32_t slot, int64_t token, int64_t now) {
     grow(slot + 1);
@@ -46,7 +58,9 @@ class KvTokenStats {
             last_[slot],
             max_[slot],
             entropy_[slot],
-            token == 0 ? 1.f : 0.f};
+            token == 0 ? 1.f : 0.f,
+            std::log1p(static_cast<float>(count_of(token_[slot]))),
+            recurs_among_newest(before_[slot]) ? 1.f : 0.f};
   }
   void compact(std::span<const int32_t> from) {
     for (auto* v : {&acc_, &recent_, &last_, &max_, &num_queries_, &entropy_}) {
@@ -56,14 +70,37 @@ class KvTokenStats {
       *v = std::move(out);
     }
     std::fill(recent_.begin(), recent_.end(), 0.f);  // a new round of queries, as TOVA's
+    for (auto* v : {&token_, &before_}) {
+      std::vector<int32_t> out(from.size(), kNoToken);
+      for (size_t i = 0; i < from.size(); ++i)
+        if (static_cast<size_t>(from[i]) < v->size()) out[i] = (*v)[static_cast<size_t>(from[i])];
+      *v = std::move(out);
+    }
   }
 
  private:
   void grow(int32_t n) {
     if (static_cast<int32_t>(acc_.size()) >= n) return;
     for (auto* v : {&acc_, &recent_, &last_, &max_, &num_queries_, &entropy_}) v->resize(static_cast<size_t>(n), 0.f);
+    for (auto* v : {&token_, &before_}) v->resize(static_cast<size_t>(n), kNoToken);
   }
+  int32_t count_of(int32_t token) const {
+    auto it = count_.find(token);
+    return it == count_.end() ? 0 : it->second;
+  }
+  bool recurs_among_newest(int32_t token) const {
+    if (token == kNoToken) return false;
+    const auto end = newest_.begin() + static_cast<ptrdiff_t>(std::min(num_seen_, newest_.size()));
+    return std::find(newest_.begin(), end, token) != end;
+  }
+
+  static constexpr int32_t kNoToken = -1;  // a slot whose token was never observed (a prefix-cache hit)
   std::vector<float> acc_, recent_, last_, max_, num_queries_, entropy_;  // [num_slots] each
+  std::vector<int32_t> token_, before_;  // [num_slots]: its token id, and the one before it
+  std::unordered_map<int32_t, int32_t> count_;  // occurrences of each token id so far
+  std::array<int32_t, 16> newest_{};             // the newest token ids, a ring
+  size_t num_seen_ = 0;
+  int32_t last_token_ = kNoToken;
 };
 
 // Shared by both: feature statistics, and the newest token always kept.
@@ -75,6 +112,9 @@ class FeaturePolicy : public KvPolicy {
     stats_.observe_attention(first_query_slot, num_rows, num_context, weights);
   }
   void observe_entropy(int32_t slot, float entropy) override { stats_.observe_entropy(slot, entropy); }
+  void observe_tokens(int32_t first_slot, std::span<const int32_t> tokens) override {
+    stats_.observe_tokens(first_slot, tokens);
+  }
   void compact_stats(std::span<const int32_t> from) override { stats_.compact(from); }
   int64_t newest_token() const { return *std::max_element(age_.begin(), age_.end()); }
   int32_t num_recent() const { return std::max(1, budget_.num_recent); }

@@ -115,6 +115,9 @@ class KvPolicy {
                                  int32_t num_context, std::span<const float> weights) {}
   // The model's predictive entropy (nats) at the token in `slot`.
   virtual void observe_entropy(int32_t slot, float entropy) {}
+  // The token ids in slots first_slot, first_slot + 1, ... (in token order,
+  // each once, as they are computed).
+  virtual void observe_tokens(int32_t first_slot, std::span<const int32_t> tokens) {}
 
   // Exactly `num_evict` distinct slots of [0, num_slots()) to drop, ascending.
   // Block policies return whole blocks. Precondition: num_slots() is a whole

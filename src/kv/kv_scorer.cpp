@@ -14,7 +14,8 @@ namespace {
 
 constexpr std::array<std::string_view, kNumKvFeatures> kFeatureNames = {
     "log_age",        "log_position",  "mean_attention", "log_acc_attention", "recent_attention",
-    "last_attention", "max_attention", "entropy",        "is_first",
+    "last_attention", "max_attention", "entropy",        "is_first",          "log_token_count",
+    "induction",
 };
 
 void check_size(const std::vector<float>& v, size_t n, const char* name) {

@@ -24,7 +24,11 @@ namespace kvlm {
 //   max_attention      the most one query gave it
 //   entropy            the model's predictive entropy at it (nats)
 //   is_first           1 for the sequence's first token (BOS), else 0
-inline constexpr int32_t kNumKvFeatures = 9;
+//   log_token_count    log(1 + times its token id occurred in the sequence so far)
+//   induction          1 if the token before it recurs among the newest 16
+//                      tokens (induction heads read the token after an
+//                      earlier occurrence of the current one), else 0
+inline constexpr int32_t kNumKvFeatures = 11;
 std::span<const std::string_view> kv_feature_names();
 
 // Standardised inputs z = (x - mean) / stddev; linear: w1 . z + b2 with

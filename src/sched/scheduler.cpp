@@ -328,8 +328,10 @@ int32_t Scheduler::num_drafts_allowed(const Request& r, int32_t budget) const {
 
 void Scheduler::observe(const ScheduledSeq& s, const SeqKvStats& stats) {
   const auto n = static_cast<int32_t>(s.new_tokens.size());
-  if (!stats.attention.empty())
+  if (!stats.attention.empty()) {
     kv_.observe_attention(s.id, s.slot_begin, s.num_computed, n, s.slot_begin + n, stats.attention);
+    kv_.observe_tokens(s.id, s.slot_begin, s.new_tokens);  // the learned policy's token features
+  }
   for (int32_t i = 0; i < static_cast<int32_t>(stats.entropy.size()); ++i)
     if (!std::isnan(stats.entropy[i])) kv_.observe_entropy(s.id, s.slot_begin + i, stats.entropy[i]);
 }

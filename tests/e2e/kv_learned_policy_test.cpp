@@ -56,7 +56,7 @@ TEST(KvLearnedPolicy, TrainsLoadsAndRefusesAnotherModelsFile) {
   EXPECT_EQ(file["format"], "kvlm-kv-policy");
   EXPECT_EQ(file["version"], 1);
   EXPECT_NE(file["model"].get<std::string>().find("vocab 512"), std::string::npos) << file["model"];
-  EXPECT_EQ(file["features"].size(), 9u);
+  EXPECT_EQ(file["features"].size(), 11u);
 
   r = test::run_kvlm(bench_kv_args("learned:" + path, "32"));
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -2,6 +2,7 @@
 // traces, samples and weights.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -106,6 +107,42 @@ TEST(LearnedPolicy, ScoredOnRecentAttentionChoosesAsTova) {
   EXPECT_EQ(by_age->choose(kLearnBs), (std::vector<int32_t>{7, 8, 9, 10}));
 }
 
+// Feeds `ids` one token a step, uniform attention, to a learned policy
+// scored on one feature alone.
+std::unique_ptr<KvPolicy> learned_on_tokens(int32_t feature, const std::vector<int32_t>& ids) {
+  KvBudget b;
+  b.budget_tokens = 8;
+  b.policy = KvPolicyKind::kLearned;
+  b.scorer = std::make_shared<const KvScorer>(linear_on_feature(feature, 1.f));
+  auto p = make_kv_policy(b, kLearnBs);
+  for (int32_t q = 0; q < static_cast<int32_t>(ids.size()); ++q) {
+    p->grow_to(q + 1);
+    const std::vector<float> w(static_cast<size_t>(q + 1), 1.f / static_cast<float>(q + 1));
+    p->observe_attention(q, q, 1, q + 1, w);
+    p->observe_tokens(q, std::span<const int32_t>(ids).subspan(static_cast<size_t>(q), 1));
+  }
+  return p;
+}
+
+// Scored on how often its token id occurred so far, the policy drops the
+// rarest tokens (ties: the oldest).
+TEST(LearnedPolicy, TokenCountKeepsRecurringIds) {
+  // id 7 at slots 2, 5, 9; id 3 at 4 and 11; the rest once.
+  const std::vector<int32_t> ids = {1, 2, 7, 8, 3, 7, 10, 11, 12, 7, 14, 3};
+  EXPECT_EQ(learned_on_tokens(9, ids)->choose(kLearnBs), (std::vector<int32_t>{0, 1, 3, 6}));
+}
+
+// Scored on whether the token before a slot recurs among the newest 16, it
+// keeps the slot an induction head would read: 24 distinct ids but a 3 at
+// slots 4 and 23, so of slots 0..8 (whose predecessors left the newest 16)
+// only slot 5, after the 3, scores.
+TEST(LearnedPolicy, InductionKeepsTheTokenAfterARecurringOne) {
+  std::vector<int32_t> ids(24);
+  for (int32_t i = 0; i < 24; ++i) ids[static_cast<size_t>(i)] = 100 + i;
+  ids[4] = ids[23] = 3;
+  EXPECT_EQ(learned_on_tokens(10, ids)->choose(2 * kLearnBs), (std::vector<int32_t>{0, 1, 2, 3, 4, 6, 7, 8}));
+}
+
 // Samples whose target is f(features) on random features.
 KvSampleSink planted_samples(float (*f)(const float*), int32_t num_points, int32_t per_point) {
   KvSampleSink s;
@@ -125,7 +162,8 @@ KvSampleSink planted_samples(float (*f)(const float*), int32_t num_points, int32
 TEST(KvScorer, LinearFitRecoversAPlantedModel) {
   const KvSampleSink s = planted_samples([](const float* x) { return 2.f * x[0] - x[3] + 0.5f; }, 20, 50);
   const KvScorer scorer(fit_linear(s, 0.0));
-  const std::vector<float> x = {1, 0, 0, 2, 0, 0, 0, 0, 0};
+  std::vector<float> x(kNumKvFeatures, 0.f);
+  x[0] = 1, x[3] = 2;
   EXPECT_NEAR(scorer.score(x), 2.f - 2.f + 0.5f, 1e-3);
   EXPECT_DOUBLE_EQ(eviction_agreement(scorer, s, 4), 1.0);
 }
