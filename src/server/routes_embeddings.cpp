@@ -50,15 +50,17 @@ std::optional<std::vector<std::vector<int32_t>>> input_tokens(const ServerContex
   for (size_t i = 0; i < inputs.size(); ++i) {
     const std::string param = inputs.size() == 1 ? "input" : fmt::format("input[{}]", i);
     const auto* text = std::get_if<std::string>(&inputs[i]);
+    std::string size;  // what made it too long
     if (text && text->size() > ctx.max_prompt_bytes) {
-      out.clear();
+      size = fmt::format("{} bytes", text->size());  // refused before tokenizing
     } else {
       out.push_back(text ? ctx.engine.tokenizer().encode(*text, /*add_special=*/true, /*parse_special=*/true)
                          : std::get<std::vector<int32_t>>(inputs[i]));
+      if (out.back().size() < limit) continue;
+      size = fmt::format("{} tokens", out.back().size());
     }
-    if (out.size() == i + 1 && out.back().size() < limit) continue;
     openai::RequestError e{400, fmt::format("This model's maximum context length is {} tokens. However, your {} is "
-                                            "longer ({} tokens).", limit, param, out.empty() ? 0 : out.back().size()),
+                                            "longer ({}).", limit, param, size),
                            param};
     e.code = "context_length_exceeded";
     send_error(res, e);

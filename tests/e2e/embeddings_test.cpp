@@ -108,6 +108,12 @@ TEST(Embeddings, MeanPoolingLongInputsAndBadBodies) {
   EXPECT_EQ(too_long["http_status"], 400);
   EXPECT_EQ(too_long["error"]["code"], "context_length_exceeded");
   EXPECT_EQ(too_long["error"]["param"], "input[1]");
+  // Refused by its bytes before tokenizing, or by its tokens: the message says which.
+  const std::string huge(64 * 1024, 'a');
+  const Json by_bytes = post(last.port(), {{"input", huge}});
+  EXPECT_NE(by_bytes["error"]["message"].get<std::string>().find("(65536 bytes)"), std::string::npos) << by_bytes.dump();
+  const Json by_tokens = post(last.port(), {{"input", Json(std::vector<int>(100, 5))}});
+  EXPECT_NE(by_tokens["error"]["message"].get<std::string>().find("(100 tokens)"), std::string::npos) << by_tokens.dump();
   for (const Json& bad : {Json{{"input", 5}}, Json{{"input", Json::array()}}, Json{{"model", "llama"}},
                           Json{{"input", "x"}, {"encoding_format", "int8"}}, Json{{"input", Json::array({-3})}}}) {
     const Json e = post(last.port(), bad);
