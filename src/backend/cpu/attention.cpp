@@ -26,12 +26,42 @@ using cpu::KVLM_SIMD_NS::key_at;
 using cpu::KVLM_SIMD_NS::key_index;
 using cpu::KVLM_SIMD_NS::kMaxQ8Blocks;
 using cpu::KVLM_SIMD_NS::q8_key_quant_offset;
+using cpu::KVLM_SIMD_NS::q4_key_lane_offset;
 using cpu::KVLM_SIMD_NS::q8_key_scale_offset;
 using cpu::KVLM_SIMD_NS::value_index;
 using cpu::KVLM_SIMD_NS::visible_range;
 
 namespace {
 uint16_t* half_block(uint8_t* block) { return reinterpret_cast<uint16_t*>(block); }
+
+// Slot o's Q4_0 key: quantized as a row (quantize_row's rounding), its
+// nibbles then placed in their lanes (attention.h, KvLayout).
+void store_q4_0_key(const KvLayout& layout, uint8_t* kb, int64_t o, const float* src) {
+  BlockQ4_0 row[kMaxQ8Blocks];
+  quantize_row(DType::kQ4_0, src, row, layout.head_dim);
+  for (int64_t b = 0; b < layout.head_dim / 32; ++b) {
+    std::memcpy(kb + q8_key_scale_offset(layout, b, o), &row[b].d, sizeof(uint16_t));
+    uint8_t nibble[32];  // the block's quants in dimension order (quant.h: low nibbles first)
+    for (int i = 0; i < 16; ++i) nibble[i] = row[b].qs[i] & 15, nibble[i + 16] = row[b].qs[i] >> 4;
+    for (int64_t j = 0; j < 4; ++j) {
+      uint8_t* lane = kb + q4_key_lane_offset(layout, 4 * b + j, o);
+      for (int i = 0; i < 4; ++i) lane[i] = static_cast<uint8_t>(nibble[8 * j + i] | nibble[8 * j + 4 + i] << 4);
+    }
+  }
+}
+
+// Slot o's Q4_0 key, from one head's K block kb, as a Q4_0 row.
+void load_q4_0_key(const KvLayout& layout, const uint8_t* kb, int64_t o, BlockQ4_0* row) {
+  for (int64_t b = 0; b < layout.head_dim / 32; ++b) {
+    std::memcpy(&row[b].d, kb + q8_key_scale_offset(layout, b, o), sizeof(uint16_t));
+    uint8_t nibble[32];
+    for (int64_t j = 0; j < 4; ++j) {
+      const uint8_t* lane = kb + q4_key_lane_offset(layout, 4 * b + j, o);
+      for (int i = 0; i < 4; ++i) nibble[8 * j + i] = lane[i] & 15, nibble[8 * j + 4 + i] = lane[i] >> 4;
+    }
+    for (int i = 0; i < 16; ++i) row[b].qs[i] = static_cast<uint8_t>(nibble[i] | nibble[i + 16] << 4);
+  }
+}
 
 // Slot o's key, from f32, into one head's K block kb: every KV dtype (kv_write,
 // kv_rotate_key).
@@ -47,7 +77,7 @@ void store_key(const KvLayout& layout, uint8_t* kb, int64_t o, const float* src)
     case DType::kBF16:
       for (int64_t c = 0; c < hd; ++c) half_block(kb)[key_index(layout, c, o)] = f32_to_bf16_flush(src[c]);
       break;
-    case DType::kQ4_0: quantize_row(DType::kQ4_0, src, kb + o * layout.row_bytes(), hd); break;
+    case DType::kQ4_0: store_q4_0_key(layout, kb, o, src); break;
     default: {  // Q8_0: quantized as a row, then scattered into its lanes
       KVLM_ASSERT(layout.keys_q8_0(), "KV key dtype");
       BlockQ8_0 row[kMaxQ8Blocks];
@@ -110,8 +140,10 @@ void kv_read_key(const KvLayout& layout, const KvLayer& layer, int64_t slot, int
     BlockQ8_0 row[kMaxQ8Blocks];
     load_q8_0_key(layout, kb, o, row);
     dequantize_row(DType::kQ8_0, row, out, layout.head_dim);
-  } else if (layout.rows_q4_0()) {
-    dequantize_row(DType::kQ4_0, kb + o * layout.row_bytes(), out, layout.head_dim);
+  } else if (layout.kv_q4_0()) {
+    BlockQ4_0 row[kMaxQ8Blocks];
+    load_q4_0_key(layout, kb, o, row);
+    dequantize_row(DType::kQ4_0, row, out, layout.head_dim);
   } else {
     for (int64_t c = 0; c < layout.head_dim; ++c) out[c] = key_at(layout, kb, c, o);
   }
@@ -224,7 +256,12 @@ void kv_move_slot(const KvLayout& layout, const KvLayer& layer, int64_t src_slot
       case DType::kF32: move_elements<float>(layout, key_index, kb_src, kb_dst, so, d); break;
       case DType::kF16:
       case DType::kBF16: move_elements<uint16_t>(layout, key_index, kb_src, kb_dst, so, d); break;
-      case DType::kQ4_0: std::memcpy(kb_dst + d * row, kb_src + so * row, row); break;
+      case DType::kQ4_0:  // the scales, then the lanes
+        for (int64_t b = 0; b < layout.head_dim / 32; ++b)
+          std::memcpy(kb_dst + q8_key_scale_offset(layout, b, d), kb_src + q8_key_scale_offset(layout, b, so), 2);
+        for (int64_t j = 0; j < layout.head_dim / 8; ++j)
+          std::memcpy(kb_dst + q4_key_lane_offset(layout, j, d), kb_src + q4_key_lane_offset(layout, j, so), 4);
+        break;
       default: {  // Q8_0: the scales, then the quants
         KVLM_ASSERT(layout.keys_q8_0(), "KV key dtype");
         for (int64_t b = 0; b < layout.head_dim / 32; ++b)

@@ -25,9 +25,12 @@ namespace kvlm {
 //      in one 32-bit lane, 16 slots per 64-byte vector, as the int8 dot
 //      product (VPDPBUSD) takes them. V keeps Q8_0 rows, [block_size] rows
 //      of head_dim / 32 blocks.
-// Q4_0 keeps both K and V as Q4_0 rows, [block_size] rows of head_dim / 32
-// blocks (18 bytes each): a key's 32-dimension blocks are scored against the
-// Q8_0 query as whole blocks (attention_q4_0.cpp), so no lane layout pays.
+// Q4_0 keys, like Q8_0's, put slots side by side: [head_dim / 32][block_size]
+//      fp16 scales and then [head_dim / 8][block_size][4] bytes, eight
+//      dimensions of a slot in one 32-bit lane (byte i: dimension 8j + i in
+//      its low nibble, 8j + 4 + i in its high one), so 16 slots' 8
+//      dimensions are one 64-byte vector and a mask or a shift gives the
+//      four-dimension lanes the int8 dot product takes. V keeps Q4_0 rows.
 // BF16 pairs its elements for the BF16 dot product (VDPBF16PS), which sums
 // two adjacent products per 32-bit lane:
 //   K: [head_dim / 2][block_size][2]   dimensions 2j and 2j+1 of a slot side by
@@ -48,9 +51,9 @@ struct KvLayout {
   bool keys_transposed() const { return dtype == DType::kF32 || dtype == DType::kF16; }
   bool pairs_bf16() const { return dtype == DType::kBF16; }
   bool keys_q8_0() const { return dtype == DType::kQ8_0; }
-  bool rows_q4_0() const { return dtype == DType::kQ4_0; }
+  bool kv_q4_0() const { return dtype == DType::kQ4_0; }
   // Q8_0 and Q4_0: the query is quantized to Q8_0 for integer dot products.
-  bool query_q8_0() const { return keys_q8_0() || rows_q4_0(); }
+  bool query_q8_0() const { return keys_q8_0() || kv_q4_0(); }
 };
 
 // Q8_0 storage scatters a key through a row buffer on the stack, and both

@@ -78,6 +78,14 @@ inline int64_t q8_key_quant_offset(const KvLayout& layout, int64_t c, int64_t o)
   return q8_key_quants_offset(layout) + ((c >> 2) * layout.block_size + o) * 4 + (c & 3);
 }
 
+// Q4_0 keys (attention.h, KvLayout): the scales as Q8_0's, then the quants,
+// [head_dim / 8][block_size][4] bytes. Byte offset of slot o's lane of the
+// dimensions 8j .. 8j + 7; dimension c is in byte c % 4 of lane c / 8, in
+// the low nibble if c % 8 < 4.
+inline int64_t q4_key_lane_offset(const KvLayout& layout, int64_t j, int64_t o) {
+  return q8_key_quants_offset(layout) + (j * layout.block_size + o) * 4;
+}
+
 // Element (dim c, slot offset o) of one head's K block of F32/F16/BF16 storage.
 inline float key_at(const KvLayout& layout, const uint8_t* kb, int64_t c, int64_t o) {
   const int64_t idx = key_index(layout, c, o);

@@ -401,7 +401,7 @@ void run_item(const KvLayout& layout, const KvLayer& layer, const float* q, cons
         attend_bf16(layout, layer, seq, item.kv_head, lo, hi, qs, num_q, params, outs, stat_row);
       } else if (layout.keys_q8_0()) {
         attend_q8_0(layout, layer, seq, item.kv_head, lo, hi, qs, num_q, params, outs, stat_row);
-      } else if (layout.rows_q4_0()) {
+      } else if (layout.kv_q4_0()) {
         attend_q4_0(layout, layer, seq, item.kv_head, lo, hi, qs, num_q, params, outs, stat_row);
       } else {
         attend_direct(layout, layer, seq, item.kv_head, lo, hi, qs, num_q, params, sc, outs, stat_row);

@@ -1,20 +1,19 @@
 // Attention over Q4_0 KV storage, compiled once per CPU path (ops_impl.h).
 //
-// Keys and values are Q4_0 rows (attention.h, KvLayout): 32 dimensions a
-// block, an fp16 scale and 16 bytes of 4-bit quants, value = d * (q - 8).
-// Scores are integer dot products, as llama.cpp's vec_dot_q4_0_q8_0 takes
-// them: the query is quantized to Q8_0 (the matmuls' activation quantizer,
-// quantize_row's bits), and each 32-dimension block's sum
-//   isum = sum_i qq[i] * q[i] - 8 * sum_i qq[i]
-// is an exact int32, whatever the order; a score adds the blocks in order in
+// Keys are Q4_0 blocks laid out in lanes (attention.h, KvLayout): each
+// slot's eight dimensions 8j .. 8j + 7 in one 32-bit lane, 16 slots side by
+// side. Scores are integer dot products, as llama.cpp's vec_dot_q4_0_q8_0
+// takes them: the query is quantized to Q8_0 (the matmuls' activation
+// quantizer, quantize_row's bits), and each 32-dimension block's sum
+//   isum = sum_i qq[i] * q[i] - 8 * sum_i qq[i]      (q: the 4-bit quant, 0..15)
+// is an exact int32 whatever the order; a score adds the blocks in order in
 // f32, acc = fma(float(isum), qd * kd, acc), so every path gives the same
-// bits. Values are dequantized in place (d * (q - 8), exact in f32) and summed
-// over the slots in order with FMAs, as the Q8_0 kernel does.
-//
-// A key block is unpacked once per slot for all the query heads of a GQA
-// group; the AVX2 path (and the avx512 path, which runs it) multiplies the 32
-// unsigned quants by the query's signed ones 32 at a time (VPMADDUBSW: pairs
-// summed into int16, at most 2 * 15 * 127, so exact).
+// bits. A lane masked (low nibbles) or shifted (high ones) is four quants of
+// four dimensions, as VPDPBUSD (avx512 path, 16 slots a vector) or
+// VPMADDUBSW and VPMADDWD (avx2 path, 8 slots) take them with the query's
+// four quants broadcast: no per-slot reduction. Values are Q4_0 rows,
+// dequantized in place (d * (q - 8), exact in f32) and summed over the slots
+// in order with FMAs, the heads' sums in registers across the slots.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -35,14 +34,22 @@ namespace {
 constexpr int64_t kQ4Block = 32;                       // dimensions per Q4_0 block
 constexpr int64_t kQ4BlockBytes = sizeof(BlockQ4_0);  // fp16 scale, then 16 bytes of quants
 
+// 16 (avx512) or 8 (avx2) consecutive slots of one K block: their first
+// lane and first scale, and the score-row index of the first slot.
+struct Q4KeyVec {
+  const uint8_t* lanes;
+  const uint8_t* scales;
+  int64_t at;
+};
+
 struct Q4Scratch {
   LocalVector<float> scores;  // score rows of one pass (make_score_rows)
   LocalVector<BlockPart> parts;
+  LocalVector<Q4KeyVec> key_vecs;
   LocalVector<int8_t> qq;      // the queries' quants, [num_q][head_dim]
-  LocalVector<float> qd;       // their scales, [num_q][head_dim / 32]
-  LocalVector<int32_t> qoff;   // -8 times each block's quant sum, [num_q][head_dim / 32]
-  LocalVector<float> qd_lanes;      // qd as [head_dim / 32][8]: a block's heads in the lanes (score_lanes)
-  LocalVector<int32_t> qoff_lanes;  // qoff as the same
+  LocalVector<uint32_t> q4;    // the same four a lane, [head_dim / 4][num_q]
+  LocalVector<float> qd;       // their scales, [head_dim / 32][num_q]
+  LocalVector<int32_t> qoff;   // -8 times each block's quant sum, [head_dim / 32][num_q]
 };
 
 thread_local Q4Scratch t_q4;
@@ -58,13 +65,17 @@ inline float load_scale(const uint8_t* p) {
 void quantize_queries(const float* const* qs, int num_q, int64_t head_dim, Q4Scratch& sc) {
   const int64_t nb = head_dim / kQ4Block;
   sc.qq.resize(static_cast<size_t>(num_q * head_dim));
-  sc.qd.resize(static_cast<size_t>(num_q * nb));
-  sc.qoff.resize(static_cast<size_t>(num_q * nb));
+  sc.q4.resize(static_cast<size_t>(head_dim / 4 * num_q));
+  sc.qd.resize(static_cast<size_t>(nb * num_q));
+  sc.qoff.resize(static_cast<size_t>(nb * num_q));
   for (int g = 0; g < num_q; ++g) {
+    int8_t* qq = sc.qq.data() + g * head_dim;
+    float d[kMaxQ8Blocks];
     int32_t sums[kMaxQ8Blocks];
     // Parenthesised: no argument-dependent lookup (attention_q8_0.cpp).
-    (quantize_act_q8_0)(qs[g], head_dim, ActQ8Out{sc.qq.data() + g * head_dim, sc.qd.data() + g * nb, sums});
-    for (int64_t b = 0; b < nb; ++b) sc.qoff[g * nb + b] = -8 * sums[b];
+    (quantize_act_q8_0)(qs[g], head_dim, ActQ8Out{qq, d, sums});
+    for (int64_t b = 0; b < nb; ++b) sc.qd[b * num_q + g] = d[b], sc.qoff[b * num_q + g] = -8 * sums[b];
+    for (int64_t j = 0; j < head_dim / 4; ++j) std::memcpy(&sc.q4[j * num_q + g], qq + 4 * j, 4);
   }
 }
 
@@ -77,93 +88,132 @@ inline void unpack_block(const uint8_t* qs, uint8_t* out) {
   }
 }
 
-#if !KVLM_AVX2
+// Slot o's quant of dimension c from its lane (attention.h, KvLayout).
+inline int32_t key_quant(const KvLayout& layout, const uint8_t* kb, int64_t c, int32_t o) {
+  const uint8_t byte = kb[q4_key_lane_offset(layout, c / 8, o) + c % 4];
+  return c % 8 < 4 ? byte & 15 : byte >> 4;
+}
+
 // Scores of num_q heads, one slot at a time, its blocks in order: the
-// plain chain, whose bits the vector paths' lanes equal.
+// plain chain, whose bits every vector path's lanes equal.
 void score_chain(const KvLayout& layout, const Q4Scratch& sc, int num_q, float scale, float* const* rows) {
   const int64_t hd = layout.head_dim, nb = hd / kQ4Block;
-  const size_t row_bytes = layout.row_bytes();
-  uint8_t k[kQ4Block];
   for (const BlockPart& part : sc.parts) {
     for (int32_t o = part.o0; o < part.o1; ++o) {
-      const uint8_t* key = part.k + o * row_bytes;
-      float acc[kMaxGroupPass] = {};
-      for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* blk = key + b * kQ4BlockBytes;
-        const float kd = load_scale(blk);
-        unpack_block(blk + 2, k);
-        for (int g = 0; g < num_q; ++g) {
-          const int8_t* a = sc.qq.data() + g * hd + b * kQ4Block;
-          int32_t isum = sc.qoff[g * nb + b];
-          for (int64_t i = 0; i < kQ4Block; ++i) isum += int32_t{a[i]} * int32_t{k[i]};
-          acc[g] = madd(static_cast<float>(isum), sc.qd[g * nb + b] * kd, acc[g]);
+      int32_t k[kMaxQ8Blocks * kQ4Block];
+      for (int64_t c = 0; c < hd; ++c) k[c] = key_quant(layout, part.k, c, o);
+      for (int g = 0; g < num_q; ++g) {
+        const int8_t* a = sc.qq.data() + g * hd;
+        float acc = 0.f;
+        for (int64_t b = 0; b < nb; ++b) {
+          int32_t isum = sc.qoff[b * num_q + g];
+          for (int64_t c = b * kQ4Block; c < (b + 1) * kQ4Block; ++c) isum += int32_t{a[c]} * k[c];
+          const float kd = load_scale(part.k + q8_key_scale_offset(layout, b, o));
+          acc = madd(static_cast<float>(isum), sc.qd[b * num_q + g] * kd, acc);
         }
+        rows[g][part.at + o] = acc * scale;
       }
-      for (int g = 0; g < num_q; ++g) rows[g][part.at + o] = acc[g] * scale;
     }
   }
+}
+
+#if KVLM_AVX2 && defined(__AVX512F__)
+// ---- AVX512-VNNI: 16 slots a vector ----
+constexpr int32_t kKeyVecSlots = 16;
+
+// Scores of NumQ heads for one 16-slot key vector. The key quants (0..15)
+// are VPDPBUSD's unsigned operand as they are; the query's four quants its
+// signed one, broadcast from memory inside the instruction.
+template <int NumQ>
+void score_vec(const KvLayout& layout, const Q4KeyVec& vec, const Q4KeyVec& pf, const Q4Scratch& sc, float scale,
+               float* const* rows) {
+  const int64_t lane_bytes = 4 * static_cast<int64_t>(layout.block_size);   // one lane group of a block
+  const int64_t scale_bytes = 2 * static_cast<int64_t>(layout.block_size);  // one Q4_0 block's scales
+  const int64_t nb = layout.head_dim / kQ4Block;
+  const __m512i low = _mm512_set1_epi8(15);
+  __m512 acc[NumQ];
+  for (int g = 0; g < NumQ; ++g) acc[g] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    __m512i isum[NumQ];
+    for (int g = 0; g < NumQ; ++g) isum[g] = _mm512_set1_epi32(sc.qoff[b * NumQ + g]);
+    for (int64_t j = 4 * b; j < 4 * b + 4; ++j) {
+      _mm_prefetch(reinterpret_cast<const char*>(pf.lanes + j * lane_bytes), _MM_HINT_T1);
+      const __m512i v = _mm512_loadu_si512(vec.lanes + j * lane_bytes);
+      const __m512i lo = _mm512_and_si512(v, low), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+      for (int g = 0; g < NumQ; ++g) {
+        isum[g] = simd::dpbusd_bcst(isum[g], lo, &sc.q4[(2 * j) * NumQ + g]);
+        isum[g] = simd::dpbusd_bcst(isum[g], hi, &sc.q4[(2 * j + 1) * NumQ + g]);
+      }
+    }
+    const __m512 kd = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(vec.scales + b * scale_bytes)));
+    for (int g = 0; g < NumQ; ++g)
+      acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[g]), _mm512_mul_ps(kd, _mm512_set1_ps(sc.qd[b * NumQ + g])), acc[g]);
+  }
+  const __m512 sv = _mm512_set1_ps(scale);
+  for (int g = 0; g < NumQ; ++g) _mm512_storeu_ps(rows[g] + vec.at, _mm512_mul_ps(acc[g], sv));
+}
+#elif KVLM_AVX2
+// ---- AVX2: 8 slots a vector ----
+constexpr int32_t kKeyVecSlots = 8;
+
+// VPMADDUBSW multiplies the key quants (unsigned) by the query's (signed)
+// and adds pairs into int16 (at most 2 * 15 * 127: exact), VPMADDWD the
+// pairs into one int32 a slot.
+template <int NumQ>
+void score_vec(const KvLayout& layout, const Q4KeyVec& vec, const Q4KeyVec& pf, const Q4Scratch& sc, float scale,
+               float* const* rows) {
+  const int64_t lane_bytes = 4 * static_cast<int64_t>(layout.block_size);
+  const int64_t scale_bytes = 2 * static_cast<int64_t>(layout.block_size);
+  const int64_t nb = layout.head_dim / kQ4Block;
+  const __m256i low = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+  __m256 acc[NumQ];
+  for (int g = 0; g < NumQ; ++g) acc[g] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i isum[NumQ];
+    for (int g = 0; g < NumQ; ++g) isum[g] = _mm256_set1_epi32(sc.qoff[b * NumQ + g]);
+    for (int64_t j = 4 * b; j < 4 * b + 4; ++j) {
+      _mm_prefetch(reinterpret_cast<const char*>(pf.lanes + j * lane_bytes), _MM_HINT_T1);
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(vec.lanes + j * lane_bytes));
+      const __m256i lo = _mm256_and_si256(v, low), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+      for (int g = 0; g < NumQ; ++g) {
+        const __m256i qlo = _mm256_set1_epi32(static_cast<int32_t>(sc.q4[(2 * j) * NumQ + g]));
+        const __m256i qhi = _mm256_set1_epi32(static_cast<int32_t>(sc.q4[(2 * j + 1) * NumQ + g]));
+        const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo, qlo), _mm256_maddubs_epi16(hi, qhi));
+        isum[g] = _mm256_add_epi32(isum[g], _mm256_madd_epi16(pairs, ones));
+      }
+    }
+    const __m256 kd = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(vec.scales + b * scale_bytes)));
+    for (int g = 0; g < NumQ; ++g)
+      acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[g]), _mm256_mul_ps(kd, _mm256_set1_ps(sc.qd[b * NumQ + g])), acc[g]);
+  }
+  const __m256 sv = _mm256_set1_ps(scale);
+  for (int g = 0; g < NumQ; ++g) _mm256_storeu_ps(rows[g] + vec.at, _mm256_mul_ps(acc[g], sv));
 }
 #endif
 
 #if KVLM_AVX2
-// The same with the heads in the lanes of one vector: a key block is
-// unpacked once, each head's 32 products summed in int16 pairs (VPMADDUBSW,
-// unsigned key quants times signed query ones: at most 2 * 15 * 127, exact)
-// and int32 quads, and the eight heads' quads reduced together by three
-// rounds of horizontal adds, so lane g holds head g's integer sum. Lane g's
-// f32 chain is score_chain's: the same bits.
 template <int NumQ>
-void score_lanes(const KvLayout& layout, const Q4Scratch& sc, float scale, float* const* rows) {
-  const int64_t hd = layout.head_dim, nb = hd / kQ4Block;
-  const size_t row_bytes = layout.row_bytes();
-  const __m128i lo_mask = _mm_set1_epi8(15);
-  const __m256i ones = _mm256_set1_epi16(1);
-  alignas(32) float lanes[8];
-  for (const BlockPart& part : sc.parts) {
-    for (int32_t o = part.o0; o < part.o1; ++o) {
-      const uint8_t* key = part.k + o * row_bytes;
-      __m256 acc = _mm256_setzero_ps();
-      for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* blk = key + b * kQ4BlockBytes;
-        const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
-        const __m256i k = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(packed, 4), lo_mask), _mm_and_si128(packed, lo_mask));
-        __m256i v[8];
-        for (int g = 0; g < 8; ++g) {
-          if (g >= NumQ) {
-            v[g] = _mm256_setzero_si256();
-            continue;
-          }
-          const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc.qq.data() + g * hd + b * kQ4Block));
-          v[g] = _mm256_madd_epi16(_mm256_maddubs_epi16(k, q), ones);
-        }
-        const __m256i c = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
-        const __m256i d = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
-        __m256i isum = _mm256_add_epi32(_mm256_permute2x128_si256(c, d, 0x20), _mm256_permute2x128_si256(c, d, 0x31));
-        isum = _mm256_add_epi32(isum, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&sc.qoff_lanes[b * 8])));
-        const __m256 qd = _mm256_loadu_ps(&sc.qd_lanes[b * 8]);
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(qd, _mm256_set1_ps(load_scale(blk))), acc);
-      }
-      _mm256_store_ps(lanes, _mm256_mul_ps(acc, _mm256_set1_ps(scale)));
-      for (int g = 0; g < NumQ; ++g) rows[g][part.at + o] = lanes[g];
-    }
-  }
+void score_all(const KvLayout& layout, std::span<const Q4KeyVec> vecs, const Q4Scratch& sc, float scale,
+               float* const* rows) {
+  const size_t nv = vecs.size();
+  for (size_t i = 0; i < nv; ++i)
+    score_vec<NumQ>(layout, vecs[i], vecs[std::min(i + kPrefetchAhead, nv - 1)], sc, scale, rows);
 }
 #endif
 
 void score(const KvLayout& layout, Q4Scratch& sc, int num_q, float scale, float* const* rows) {
 #if KVLM_AVX2
-  const int64_t nb = layout.head_dim / kQ4Block;
-  sc.qd_lanes.assign(static_cast<size_t>(nb * 8), 0.f);
-  sc.qoff_lanes.assign(static_cast<size_t>(nb * 8), 0);
-  for (int g = 0; g < num_q; ++g)
-    for (int64_t b = 0; b < nb; ++b) {
-      sc.qd_lanes[b * 8 + g] = sc.qd[g * nb + b];
-      sc.qoff_lanes[b * 8 + g] = sc.qoff[g * nb + b];
-    }
-  with_num_q(num_q, [&]<int N>() { score_lanes<N>(layout, sc, scale, rows); });
-#else
-  score_chain(layout, sc, num_q, scale, rows);
+  if (layout.block_size % kKeyVecSlots == 0) {
+    const int64_t lanes = q8_key_quants_offset(layout);
+    sc.key_vecs.clear();
+    for (const BlockPart& part : sc.parts)
+      for (int32_t a = part.o0 / kKeyVecSlots * kKeyVecSlots; a < part.o1; a += kKeyVecSlots)
+        sc.key_vecs.push_back({part.k + lanes + 4 * a, part.k + 2 * a, part.at + a});
+    with_num_q(num_q, [&]<int N>() { score_all<N>(layout, sc.key_vecs, sc, scale, rows); });
+    return;
+  }
 #endif
+  score_chain(layout, sc, num_q, scale, rows);
 }
 
 #if KVLM_AVX2
