@@ -213,6 +213,11 @@ struct EngineMetrics {
   int64_t num_spec_proposed = 0;
   int64_t num_spec_accepted = 0;
   int64_t num_spec_steps = 0;
+  // A draft model's state (engine/draft_proposer.h): sequences it keeps KV
+  // for now, and those KV buffers' bytes (their capacity; pages are touched
+  // as they fill). 0 for proposers without state.
+  int32_t num_spec_draft_seqs = 0;
+  int64_t spec_draft_kv_bytes = 0;
   std::array<int64_t, 16> spec_tokens_per_step{};  // [n]: steps that gave n tokens (the last bucket: n or more)
   // Latency distributions of finished requests, in seconds.
   Histogram ttft_s, itl_s, e2e_s, queue_s;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "common/log.h"
 #include "engine/engine.h"
 #include "engine/engine_live.h"
 #include "sched/scheduler.h"
@@ -20,14 +21,19 @@ void Engine::propose_drafts() {
   const bool adaptive = sc.num_spec_tokens == 0;
   int32_t room = adaptive ? sc.max_batch_tokens - scheduler_->num_running() : INT32_MAX;
   for (auto& [id, live] : live_) {
-    if (room <= 0) break;
+    const Request* r = scheduler_->find(id);
+    // A request that waits (preempted, or not yet scheduled) may wait long:
+    // the proposer's state for it (a draft model's KV) goes, and is built
+    // again from the tokens if it runs again. No-op for a proposer without.
+    if (!r || r->status != RequestStatus::kRunning) {
+      proposer_->release(id);
+      continue;
+    }
+    if (room <= 0) continue;
     // A thinking section forces tokens and moves its grammar's start: such
     // a request decodes one token a step.
     if (!live->speculative || live->thinking) continue;
-    const Request* r = scheduler_->find(id);
-    if (!r || r->status != RequestStatus::kRunning || r->kv_budget.enabled() ||
-        r->num_tokens() - r->num_computed_tokens != 1)
-      continue;
+    if (r->kv_budget.enabled() || r->num_tokens() - r->num_computed_tokens != 1) continue;
     int32_t k = sc.num_spec_tokens;
     if (adaptive) {
       if (!live->spec) live->spec.emplace(kMaxAdaptiveSpecTokens, sc.verify_cost);
@@ -35,7 +41,16 @@ void Engine::propose_drafts() {
     }
     k = std::min({k, room, r->max_tokens - r->num_output_tokens() - 1});
     if (k <= 0) continue;
-    std::vector<int32_t> drafts = proposer_->propose(r->tokens, r->num_prompt_tokens, k);
+    std::vector<int32_t> drafts;
+    try {
+      drafts = proposer_->propose(id, r->tokens, r->num_prompt_tokens, k);
+    } catch (const std::exception& e) {
+      // A proposal is only a guess: a proposer that fails (a draft model
+      // out of memory) costs this step's proposals, never the request.
+      log_warn("request {}: no proposals this step: {}", id.value(), e.what());
+      proposer_->release(id);
+      continue;
+    }
     if (drafts.empty()) continue;
     if (static_cast<int32_t>(drafts.size()) > k) drafts.resize(static_cast<size_t>(k));
     room -= static_cast<int32_t>(drafts.size());

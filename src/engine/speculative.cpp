@@ -26,6 +26,7 @@ std::string_view speculate_mode_name(SpeculateMode m) {
   switch (m) {
     case SpeculateMode::kOff: return "off";
     case SpeculateMode::kNgram: return "ngram";
+    case SpeculateMode::kDraft: return "draft";
   }
   return "?";
 }
@@ -36,8 +37,8 @@ NgramProposer::NgramProposer(int32_t min_ngram, int32_t max_ngram) : min_ngram_(
                 max_ngram);
 }
 
-std::vector<int32_t> NgramProposer::propose(std::span<const int32_t> tokens, int32_t /*num_prompt_tokens*/,
-                                            int32_t max_tokens) {
+std::vector<int32_t> NgramProposer::propose(RequestId /*id*/, std::span<const int32_t> tokens,
+                                            int32_t /*num_prompt_tokens*/, int32_t max_tokens) {
   const auto len = static_cast<int32_t>(tokens.size());
   // The longest n first: a longer match predicts better. The latest earlier
   // occurrence: the text nearest the end is the likeliest to be repeated.
@@ -63,8 +64,8 @@ void ReplayProposer::add(std::vector<int32_t> prompt, std::vector<int32_t> conti
   continuations_[hash_tokens(prompt)] = std::move(continuation);
 }
 
-std::vector<int32_t> ReplayProposer::propose(std::span<const int32_t> tokens, int32_t num_prompt_tokens,
-                                             int32_t max_tokens) {
+std::vector<int32_t> ReplayProposer::propose(RequestId /*id*/, std::span<const int32_t> tokens,
+                                             int32_t num_prompt_tokens, int32_t max_tokens) {
   const uint64_t key = hash_tokens(tokens.first(static_cast<size_t>(num_prompt_tokens)));
   auto it = continuations_.find(key);
   if (it == continuations_.end()) return {};

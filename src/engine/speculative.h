@@ -16,16 +16,29 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/strong_id.h"
+
 namespace kvlm {
 
 class Proposer {
  public:
   virtual ~Proposer() = default;
-  // Up to max_tokens tokens that may follow `tokens` (a request's prompt, then
-  // its output; the first num_prompt_tokens are the prompt). Empty: none.
-  // Called on the engine thread only, once per decode step of a sequence.
-  virtual std::vector<int32_t> propose(std::span<const int32_t> tokens, int32_t num_prompt_tokens,
+  // Up to max_tokens tokens that may follow `tokens` (request `id`'s prompt,
+  // then its output; the first num_prompt_tokens are the prompt). Empty:
+  // none. Called on the engine thread only, at most once per decode step of
+  // a sequence. `id` lets a proposer keep state per sequence (a draft
+  // model's KV); between calls the tokens may have lost a tail (rejected
+  // proposals) and gained new ones.
+  virtual std::vector<int32_t> propose(RequestId id, std::span<const int32_t> tokens, int32_t num_prompt_tokens,
                                        int32_t max_tokens) = 0;
+  // Request `id` will not be asked about again soon (it finished, was
+  // aborted or preempted): drop what is kept for it. No-op for an id it
+  // keeps nothing for. Engine thread only.
+  virtual void release(RequestId /*id*/) {}
+  // What the proposer holds for sequences now (engine metrics): sequences
+  // with state, and the bytes of their KV. Engine thread only.
+  virtual int32_t num_sequences() const { return 0; }
+  virtual int64_t kv_bytes() const { return 0; }
 };
 
 // Prompt lookup (n-gram): finds the latest earlier occurrence of the last n
@@ -34,7 +47,7 @@ class Proposer {
 class NgramProposer final : public Proposer {
  public:
   NgramProposer(int32_t min_ngram, int32_t max_ngram);
-  std::vector<int32_t> propose(std::span<const int32_t> tokens, int32_t num_prompt_tokens,
+  std::vector<int32_t> propose(RequestId id, std::span<const int32_t> tokens, int32_t num_prompt_tokens,
                                int32_t max_tokens) override;
 
  private:
@@ -50,7 +63,7 @@ class ReplayProposer final : public Proposer {
  public:
   ReplayProposer(double acceptance, int32_t vocab_size);
   void add(std::vector<int32_t> prompt, std::vector<int32_t> continuation);
-  std::vector<int32_t> propose(std::span<const int32_t> tokens, int32_t num_prompt_tokens,
+  std::vector<int32_t> propose(RequestId id, std::span<const int32_t> tokens, int32_t num_prompt_tokens,
                                int32_t max_tokens) override;
 
  private:
@@ -59,8 +72,10 @@ class ReplayProposer final : public Proposer {
   std::unordered_map<uint64_t, std::vector<int32_t>> continuations_;  // by prompt hash
 };
 
-enum class SpeculateMode { kOff, kNgram };
-std::string_view speculate_mode_name(SpeculateMode m);  // "off", "ngram"
+// kDraft: the proposer is a DraftProposer (engine/draft_proposer.h) the
+// caller builds from a second model and passes as SpeculativeConfig::proposer.
+enum class SpeculateMode { kOff, kNgram, kDraft };
+std::string_view speculate_mode_name(SpeculateMode m);  // "off", "ngram", "draft"
 
 struct SpeculativeConfig {
   SpeculateMode mode = SpeculateMode::kOff;

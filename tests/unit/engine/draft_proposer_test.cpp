@@ -1,0 +1,233 @@
+// The draft-model proposer (engine/draft_proposer.h) on synth-tiny: the F32
+// model is the target, its Q4_0 quantization (the same weights: its argmax
+// agrees often, not always) or the target itself (it agrees always) the
+// draft. Greedy output is token for token what the engine gives without
+// proposals (alone, batched, chunked, preempted); proposals are accepted, so
+// the tests cannot pass with a proposer that proposes nothing; a rejected
+// tail is rolled back in the draft's KV; the draft keeps state for at most
+// max_seqs sequences and none once requests end; another vocabulary (the
+// 32,000 tokens of llama-2-tiny-random; stories260K and the synth models
+// share one vocabulary of 512) is refused.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <thread>
+
+#include "common/error.h"
+#include "engine/draft_proposer.h"
+#include "engine/engine.h"
+#include "model/model.h"
+#include "support/test_support.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvlm::draft_proposer_test {
+
+const char* const kTarget = "models/synth-tiny-F32.gguf";
+const char* const kQuantized = "models/synth-tiny-Q4_0.gguf";
+
+std::unique_ptr<DraftProposer> make_draft(const Model& target, const char* draft_file,
+                                          DraftProposerConfig config = {}) {
+  return DraftProposer::create(Model::load(test::shared_path(draft_file)), target, draft_file, kTarget, config);
+}
+
+// An engine over the target; draft_file: speculating with that draft, K
+// proposals a step (0: adaptive).
+std::unique_ptr<Engine> make_target_engine(EngineConfig config, const char* draft_file = nullptr, int32_t k = 4) {
+  auto model = Model::load(test::shared_path(kTarget));
+  if (draft_file) {
+    config.speculative.mode = SpeculateMode::kDraft;
+    config.speculative.proposer = make_draft(*model, draft_file);
+    config.speculative.num_spec_tokens = k;
+  }
+  auto tok = Tokenizer::from_metadata(model->gguf().metadata());
+  return std::make_unique<Engine>(std::move(model), std::move(tok), config);
+}
+
+// Greedy requests: BOS and random tokens; every third may stop at an end
+// token, every fourth asks for logprobs.
+std::vector<GenerateRequest> draft_requests(int n, uint32_t seed, int32_t vocab) {
+  std::mt19937 rng(seed);
+  std::vector<GenerateRequest> out;
+  for (int i = 0; i < n; ++i) {
+    GenerateRequest g;
+    g.prompt_tokens = {1};
+    const int extra = 1 + static_cast<int>(rng() % 40);
+    for (int k = 0; k < extra; ++k) g.prompt_tokens.push_back(3 + static_cast<int32_t>(rng() % (vocab - 3)));
+    g.max_tokens = 8 + static_cast<int32_t>(rng() % 40);
+    g.sampling.temperature = 0.f;
+    g.ignore_eos = i % 3 != 0;
+    if (i % 4 == 1) g.logprobs = 2;
+    out.push_back(g);
+  }
+  return out;
+}
+
+struct DraftOutput {
+  std::vector<int32_t> tokens;
+  std::vector<float> logprobs;
+  std::optional<FinishReason> reason;
+  bool operator==(const DraftOutput&) const = default;
+};
+
+std::vector<DraftOutput> run_requests(Engine& engine, const std::vector<GenerateRequest>& requests) {
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const auto& g : requests) streams.push_back(engine.submit(g));
+  std::vector<DraftOutput> out;
+  for (auto& s : streams) {
+    DraftOutput o;
+    while (auto ev = s->next()) {
+      if (ev->error) ADD_FAILURE() << "request failed: " << ev->error->what();
+      o.tokens.insert(o.tokens.end(), ev->tokens.begin(), ev->tokens.end());
+      for (const auto& lp : ev->logprobs) o.logprobs.push_back(lp.chosen.logprob);
+      if (ev->finished) o.reason = ev->finish_reason;
+    }
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+// Waits for the step after the last request's end to publish the metrics.
+EngineMetrics settled_metrics(Engine& engine) {
+  for (int i = 0; i < 200; ++i) {
+    const EngineMetrics m = engine.metrics();
+    if (m.num_kv_blocks_used == 0 && m.num_spec_draft_seqs == 0) return m;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return engine.metrics();
+}
+
+class DraftGreedy : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto engine = make_target_engine(EngineConfig{});
+    requests_ = draft_requests(16, 7, engine->model().config().vocab_size);
+    baseline_ = run_requests(*engine, requests_);
+  }
+  // Runs the first num_requests requests all at once, checks them against
+  // the baseline, that the pool is whole and that the draft keeps nothing.
+  static EngineMetrics check(const EngineConfig& config, const char* draft_file, int32_t k,
+                             size_t num_requests = requests_.size()) {
+    auto engine = make_target_engine(config, draft_file, k);
+    const std::vector<GenerateRequest> requests(requests_.begin(), requests_.begin() + num_requests);
+    const std::vector<DraftOutput> got = run_requests(*engine, requests);
+    for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(got[i], baseline_[i]) << "request " << i;
+    const EngineMetrics m = settled_metrics(*engine);
+    EXPECT_EQ(m.num_kv_blocks_used, 0) << "blocks still referenced after every request ended";
+    EXPECT_EQ(m.num_spec_draft_seqs, 0) << "the draft keeps KV for requests that ended";
+    EXPECT_EQ(m.spec_draft_kv_bytes, 0);
+    return m;
+  }
+  static std::vector<GenerateRequest> requests_;
+  static std::vector<DraftOutput> baseline_;
+};
+std::vector<GenerateRequest> DraftGreedy::requests_;
+std::vector<DraftOutput> DraftGreedy::baseline_;
+
+TEST_F(DraftGreedy, QuantizedDraftBatchedEqualsOff) {
+  const EngineMetrics m = check(EngineConfig{}, kQuantized, 4);
+  EXPECT_GT(m.num_spec_accepted, 0) << "the Q4_0 draft of the same weights must agree sometimes";
+  EXPECT_GT(m.num_generated_tokens, m.num_steps) << "accepted proposals save steps";
+}
+
+TEST_F(DraftGreedy, QuantizedDraftAloneEqualsOff) {
+  const EngineMetrics m = check(EngineConfig{}, kQuantized, 4, 1);
+  EXPECT_GT(m.num_spec_accepted, 0);
+}
+
+TEST_F(DraftGreedy, TargetAsDraftIsAlwaysAccepted) {
+  std::vector<GenerateRequest> requests = requests_;
+  for (auto& g : requests) g.ignore_eos = true;
+  auto off = make_target_engine(EngineConfig{});
+  const std::vector<DraftOutput> want = run_requests(*off, requests);
+  auto on = make_target_engine(EngineConfig{}, kTarget, 4);
+  EXPECT_EQ(run_requests(*on, requests), want);
+  const EngineMetrics m = settled_metrics(*on);
+  EXPECT_GT(m.num_spec_proposed, 0);
+  // The draft's logits are the target's, bit for bit (batch invariance): its
+  // argmax is the greedy token every time.
+  EXPECT_EQ(m.num_spec_accepted, m.num_spec_proposed);
+}
+
+TEST_F(DraftGreedy, ChunkedEqualsOff) {
+  EngineConfig c;
+  c.max_batched_tokens = 9;  // prompts in chunks beside verifications
+  EXPECT_GT(check(c, kQuantized, 5).num_spec_accepted, 0);
+}
+
+TEST_F(DraftGreedy, PreemptedEqualsOff) {
+  EngineConfig c;
+  c.kv_tokens = 16 * 8;  // 8 blocks for 16 requests: preemptions
+  const EngineMetrics m = check(c, kQuantized, 4);
+  EXPECT_GT(m.num_preemptions, 0);
+  EXPECT_GT(m.num_spec_accepted, 0);
+}
+
+TEST_F(DraftGreedy, AdaptiveEqualsOff) {
+  EXPECT_GT(check(EngineConfig{}, kQuantized, 0).num_spec_accepted, 0);
+}
+
+TEST(DraftProposer, RefusesAnotherVocabulary) {
+  auto target = Model::load(test::shared_path(kTarget));
+  try {
+    make_draft(*target, "models/llama-2-tiny-random.gguf");
+    FAIL() << "a draft with another vocabulary was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    const std::string what = e.what();
+    EXPECT_NE(what.find("llama-2-tiny-random.gguf"), std::string::npos) << what;
+    EXPECT_NE(what.find("32000"), std::string::npos) << what;
+    EXPECT_NE(what.find("synth-tiny-F32.gguf"), std::string::npos) << what;
+    EXPECT_NE(what.find("vocabularies differ"), std::string::npos) << what;
+  }
+}
+
+TEST(DraftProposer, EngineRefusesDraftModeWithoutADraft) {
+  EngineConfig c;
+  c.speculative.mode = SpeculateMode::kDraft;
+  EXPECT_THROW(make_target_engine(c), Error);
+}
+
+// A rejected tail is rolled back: after proposing, the tokens lose the last
+// proposals and gain another token; the proposals then are those of a fresh
+// proposer that computes the same tokens from scratch.
+TEST(DraftProposer, RollsBackToTheCommonPrefix) {
+  auto target = Model::load(test::shared_path(kTarget));
+  auto kept = make_draft(*target, kQuantized);
+  std::vector<int32_t> tokens = {1, 40, 71, 9, 300, 12};
+  const std::vector<int32_t> first = kept->propose(RequestId(1), tokens, 6, 5);
+  ASSERT_EQ(first.size(), 5u);
+  // Two proposals accepted, the third replaced by the target's own token.
+  tokens.insert(tokens.end(), first.begin(), first.begin() + 2);
+  tokens.push_back((first[2] + 1) % target->config().vocab_size);
+  const std::vector<int32_t> next = kept->propose(RequestId(1), tokens, 6, 5);
+  auto fresh = make_draft(*target, kQuantized);
+  EXPECT_EQ(next, fresh->propose(RequestId(1), tokens, 6, 5));
+  // Called again with nothing new (no proposal was scheduled): the same.
+  EXPECT_EQ(kept->propose(RequestId(1), tokens, 6, 5), next);
+  EXPECT_EQ(kept->num_sequences(), 1);
+}
+
+TEST(DraftProposer, HoldsAtMostMaxSeqsAndReleases) {
+  auto target = Model::load(test::shared_path(kTarget));
+  auto draft = make_draft(*target, kQuantized, DraftProposerConfig{.max_seqs = 2, .max_tokens = 64});
+  const std::vector<int32_t> tokens = {1, 5, 6, 7};
+  EXPECT_EQ(draft->propose(RequestId(1), tokens, 4, 3).size(), 3u);
+  EXPECT_EQ(draft->propose(RequestId(2), tokens, 4, 3).size(), 3u);
+  EXPECT_TRUE(draft->propose(RequestId(3), tokens, 4, 3).empty()) << "a third sequence past max_seqs 2";
+  EXPECT_EQ(draft->num_sequences(), 2);
+  EXPECT_EQ(draft->kv_bytes(), 2 * draft->seq_kv_bytes());
+  EXPECT_GT(draft->seq_kv_bytes(), 0);
+  draft->release(RequestId(1));
+  draft->release(RequestId(99));  // unknown: no-op
+  EXPECT_EQ(draft->propose(RequestId(3), tokens, 4, 3).size(), 3u);
+  // Past the 64 tokens of a sequence's KV: fewer proposals, then none.
+  const std::vector<int32_t> long_tokens(62, 5);
+  EXPECT_EQ(draft->propose(RequestId(2), long_tokens, 4, 8).size(), 3u);
+  EXPECT_TRUE(draft->propose(RequestId(2), std::vector<int32_t>(65, 5), 4, 8).empty());
+  draft->release(RequestId(2));
+  draft->release(RequestId(3));
+  EXPECT_EQ(draft->num_sequences(), 0);
+  EXPECT_EQ(draft->kv_bytes(), 0);
+}
+
+}  // namespace kvlm::draft_proposer_test
