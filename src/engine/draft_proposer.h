@@ -11,17 +11,21 @@
 // what decoding without proposals gives. The draft's logits never reach the
 // output; only its guesses do.
 //
-// State: each sequence keeps its own KV in the draft (a SequenceEvaluator).
-// On each call the proposer keeps the longest common prefix of what it has
-// computed and the sequence's tokens now (the target rejected some of the
-// last proposals: those are rolled back), evaluates only the tokens after it,
-// then drafts up to K tokens one forward pass each. At most max_seqs
-// sequences hold state; a sequence beyond that gets no proposals (rather than
-// unbounded memory, or evicting one that is decoding, which would make the
-// two re-prefill in turn) until another is released.
+// State: each sequence keeps its own KV in the draft, in a slot of one KV
+// storage (a run of blocks per slot and KV group, mapped lazily: a page
+// costs memory once written, and stays with the slot for its next
+// sequence). On each call the proposer keeps the longest common prefix of
+// what it has computed for a sequence and the sequence's tokens now (the
+// target rejected some of the last proposals: those are rolled back),
+// evaluates only the tokens after it, then drafts up to K tokens. At most
+// max_seqs sequences hold a slot; a sequence beyond that gets no proposals
+// (rather than unbounded memory, or evicting one that is decoding, which
+// would make the two re-prefill in turn) until another is released.
 //
-// One sequence at a time: each sequence's draft steps are forward passes of
-// their own, not batched across sequences (docs/ARCHITECTURE.md says why).
+// Batched: propose_batch runs every sequence of the step in one forward pass
+// per draft position (the catch-up, whatever its length, and the first
+// proposal in the first pass; then one token per sequence still drafting),
+// so the draft's weights are read K times a step, not K times a sequence.
 #pragma once
 
 #include <cstdint>
@@ -32,7 +36,7 @@
 
 #include "engine/speculative.h"
 #include "model/model.h"
-#include "runner/sequence_evaluator.h"
+#include "runner/kv_storage.h"
 
 namespace kvlm {
 
@@ -62,34 +66,52 @@ class DraftProposer final : public Proposer {
 
   std::vector<int32_t> propose(RequestId id, std::span<const int32_t> tokens, int32_t num_prompt_tokens,
                                int32_t max_tokens) override;
-  void release(RequestId id) override { seqs_.erase(id); }
+  std::vector<std::vector<int32_t>> propose_batch(std::span<const ProposalQuery> queries) override;
+  void release(RequestId id) override;
   int32_t num_sequences() const override { return static_cast<int32_t>(seqs_.size()); }
-  // Capacity of the live sequences' KV buffers (pages are touched as filled).
+  // KV capacity of the sequences holding a slot now.
   int64_t kv_bytes() const override { return static_cast<int64_t>(seqs_.size()) * seq_kv_bytes_; }
 
   int32_t max_tokens_per_seq() const { return max_tokens_; }
   int64_t seq_kv_bytes() const { return seq_kv_bytes_; }
 
  private:
+  static constexpr int32_t kBlockSize = 16;
   DraftProposer(std::unique_ptr<Model> draft, DraftProposerConfig config, int32_t max_tokens);
 
   struct Seq {
-    std::unique_ptr<SequenceEvaluator> eval;
-    // The tokens whose KV `eval` holds, in order: eval->num_tokens() of them.
+    int32_t slot = 0;
+    // The tokens whose KV the slot holds, in order.
     std::vector<int32_t> computed;
   };
-  // Brings seq's KV to `tokens` (all of them) and returns the last token's
-  // logits: [vocab].
-  std::span<const float> catch_up(Seq& seq, std::span<const int32_t> tokens);
-  // Appends `token` to seq's KV and returns its logits: [vocab].
-  std::span<const float> step(Seq& seq, int32_t token);
+  // One sequence's part of a forward pass: `tokens` go after seq->computed.
+  struct Rows {
+    Seq* seq;
+    std::span<const int32_t> tokens;
+  };
+  // The sequence's state, made if there is a free slot; nullptr if not.
+  Seq* find_or_add(RequestId id);
+  // One forward pass of the draft over every part (each appended to its
+  // sequence's KV and `computed`); the logits of each part's last token:
+  // [rows.size(), vocab].
+  const std::vector<float>& forward(std::span<const Rows> rows);
 
   std::unique_ptr<Model> draft_;
   DraftProposerConfig config_;
-  int32_t max_tokens_;      // per sequence
-  int64_t seq_kv_bytes_;    // one sequence's KV buffer
+  int32_t max_tokens_;     // per sequence
+  int32_t num_seq_blocks_; // blocks of one slot in one KV group
+  int64_t seq_kv_bytes_;   // one slot's KV, all groups
   int32_t vocab_size_;
+  KvStorage storage_;      // [group][slot][num_seq_blocks_] blocks
+  std::vector<std::vector<std::vector<int32_t>>> tables_;  // [slot][group]: its block ids in order
+  std::vector<int32_t> free_slots_;
   std::unordered_map<RequestId, Seq> seqs_;
+  ForwardScratch scratch_;
+  // The forward pass's buffers, kept between calls.
+  std::vector<int32_t> tokens_, positions_, logit_rows_;
+  std::vector<std::vector<int64_t>> slots_;       // [group][T]
+  std::vector<std::vector<AttentionSeq>> seqs_att_;  // [group][rows]
+  std::vector<float> logits_;
 };
 
 }  // namespace kvlm

@@ -11,15 +11,19 @@
 
 namespace kvlm {
 
-// Proposals for every decoding request that speculates. Adaptive K (no
-// --spec-tokens): each sequence's SpecController, and none past the step's
-// room: a batch of max_batch_tokens tokens is compute-bound, and a proposal
-// there costs about what a decoded token does.
+// Proposals for every decoding request that speculates, asked of the
+// proposer in one batch (a draft model runs one forward pass per draft
+// position for all of them). Adaptive K (no --spec-tokens): each sequence's
+// SpecController, and none past the step's room: a batch of
+// max_batch_tokens tokens is compute-bound, and a proposal there costs about
+// what a decoded token does. The room is reserved by the K asked for, before
+// the proposer says how many it has.
 void Engine::propose_drafts() {
   if (!proposer_) return;
   const SpeculativeConfig& sc = config_.speculative;
   const bool adaptive = sc.num_spec_tokens == 0;
   int32_t room = adaptive ? sc.max_batch_tokens - scheduler_->num_running() : INT32_MAX;
+  std::vector<ProposalQuery> queries;
   for (auto& [id, live] : live_) {
     const Request* r = scheduler_->find(id);
     // A request that waits (preempted, or not yet scheduled) may wait long:
@@ -41,20 +45,25 @@ void Engine::propose_drafts() {
     }
     k = std::min({k, room, r->max_tokens - r->num_output_tokens() - 1});
     if (k <= 0) continue;
-    std::vector<int32_t> drafts;
-    try {
-      drafts = proposer_->propose(id, r->tokens, r->num_prompt_tokens, k);
-    } catch (const std::exception& e) {
-      // A proposal is only a guess: a proposer that fails (a draft model
-      // out of memory) costs this step's proposals, never the request.
-      log_warn("request {}: no proposals this step: {}", id.value(), e.what());
-      proposer_->release(id);
-      continue;
-    }
-    if (drafts.empty()) continue;
-    if (static_cast<int32_t>(drafts.size()) > k) drafts.resize(static_cast<size_t>(k));
-    room -= static_cast<int32_t>(drafts.size());
-    scheduler_->set_draft(id, std::move(drafts));
+    room -= k;
+    queries.push_back(ProposalQuery{id, r->tokens, r->num_prompt_tokens, k});
+  }
+  if (queries.empty()) return;
+  std::vector<std::vector<int32_t>> drafts;
+  try {
+    drafts = proposer_->propose_batch(queries);
+  } catch (const std::exception& e) {
+    // A proposal is only a guess: a proposer that fails (a draft model out
+    // of memory) costs this step's proposals, never the requests.
+    log_warn("no proposals this step: {}", e.what());
+    for (const ProposalQuery& q : queries) proposer_->release(q.id);
+    return;
+  }
+  for (size_t i = 0; i < queries.size(); ++i) {
+    if (drafts[i].empty()) continue;
+    if (static_cast<int32_t>(drafts[i].size()) > queries[i].max_tokens)
+      drafts[i].resize(static_cast<size_t>(queries[i].max_tokens));
+    scheduler_->set_draft(queries[i].id, std::move(drafts[i]));
   }
 }
 

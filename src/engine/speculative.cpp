@@ -31,6 +31,13 @@ std::string_view speculate_mode_name(SpeculateMode m) {
   return "?";
 }
 
+std::vector<std::vector<int32_t>> Proposer::propose_batch(std::span<const ProposalQuery> queries) {
+  std::vector<std::vector<int32_t>> out;
+  out.reserve(queries.size());
+  for (const ProposalQuery& q : queries) out.push_back(propose(q.id, q.tokens, q.num_prompt_tokens, q.max_tokens));
+  return out;
+}
+
 NgramProposer::NgramProposer(int32_t min_ngram, int32_t max_ngram) : min_ngram_(min_ngram), max_ngram_(max_ngram) {
   if (min_ngram < 1 || max_ngram < min_ngram)
     throw_error(ErrorCode::kInvalidArgument, "n-gram sizes must satisfy 1 <= min ({}) <= max ({})", min_ngram,

@@ -20,6 +20,14 @@
 
 namespace kvlm {
 
+// One sequence's question to a proposer (Proposer::propose's arguments).
+struct ProposalQuery {
+  RequestId id;
+  std::span<const int32_t> tokens;
+  int32_t num_prompt_tokens = 0;
+  int32_t max_tokens = 0;
+};
+
 class Proposer {
  public:
   virtual ~Proposer() = default;
@@ -31,6 +39,11 @@ class Proposer {
   // proposals) and gained new ones.
   virtual std::vector<int32_t> propose(RequestId id, std::span<const int32_t> tokens, int32_t num_prompt_tokens,
                                        int32_t max_tokens) = 0;
+  // The proposals for several sequences of one step ([queries.size()], each
+  // as propose would give it; distinct ids). A proposer whose work batches
+  // (a draft model: one forward pass per draft position for all sequences)
+  // overrides it; by default, propose for each in turn.
+  virtual std::vector<std::vector<int32_t>> propose_batch(std::span<const ProposalQuery> queries);
   // Request `id` will not be asked about again soon (it finished, was
   // aborted or preempted): drop what is kept for it. No-op for an id it
   // keeps nothing for. Engine thread only.

@@ -207,6 +207,34 @@ TEST(DraftProposer, RollsBackToTheCommonPrefix) {
   EXPECT_EQ(kept->num_sequences(), 1);
 }
 
+// One forward pass per draft position for every sequence gives what each
+// sequence alone gives (the rows of a batch do not see each other): with
+// catch-ups of different lengths, different K, and a second round in which
+// some lost proposals and some kept them.
+TEST(DraftProposer, BatchEqualsOneAtATime) {
+  auto target = Model::load(test::shared_path(kTarget));
+  auto batched = make_draft(*target, kQuantized);
+  std::vector<std::vector<int32_t>> tokens = {{1, 40, 71, 9, 300, 12}, {1, 7}, {1, 99, 98, 97, 96, 95, 94, 93, 92}};
+  const std::vector<int32_t> ks = {5, 1, 3};
+  for (int round = 0; round < 2; ++round) {
+    std::vector<ProposalQuery> queries;
+    for (size_t i = 0; i < tokens.size(); ++i)
+      queries.push_back(ProposalQuery{RequestId(static_cast<int64_t>(i)), tokens[i], 1, ks[i]});
+    const std::vector<std::vector<int32_t>> got = batched->propose_batch(queries);
+    ASSERT_EQ(got.size(), tokens.size());
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      auto alone = make_draft(*target, kQuantized);
+      EXPECT_EQ(got[i], alone->propose(RequestId(7), tokens[i], 1, ks[i])) << "round " << round << ", sequence " << i;
+      ASSERT_EQ(static_cast<int32_t>(got[i].size()), ks[i]);
+      // Next round: sequence 0 keeps one proposal and then differs, 1 keeps
+      // its proposal, 2 keeps none.
+      if (i == 0) tokens[i].insert(tokens[i].end(), {got[i][0], (got[i][1] + 1) % 512});
+      if (i == 1) tokens[i].push_back(got[i][0]);
+      if (i == 2) tokens[i].push_back((got[i][0] + 3) % 512);
+    }
+  }
+}
+
 TEST(DraftProposer, HoldsAtMostMaxSeqsAndReleases) {
   auto target = Model::load(test::shared_path(kTarget));
   auto draft = make_draft(*target, kQuantized, DraftProposerConfig{.max_seqs = 2, .max_tokens = 64});
