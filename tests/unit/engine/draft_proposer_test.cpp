@@ -166,6 +166,41 @@ TEST_F(DraftGreedy, AdaptiveEqualsOff) {
   EXPECT_GT(check(EngineConfig{}, kQuantized, 0).num_spec_accepted, 0);
 }
 
+// Every architecture drafting for itself (Gemma-2's two KV groups, one a
+// sliding window; GPT-2's learned positions; Qwen2's biases; a 32,000
+// vocabulary): the draft's slots give the target's logits, so every
+// proposal is accepted and the output is the output without proposals.
+class DraftEveryModel : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(DraftEveryModel, SelfDraftIsAlwaysAcceptedAndEqualsOff) {
+  auto load_engine = [&](bool draft) {
+    auto model = Model::load(test::shared_path(GetParam()));
+    EngineConfig c;
+    if (draft) {
+      c.speculative.proposer = DraftProposer::create(Model::load(test::shared_path(GetParam())), *model, GetParam(),
+                                                     GetParam(), DraftProposerConfig{.max_seqs = 4, .max_tokens = 256});
+      c.speculative.num_spec_tokens = 3;
+    }
+    auto tok = Tokenizer::from_metadata(model->gguf().metadata());
+    return std::make_unique<Engine>(std::move(model), std::move(tok), c);
+  };
+  auto off = load_engine(false);
+  std::vector<GenerateRequest> requests = draft_requests(6, 23, off->model().config().vocab_size);
+  for (auto& g : requests) g.ignore_eos = true;
+  const std::vector<DraftOutput> want = run_requests(*off, requests);
+  auto on = load_engine(true);
+  EXPECT_EQ(run_requests(*on, requests), want);
+  const EngineMetrics m = settled_metrics(*on);
+  EXPECT_GT(m.num_spec_proposed, 0);
+  EXPECT_EQ(m.num_spec_accepted, m.num_spec_proposed);
+  EXPECT_EQ(m.num_spec_draft_seqs, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shared, DraftEveryModel,
+                         ::testing::Values("models/stories260K.gguf", "models/llama-2-tiny-random.gguf",
+                                           "models/synth-gemma2-F32.gguf", "models/synth-qwen2-F32.gguf",
+                                           "models/synth-gpt2-F16.gguf"));
+
 TEST(DraftProposer, RefusesAnotherVocabulary) {
   auto target = Model::load(test::shared_path(kTarget));
   try {
