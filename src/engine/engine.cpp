@@ -313,6 +313,7 @@ void Engine::step() {
         std::max(live.peak_resident_tokens, s.slot_begin + static_cast<int32_t>(s.new_tokens.size()));
   }
   const auto t_post = Steady::now();
+  record_decode_forward(out, std::chrono::duration<double>(t_sample - t_forward).count());
   record_speculation(out, sampled);
   auto finished = scheduler_->update(out, sampled.tokens, runner_->kv_stats(), sampled.num_tokens);
   store_published_blocks();

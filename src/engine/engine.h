@@ -317,6 +317,8 @@ class Engine {
   void propose_drafts();
   void verify_seq(const ScheduledSeq& s, std::span<const float> logits, SeqSample& slot);
   void record_speculation(const SchedulerOutput& out, const SampledBatch& batch);
+  // The forward pass of a step of decodes took `seconds` (adaptive K's cost model).
+  void record_decode_forward(const SchedulerOutput& out, double seconds);
   // engine_embed.cpp: the step's final hidden states added to their
   // embedding requests' pools, and a finished request's pooled vector.
   void collect_hidden(const SchedulerOutput& out);
@@ -381,6 +383,10 @@ class Engine {
   std::unique_ptr<StreamDeliverer> deliverer_;  // wakes stream readers off the step thread
   std::unique_ptr<KvEventLog> kv_events_;       // null unless EngineConfig::kv_events
   std::shared_ptr<Proposer> proposer_;          // null unless speculation is on
+  // Moving averages, in seconds, of one pass of the proposer (its time over
+  // the longest proposal it made) and of a decode step's forward pass:
+  // their ratio is a proposal's cost for adaptive K (engine_speculate.cpp).
+  double propose_pass_s_ = 0, decode_forward_s_ = 0;
 
   // Inbox from other threads.
   mutable std::mutex mu_;

@@ -2,6 +2,7 @@
 // the schedule, and what the verification did, after the sampling. The
 // verification itself is Engine::verify_seq (engine_sample.cpp).
 #include <algorithm>
+#include <chrono>
 #include <climits>
 
 #include "common/log.h"
@@ -10,6 +11,13 @@
 #include "sched/scheduler.h"
 
 namespace kvlm {
+namespace {
+
+// An exponential moving average (a tenth of the new value); the first value
+// as it comes.
+double moving_average(double average, double value) { return average == 0 ? value : 0.9 * average + 0.1 * value; }
+
+}  // namespace
 
 // Proposals for every decoding request that speculates, asked of the
 // proposer in one batch (a draft model runs one forward pass per draft
@@ -23,6 +31,9 @@ void Engine::propose_drafts() {
   const SpeculativeConfig& sc = config_.speculative;
   const bool adaptive = sc.num_spec_tokens == 0;
   int32_t room = adaptive ? sc.max_batch_tokens - scheduler_->num_running() : INT32_MAX;
+  // A draft model's pass may cost a good part of the target's step: each
+  // proposal then costs that too, and pays only at a higher acceptance.
+  const double propose_cost = decode_forward_s_ > 0 ? propose_pass_s_ / decode_forward_s_ : 0.0;
   std::vector<ProposalQuery> queries;
   for (auto& [id, live] : live_) {
     const Request* r = scheduler_->find(id);
@@ -41,7 +52,7 @@ void Engine::propose_drafts() {
     int32_t k = sc.num_spec_tokens;
     if (adaptive) {
       if (!live->spec) live->spec.emplace(kMaxAdaptiveSpecTokens, sc.verify_cost);
-      k = live->spec->num_tokens();
+      k = live->spec->num_tokens(propose_cost);
     }
     k = std::min({k, room, r->max_tokens - r->num_output_tokens() - 1});
     if (k <= 0) continue;
@@ -50,6 +61,7 @@ void Engine::propose_drafts() {
   }
   if (queries.empty()) return;
   std::vector<std::vector<int32_t>> drafts;
+  const auto t_begin = std::chrono::steady_clock::now();
   try {
     drafts = proposer_->propose_batch(queries);
   } catch (const std::exception& e) {
@@ -59,12 +71,27 @@ void Engine::propose_drafts() {
     for (const ProposalQuery& q : queries) proposer_->release(q.id);
     return;
   }
+  size_t num_passes = 0;  // a draft model runs one pass per position of its longest proposal
+  for (const auto& d : drafts) num_passes = std::max(num_passes, d.size());
+  if (num_passes > 0) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_begin).count();
+    propose_pass_s_ = moving_average(propose_pass_s_, s / static_cast<double>(num_passes));
+  }
   for (size_t i = 0; i < queries.size(); ++i) {
     if (drafts[i].empty()) continue;
     if (static_cast<int32_t>(drafts[i].size()) > queries[i].max_tokens)
       drafts[i].resize(static_cast<size_t>(queries[i].max_tokens));
     scheduler_->set_draft(queries[i].id, std::move(drafts[i]));
   }
+}
+
+void Engine::record_decode_forward(const SchedulerOutput& out, double seconds) {
+  // Decode steps only: a prompt chunk's pass costs more, and is no measure
+  // of what a proposal costs against a decoded token.
+  const bool decodes_only = std::all_of(out.seqs.begin(), out.seqs.end(), [](const ScheduledSeq& s) {
+    return static_cast<int32_t>(s.new_tokens.size()) == 1 + s.num_spec_tokens;
+  });
+  if (proposer_ && decodes_only) decode_forward_s_ = moving_average(decode_forward_s_, seconds);
 }
 
 void Engine::record_speculation(const SchedulerOutput& out, const SampledBatch& batch) {

@@ -86,7 +86,7 @@ std::vector<int32_t> ReplayProposer::propose(RequestId /*id*/, std::span<const i
   return out;
 }
 
-int32_t SpecController::num_tokens() {
+int32_t SpecController::num_tokens(double propose_cost) {
   const double a = std::min(acceptance(), 0.99);
   int32_t best_k = 0;
   double best = 1.0;  // plain decoding: one token per step of cost 1
@@ -94,7 +94,7 @@ int32_t SpecController::num_tokens() {
   for (int32_t k = 1; k <= max_; ++k) {
     power *= a;
     expected += power;  // 1 + a + ... + a^k
-    const double per_cost = expected / (1.0 + verify_cost_ * k);
+    const double per_cost = expected / (1.0 + (verify_cost_ + propose_cost) * k);
     if (per_cost > best) best = per_cost, best_k = k;
   }
   if (best_k > 0) return best_k;

@@ -114,14 +114,17 @@ inline constexpr int32_t kMaxAdaptiveSpecTokens = 8;
 // stops at a rejection tested one more than it accepted) and picks the K
 // that gives the most tokens per unit of step cost: a step of K proposals
 // yields (1 - a^(K+1)) / (1 - a) tokens on average and costs about
-// 1 + verify_cost * K decode steps (verify_cost: what one more token in a
+// 1 + (verify_cost + propose_cost) * K decode steps (verify_cost: what one more token in a
 // small batch adds, on a CPU about 0.05-0.15 of a decode step, where the
 // weights' reading dominates). K = 0 when no K beats plain decoding; it then
 // tries one proposal every 16 steps, as the text may turn repetitive.
 class SpecController {
  public:
   SpecController(int32_t max_tokens, double verify_cost) : max_(max_tokens), verify_cost_(verify_cost) {}
-  int32_t num_tokens();  // K for the next step (0: none this step)
+  // K for the next step (0: none this step). propose_cost: what making one
+  // proposal costs, in decode steps (a draft model's forward pass against
+  // the target's; about 0 for a lookup), counted beside verify_cost.
+  int32_t num_tokens(double propose_cost = 0);
   void observe(int32_t num_proposed, int32_t num_accepted);
   double acceptance() const { return num_accepted_ / num_tested_; }
 

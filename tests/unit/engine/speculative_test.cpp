@@ -248,6 +248,10 @@ TEST(SpecController, KFollowsTheAcceptance) {
   EXPECT_GE(good.num_tokens(), 4) << "no evidence yet: the prior's K";
   for (int i = 0; i < 10; ++i) good.observe(8, 8);
   EXPECT_EQ(good.num_tokens(), 8);
+  // Proposals that cost what a decode step does (a draft as large as the
+  // target) never pay, however right; a cheap draft's still do.
+  EXPECT_EQ(good.num_tokens(1.0), 0);
+  EXPECT_GE(good.num_tokens(0.2), 4);
   SpecController middling(8, 0.1);
   for (int i = 0; i < 20; ++i) middling.observe(4, i % 2 == 0 ? 1 : 2);  // a about 0.6
   const int32_t k = middling.num_tokens();
