@@ -1,6 +1,7 @@
 #include "engine/draft_proposer.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "common/error.h"
 #include "common/log.h"
@@ -10,17 +11,18 @@
 namespace kvlm {
 namespace {
 
+// Models of one family may pad their embedding tables (and the token
+// lists with them) to different multiples: Qwen2.5-0.5B has 151,936 ids,
+// Qwen2.5-7B 152,064. Vocabularies this close are one tokenizer padded.
+constexpr int32_t kMaxPaddingDifference = 128;
+
 // The first difference between the two vocabularies, in words; empty when
-// the draft reads every target id as the target does.
-std::string vocab_difference(const Model& draft, const Model& target) {
-  if (draft.config().vocab_size != target.config().vocab_size)
-    return fmt::format("the draft's output has {} logits, the target's {}", draft.config().vocab_size,
-                       target.config().vocab_size);
-  const Vocab dv = Vocab::from_metadata(draft.gguf().metadata());
-  const Vocab tv = Vocab::from_metadata(target.gguf().metadata());
-  if (dv.size() != tv.size())
+// the draft reads every id both have as the target does.
+std::string vocab_difference(const Vocab& dv, const Vocab& tv) {
+  if (std::abs(dv.size() - tv.size()) > kMaxPaddingDifference)
     return fmt::format("the draft's vocabulary has {} tokens, the target's {}", dv.size(), tv.size());
-  for (int32_t id = 0; id < tv.size(); ++id)
+  const int32_t num_shared = std::min(dv.size(), tv.size());
+  for (int32_t id = 0; id < num_shared; ++id)
     if (dv.text(id) != tv.text(id))
       return fmt::format("token {} is '{}' in the draft and '{}' in the target", id, dv.text(id), tv.text(id));
   auto name = [](std::optional<int32_t> id) { return id ? std::to_string(*id) : std::string("none"); };
@@ -46,8 +48,12 @@ std::unique_ptr<DraftProposer> DraftProposer::create(std::unique_ptr<Model> draf
   if (config.max_tokens < 0)
     throw_error(ErrorCode::kInvalidArgument, "draft tokens per sequence must be >= 0 (0: the draft's context)");
   std::string difference;
+  int32_t num_proposable = 0;  // ids below it are words of both vocabularies
   try {
-    difference = vocab_difference(*draft, target);
+    const Vocab dv = Vocab::from_metadata(draft->gguf().metadata());
+    const Vocab tv = Vocab::from_metadata(target.gguf().metadata());
+    difference = vocab_difference(dv, tv);
+    num_proposable = std::min({draft->config().vocab_size, target.config().vocab_size, dv.size(), tv.size()});
   } catch (const Error& e) {
     difference = e.what();  // no readable vocabulary in one of them
   }
@@ -70,10 +76,11 @@ std::unique_ptr<DraftProposer> DraftProposer::create(std::unique_ptr<Model> draf
                 "draft model {}: {} sequences of {} tokens are too many KV blocks; lower --draft-max-seqs or "
                 "--max-model-len",
                 draft_path, config.max_seqs, max_tokens);
-  return std::unique_ptr<DraftProposer>(new DraftProposer(std::move(draft), config, max_tokens));
+  return std::unique_ptr<DraftProposer>(new DraftProposer(std::move(draft), config, max_tokens, num_proposable));
 }
 
-DraftProposer::DraftProposer(std::unique_ptr<Model> draft, DraftProposerConfig config, int32_t max_tokens)
+DraftProposer::DraftProposer(std::unique_ptr<Model> draft, DraftProposerConfig config, int32_t max_tokens,
+                             int32_t num_proposable)
     : draft_(std::move(draft)),
       config_(config),
       max_tokens_(max_tokens),
@@ -81,6 +88,7 @@ DraftProposer::DraftProposer(std::unique_ptr<Model> draft, DraftProposerConfig c
       seq_kv_bytes_(static_cast<int64_t>(draft_->kv_groups().size()) * num_seq_blocks_ *
                     static_cast<int64_t>(KvStorage::bytes_per_block(*draft_, config.kv_dtype, kBlockSize))),
       vocab_size_(draft_->config().vocab_size),
+      num_proposable_(num_proposable),
       storage_(*draft_, config.kv_dtype, kBlockSize,
                static_cast<int32_t>(draft_->kv_groups().size()) * config.max_seqs * num_seq_blocks_) {
   // Group g's blocks for every slot come before group g + 1's: groups share
@@ -139,6 +147,12 @@ std::vector<std::vector<int32_t>> DraftProposer::propose_batch(std::span<const P
     // proposals put n + K - 1 tokens in the draft's KV.
     const int32_t k = std::min(q.max_tokens, max_tokens_ - n + 1);
     if (k <= 0 || n == 0) continue;
+    // A target with the larger table may emit an id past the draft's; the
+    // draft cannot read it, so that sequence gets no more proposals.
+    if (std::any_of(q.tokens.begin(), q.tokens.end(), [&](int32_t t) { return t < 0 || t >= vocab_size_; })) {
+      release(q.id);
+      continue;
+    }
     Seq* seq = find_or_add(q.id);
     if (!seq) continue;
     // Keep the longest common prefix; the last token is evaluated again when
@@ -159,7 +173,7 @@ std::vector<std::vector<int32_t>> DraftProposer::propose_batch(std::span<const P
     const std::vector<float>& logits = forward(rows);
     for (size_t r = 0; r < drafting.size(); ++r) {
       const float* row = logits.data() + r * static_cast<size_t>(vocab_size_);
-      last[r] = argmax({row, static_cast<size_t>(vocab_size_)});
+      last[r] = argmax({row, static_cast<size_t>(num_proposable_)});
       out[drafting[r].query].push_back(last[r]);
     }
     std::vector<Drafting> still;

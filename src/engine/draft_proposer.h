@@ -52,14 +52,18 @@ struct DraftProposerConfig {
 class DraftProposer final : public Proposer {
  public:
   // Checks that `draft` reads the target's token ids as the target does:
-  // the same logits width, the same vocabulary size, the same text for every
-  // token, and the same BOS and EOS ids. A proposal is a token id, so ids
-  // that name other texts would make every proposal wrong (never output
-  // wrong: verification rejects them, but the draft would only cost time).
-  // Comparing every token's text is sound and cheap (a few milliseconds for
-  // 150k tokens, once). Merges and scores are not compared: the draft never
-  // tokenizes, it only reads the target's ids. Throws Error(kInvalidArgument)
-  // naming both files on a mismatch, and for a bad config.
+  // the same text for every id both have, the same BOS and EOS ids, and
+  // vocabulary sizes at most 128 apart (one tokenizer, its table padded to
+  // other multiples, as within the Qwen2.5 family). A proposal is a token
+  // id, so ids that name other texts would make every proposal wrong (never
+  // output wrong: verification rejects them, but the draft would only cost
+  // time). Comparing every token's text is sound and cheap (a few
+  // milliseconds for 150k tokens, once). Merges and scores are not
+  // compared: the draft never tokenizes, it only reads the target's ids.
+  // Proposals are ids below both logits widths and both vocabularies; a
+  // sequence holding an id past the draft's table gets no proposals. Throws
+  // Error(kInvalidArgument) naming both files on a mismatch, and for a bad
+  // config.
   static std::unique_ptr<DraftProposer> create(std::unique_ptr<Model> draft, const Model& target,
                                                const std::string& draft_path, const std::string& target_path,
                                                DraftProposerConfig config);
@@ -77,7 +81,8 @@ class DraftProposer final : public Proposer {
 
  private:
   static constexpr int32_t kBlockSize = 16;
-  DraftProposer(std::unique_ptr<Model> draft, DraftProposerConfig config, int32_t max_tokens);
+  DraftProposer(std::unique_ptr<Model> draft, DraftProposerConfig config, int32_t max_tokens,
+                int32_t num_proposable);
 
   struct Seq {
     int32_t slot = 0;
@@ -101,7 +106,8 @@ class DraftProposer final : public Proposer {
   int32_t max_tokens_;     // per sequence
   int32_t num_seq_blocks_; // blocks of one slot in one KV group
   int64_t seq_kv_bytes_;   // one slot's KV, all groups
-  int32_t vocab_size_;
+  int32_t vocab_size_;      // the draft's logits (and embedding rows)
+  int32_t num_proposable_;  // ids below it are in both vocabularies
   KvStorage storage_;      // [group][slot][num_seq_blocks_] blocks
   std::vector<std::vector<std::vector<int32_t>>> tables_;  // [slot][group]: its block ids in order
   std::vector<int32_t> free_slots_;

@@ -10,12 +10,14 @@
 // share one vocabulary of 512) is refused.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <thread>
 
 #include "common/error.h"
 #include "engine/draft_proposer.h"
 #include "engine/engine.h"
+#include "model/make_model.h"
 #include "model/model.h"
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
@@ -214,6 +216,66 @@ TEST(DraftProposer, RefusesAnotherVocabulary) {
     EXPECT_NE(what.find("synth-tiny-F32.gguf"), std::string::npos) << what;
     EXPECT_NE(what.find("vocabularies differ"), std::string::npos) << what;
   }
+}
+
+// A small model on stories260K's 512 tokens whose table and token list are
+// padded to 640 ids, as model families pad theirs to other multiples.
+std::string padded_model() {
+  static const std::string path = [] {
+    MakeModelOptions o;
+    o.shape.dim = 64;
+    o.shape.num_layers = 2;
+    o.shape.num_heads = 4;
+    o.shape.num_kv_heads = 4;
+    o.shape.ffn_dim = 128;
+    o.shape.context_length = 256;
+    o.shape.vocab_size = 640;
+    o.type = DType::kF32;
+    o.weight_std = 0.3f;
+    o.vocab_from = test::shared_path("models/stories260K.gguf");
+    o.out_path = test::temp_dir() + "/draft-padded-640.gguf";
+    make_model(o, [](const std::string&) {});
+    return o.out_path;
+  }();
+  return path;
+}
+
+// 512 and 640 ids, the same tokens below 512: accepted both ways. Proposals
+// stay below 512; a sequence the 640-id target has taken past 512 gets no
+// more (the draft has no row for the id), and the output is unchanged.
+TEST(DraftProposer, PaddedVocabulariesDraftForEachOther) {
+  auto small = Model::load(test::shared_path(kTarget));
+  auto draft = DraftProposer::create(Model::load(padded_model()), *small, "padded", kTarget, {});
+  for (int32_t first = 3; first < 300; first += 37) {
+    const std::vector<int32_t> proposals = draft->propose(RequestId(first), std::vector<int32_t>{1, first, 7}, 3, 6);
+    ASSERT_EQ(proposals.size(), 6u);
+    for (int32_t t : proposals) EXPECT_LT(t, 512) << "a padding id proposed";
+  }
+
+  auto load_padded = [](bool speculate) {
+    auto model = Model::load(padded_model());
+    EngineConfig c;
+    if (speculate) {
+      c.speculative.proposer = DraftProposer::create(Model::load(test::shared_path(kQuantized)), *model, kQuantized,
+                                                     "padded", DraftProposerConfig{.max_seqs = 8, .max_tokens = 256});
+      c.speculative.num_spec_tokens = 3;
+    }
+    auto tok = Tokenizer::from_metadata(model->gguf().metadata());
+    return std::make_unique<Engine>(std::move(model), std::move(tok), c);
+  };
+  std::vector<GenerateRequest> requests = draft_requests(8, 31, 512);
+  for (auto& g : requests) g.ignore_eos = true, g.max_tokens = 48;
+  auto off = load_padded(false);
+  const std::vector<DraftOutput> want = run_requests(*off, requests);
+  bool past_512 = false;
+  for (const DraftOutput& o : want)
+    past_512 = past_512 || std::any_of(o.tokens.begin(), o.tokens.end(), [](int32_t t) { return t >= 512; });
+  EXPECT_TRUE(past_512) << "no output reached the padded ids: the guard went untested";
+  auto on = load_padded(true);
+  EXPECT_EQ(run_requests(*on, requests), want);
+  const EngineMetrics m = settled_metrics(*on);
+  EXPECT_GT(m.num_spec_proposed, 0);
+  EXPECT_EQ(m.num_spec_draft_seqs, 0);
 }
 
 TEST(DraftProposer, EngineRefusesDraftModeWithoutADraft) {
