@@ -204,6 +204,7 @@ int bench_draft(const BenchFlags& f) {
       {"workload", f.text_path.empty() ? "random" : "stories"}, {"prompts", requests.size()},
       {"measured_acceptance", acceptance}, {"proposed", m.num_spec_proposed}, {"accepted", m.num_spec_accepted},
       {"steps", m.num_steps}, {"baseline_steps", off.metrics.num_steps},
+      {"propose_share", m.step_times.total_s() > 0 ? m.spec_propose_s / m.step_times.total_s() : 0.0},
       {"tokens_per_s", on.tokens_per_s}, {"baseline_tokens_per_s", off.tokens_per_s},
       {"speedup", on.tokens_per_s / off.tokens_per_s}, {"cpu_speedup", on.tokens_per_cpu_s / off.tokens_per_cpu_s},
       {"identical", on.outputs == reference.outputs && off.outputs == reference.outputs}};
@@ -211,11 +212,12 @@ int bench_draft(const BenchFlags& f) {
     fmt::print("{}\n", nlohmann::json{{"model", f.model_path}, {"threads", f.threads}, {"spec_tokens", f.spec_tokens},
                                       {"results", nlohmann::json::array({row})}}.dump(2));
   } else {
-    fmt::print("draft {} on {} prompts: acceptance {:.3f} ({}/{}), steps {} vs {}, {:.2f} tok/s vs {:.2f} off "
-               "({:.2f}x; per CPU second {:.2f}x), identical {}\n",
+    fmt::print("draft {} on {} prompts: acceptance {:.3f} ({}/{}), steps {} vs {}, drafting {:.0f}% of step time, "
+               "{:.2f} tok/s vs {:.2f} off ({:.2f}x; per CPU second {:.2f}x), identical {}\n",
                f.draft_path, requests.size(), acceptance, m.num_spec_accepted, m.num_spec_proposed, m.num_steps,
-               off.metrics.num_steps, on.tokens_per_s, off.tokens_per_s, on.tokens_per_s / off.tokens_per_s,
-               on.tokens_per_cpu_s / off.tokens_per_cpu_s, row["identical"].get<bool>());
+               off.metrics.num_steps, 100 * row["propose_share"].get<double>(), on.tokens_per_s, off.tokens_per_s,
+               on.tokens_per_s / off.tokens_per_s, on.tokens_per_cpu_s / off.tokens_per_cpu_s,
+               row["identical"].get<bool>());
   }
   return 0;
 }

@@ -165,7 +165,7 @@ Pooling choose_pooling(const ModelConfig& model, std::string_view flag);
 // when the batch is large enough: sample_batch), and handing results to the
 // streams.
 struct StepTimes {
-  double schedule_s = 0;     // inbox, tier loads, scheduler
+  double schedule_s = 0;     // inbox, tier loads, proposals, scheduler
   double forward_s = 0;      // ModelRunner::execute (the compute threads' work)
   double sample_s = 0;       // logits rows to tokens (and logprobs), until the last row is done
   double postprocess_s = 0;  // scheduler update, detokenize, stop strings, stream pushes
@@ -218,6 +218,9 @@ struct EngineMetrics {
   // as they fill). 0 for proposers without state.
   int32_t num_spec_draft_seqs = 0;
   int64_t spec_draft_kv_bytes = 0;
+  // Seconds the proposer took (a draft model's forward passes), part of
+  // step_times.schedule_s.
+  double spec_propose_s = 0;
   std::array<int64_t, 16> spec_tokens_per_step{};  // [n]: steps that gave n tokens (the last bucket: n or more)
   // Latency distributions of finished requests, in seconds.
   Histogram ttft_s, itl_s, e2e_s, queue_s;

@@ -71,12 +71,14 @@ void Engine::propose_drafts() {
     for (const ProposalQuery& q : queries) proposer_->release(q.id);
     return;
   }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_begin).count();
+  {
+    std::lock_guard lock(mu_);
+    metrics_.spec_propose_s += seconds;
+  }
   size_t num_passes = 0;  // a draft model runs one pass per position of its longest proposal
   for (const auto& d : drafts) num_passes = std::max(num_passes, d.size());
-  if (num_passes > 0) {
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_begin).count();
-    propose_pass_s_ = moving_average(propose_pass_s_, s / static_cast<double>(num_passes));
-  }
+  if (num_passes > 0) propose_pass_s_ = moving_average(propose_pass_s_, seconds / static_cast<double>(num_passes));
   for (size_t i = 0; i < queries.size(); ++i) {
     if (drafts[i].empty()) continue;
     if (static_cast<int32_t>(drafts[i].size()) > queries[i].max_tokens)

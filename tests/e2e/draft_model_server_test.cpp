@@ -37,6 +37,7 @@ TEST(DraftModelServer, GreedyOutputEqualsNoSpeculationAndProposalsAreAccepted) {
     EXPECT_EQ(text, off.out.substr(0, off.out.size() - 1)) << "prompt '" << prompt << "'";  // run adds a newline
   }
   EXPECT_GT(test::server_metric(server, "kvlm_spec_accepted_tokens_total"), 0);
+  EXPECT_GT(test::server_metric(server, "kvlm_spec_propose_seconds_total"), 0);
   EXPECT_EQ(test::server_metric(server, "kvlm_spec_draft_sequences"), 0) << "draft KV kept after the requests ended";
   const test::CommandResult stopped = server.stop();
   EXPECT_NE(stopped.err.find("draft model"), std::string::npos) << "no log line of the draft's KV:\n" << stopped.err;

@@ -117,6 +117,8 @@ class DraftGreedy : public ::testing::Test {
     EXPECT_EQ(m.num_kv_blocks_used, 0) << "blocks still referenced after every request ended";
     EXPECT_EQ(m.num_spec_draft_seqs, 0) << "the draft keeps KV for requests that ended";
     EXPECT_EQ(m.spec_draft_kv_bytes, 0);
+    EXPECT_GT(m.spec_propose_s, 0) << "the draft's passes went untimed";
+    EXPECT_LT(m.spec_propose_s, m.step_times.schedule_s + 1e-9) << "proposals are part of the schedule phase";
     return m;
   }
   static std::vector<GenerateRequest> requests_;
