@@ -146,7 +146,11 @@ std::vector<std::vector<int32_t>> DraftProposer::propose_batch(std::span<const P
     // The last proposal is read from the logits of the one before it, so K
     // proposals put n + K - 1 tokens in the draft's KV.
     const int32_t k = std::min(q.max_tokens, max_tokens_ - n + 1);
-    if (k <= 0 || n == 0) continue;
+    if (n == 0 || k <= 0) {
+      // Past the slot's room the sequence never drafts again: free the slot.
+      if (max_tokens_ - n + 1 <= 0) release(q.id);
+      continue;
+    }
     // A target with the larger table may emit an id past the draft's; the
     // draft cannot read it, so that sequence gets no more proposals.
     if (std::any_of(q.tokens.begin(), q.tokens.end(), [&](int32_t t) { return t < 0 || t >= vocab_size_; })) {

@@ -44,7 +44,8 @@ struct DraftProposerConfig {
   // Sequences that keep draft KV at once; beyond: no proposals.
   int32_t max_seqs = 16;
   // Tokens one sequence's draft KV holds (0: the draft's trained context).
-  // Past it, the sequence gets no proposals. Clipped to the draft's context.
+  // Past it, the sequence gets no more proposals and gives its slot back.
+  // Clipped to the draft's context.
   int32_t max_tokens = 0;
   DType kv_dtype = DType::kF16;
 };

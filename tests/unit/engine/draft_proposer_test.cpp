@@ -347,11 +347,12 @@ TEST(DraftProposer, HoldsAtMostMaxSeqsAndReleases) {
   draft->release(RequestId(1));
   draft->release(RequestId(99));  // unknown: no-op
   EXPECT_EQ(draft->propose(RequestId(3), tokens, 4, 3).size(), 3u);
-  // Past the 64 tokens of a sequence's KV: fewer proposals, then none.
+  // Past the 64 tokens of a sequence's KV: fewer proposals, then none, and
+  // the slot is free again.
   const std::vector<int32_t> long_tokens(62, 5);
   EXPECT_EQ(draft->propose(RequestId(2), long_tokens, 4, 8).size(), 3u);
   EXPECT_TRUE(draft->propose(RequestId(2), std::vector<int32_t>(65, 5), 4, 8).empty());
-  draft->release(RequestId(2));
+  EXPECT_EQ(draft->num_sequences(), 1) << "a sequence past its slot's room must give the slot back";
   draft->release(RequestId(3));
   EXPECT_EQ(draft->num_sequences(), 0);
   EXPECT_EQ(draft->kv_bytes(), 0);
