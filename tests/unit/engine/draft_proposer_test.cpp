@@ -280,6 +280,46 @@ TEST(DraftProposer, PaddedVocabulariesDraftForEachOther) {
   EXPECT_EQ(m.num_spec_draft_seqs, 0);
 }
 
+// A small model on the tokenizer of one of ../shared/vocab's files.
+// padded_to: the table's size (unset: the tokenizer's).
+std::unique_ptr<Model> model_on_vocab(const std::string& vocab, std::optional<int32_t> padded_to = std::nullopt) {
+  MakeModelOptions o;
+  o.shape.dim = 32;
+  o.shape.num_layers = 1;
+  o.shape.num_heads = 2;
+  o.shape.num_kv_heads = 2;
+  o.shape.ffn_dim = 32;
+  o.shape.context_length = 64;
+  o.shape.vocab_size = padded_to;
+  o.type = DType::kF16;
+  o.vocab_from = test::shared_path("vocab/ggml-vocab-" + vocab + ".gguf");
+  o.out_path = test::temp_dir() + "/draft-vocab-" + vocab + std::to_string(padded_to.value_or(0)) + ".gguf";
+  make_model(o, [](const std::string&) {});
+  return Model::load(o.out_path);
+}
+
+std::string refusal(const Model& target, std::unique_ptr<Model> draft) {
+  try {
+    DraftProposer::create(std::move(draft), target, "draft.gguf", "target.gguf", {});
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    return e.what();
+  }
+  return "accepted";
+}
+
+// Vocabularies of the same or close sizes that are not one tokenizer:
+// deepseek-coder's 32,256 BPE tokens against llama's 32,000 SPM ones padded
+// to 32,256 (the texts differ), phi-3's 32,064 against llama's (the same
+// texts below 32,000, but its own end token).
+TEST(DraftProposer, RefusesCloseSizedVocabulariesThatDiffer) {
+  auto llama = model_on_vocab("llama-spm");
+  const std::string deepseek = refusal(*model_on_vocab("llama-spm", 32256), model_on_vocab("deepseek-coder"));
+  EXPECT_NE(deepseek.find("in the draft and"), std::string::npos) << deepseek;
+  const std::string phi3 = refusal(*llama, model_on_vocab("phi-3"));
+  EXPECT_NE(phi3.find("EOS"), std::string::npos) << phi3;
+}
+
 TEST(DraftProposer, EngineRefusesDraftModeWithoutADraft) {
   EngineConfig c;
   c.speculative.mode = SpeculateMode::kDraft;
