@@ -6,6 +6,10 @@
 // (alternated, so both see the same machine load). Greedy output must not
 // change: each row says whether it was identical.
 //
+// With --draft-model FILE the proposer is that draft model (on the random
+// prompts, or with --text on the stories), and the row reports its measured
+// acceptance and speed against no speculation.
+//
 // With --text FILE the proposer is the real one (n-gram prompt lookup) on a
 // trained model: the prompts are the file's stories (their first paragraph;
 // --quote: two paragraphs, a blank line and the story's first sentence again,
@@ -27,6 +31,7 @@
 #include "apps/commands.h"
 #include "apps/model_loading.h"
 #include "common/error.h"
+#include "engine/draft_proposer.h"
 #include "engine/engine.h"
 #include "engine/speculative.h"
 #include "model/model.h"
@@ -59,6 +64,7 @@ struct BenchFlags {
   bool json = false;
   std::string text_path;  // --text: n-gram on the stories of this file
   bool quote = false;
+  std::string draft_path;  // --draft-model: this model proposes
 };
 
 std::vector<GenerateRequest> make_requests(const BenchFlags& f, int32_t vocab) {
@@ -174,6 +180,48 @@ int bench_ngram(const BenchFlags& f) {
   return 0;
 }
 
+// --draft-model: the draft proposes for the random prompts (all streams at
+// once) or, with --text, for the stories (one after another); the same
+// requests run without proposals, alternated, the fastest of -r counting.
+int bench_draft(const BenchFlags& f) {
+  auto target = load_model(f.model_path);
+  const std::vector<GenerateRequest> requests =
+      f.text_path.empty() ? make_requests(f, target->config().vocab_size)
+                          : story_requests(f, *Tokenizer::from_metadata(target->gguf().metadata()));
+  std::shared_ptr<Proposer> draft =
+      DraftProposer::create(load_model(f.draft_path), *target, f.draft_path, f.model_path, DraftProposerConfig{});
+  const Run reference = run(f, requests, nullptr);  // and a warm-up
+  Run off, on;
+  for (int i = 0; i < f.reps; ++i) {
+    Run a = run(f, requests, nullptr), b = run(f, requests, draft);
+    if (a.tokens_per_s > off.tokens_per_s) off = std::move(a);
+    if (b.tokens_per_s > on.tokens_per_s) on = std::move(b);
+  }
+  const EngineMetrics& m = on.metrics;
+  const double acceptance = m.num_spec_proposed ? static_cast<double>(m.num_spec_accepted) / m.num_spec_proposed : 0;
+  const nlohmann::json row = {
+      {"proposer", "draft"}, {"draft_model", f.draft_path},
+      {"workload", f.text_path.empty() ? "random" : "stories"}, {"prompts", requests.size()},
+      {"measured_acceptance", acceptance}, {"proposed", m.num_spec_proposed}, {"accepted", m.num_spec_accepted},
+      {"steps", m.num_steps}, {"baseline_steps", off.metrics.num_steps},
+      {"propose_share", m.step_times.total_s() > 0 ? m.spec_propose_s / m.step_times.total_s() : 0.0},
+      {"tokens_per_s", on.tokens_per_s}, {"baseline_tokens_per_s", off.tokens_per_s},
+      {"speedup", on.tokens_per_s / off.tokens_per_s}, {"cpu_speedup", on.tokens_per_cpu_s / off.tokens_per_cpu_s},
+      {"identical", on.outputs == reference.outputs && off.outputs == reference.outputs}};
+  if (f.json) {
+    fmt::print("{}\n", nlohmann::json{{"model", f.model_path}, {"threads", f.threads}, {"spec_tokens", f.spec_tokens},
+                                      {"results", nlohmann::json::array({row})}}.dump(2));
+  } else {
+    fmt::print("draft {} on {} prompts: acceptance {:.3f} ({}/{}), steps {} vs {}, drafting {:.0f}% of step time, "
+               "{:.2f} tok/s vs {:.2f} off ({:.2f}x; per CPU second {:.2f}x), identical {}\n",
+               f.draft_path, requests.size(), acceptance, m.num_spec_accepted, m.num_spec_proposed, m.num_steps,
+               off.metrics.num_steps, 100 * row["propose_share"].get<double>(), on.tokens_per_s, off.tokens_per_s,
+               on.tokens_per_s / off.tokens_per_s, on.tokens_per_cpu_s / off.tokens_per_cpu_s,
+               row["identical"].get<bool>());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int bench_speculative(int argc, char** argv) {
@@ -192,9 +240,12 @@ int bench_speculative(int argc, char** argv) {
   app.add_option("-r,--repetitions", f.reps, "runs of each (alternated); the fastest counts")->capture_default_str();
   app.add_option("--text", f.text_path, "n-gram speculation on this file's stories (a trained model's real acceptance)");
   app.add_flag("--quote", f.quote, "with --text: prompts whose output may quote them");
+  app.add_option("--draft-model", f.draft_path,
+                 "the proposer is this draft model (same vocabulary), not a replay; with --text, on the stories");
   KVLM_PARSE(app, argc, argv);
   if (f.streams < 1 || f.num_prompt < 2 || f.num_gen < 1 || f.spec_tokens < 0 || f.reps < 1)
     throw_error(ErrorCode::kInvalidArgument, "--streams, -n and -r must be >= 1, -p >= 2, --spec-tokens >= 0");
+  if (!f.draft_path.empty()) return bench_draft(f);
   if (!f.text_path.empty()) return bench_ngram(f);
   const int32_t vocab = load_model(f.model_path)->config().vocab_size;
   const std::vector<GenerateRequest> requests = make_requests(f, vocab);

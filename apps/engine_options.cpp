@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "engine/draft_proposer.h"
 #include "engine/fault_injection.h"
 #include "model/model.h"
 #include "model/quantize_tensors.h"
@@ -28,7 +29,13 @@ void add_engine_options(CLI::App& app, EngineOptions& o) {
   add_kv_budget_options(app, o);
   add_tier_options(app, o.tiers);
   app.add_option("--speculate", o.speculate,
-                 "speculative decoding: off, ngram (proposals looked up in the prompt and output)")
+                 "speculative decoding: off, ngram (proposals looked up in the prompt and output), draft (a draft "
+                 "model proposes; needs --draft-model) (default: draft with --draft-model, else off)");
+  app.add_option("--draft-model", o.draft_model_path,
+                 "speculative decoding with this smaller GGUF model of the same vocabulary proposing (implies "
+                 "--speculate draft)");
+  app.add_option("--draft-max-seqs", o.draft_max_seqs,
+                 "sequences the draft model keeps KV for at once; others decode without proposals")
       ->capture_default_str();
   app.add_option("--spec-tokens", o.spec_tokens, "proposals per step and sequence (0: adaptive)")
       ->capture_default_str();
@@ -40,13 +47,25 @@ void add_engine_options(CLI::App& app, EngineOptions& o) {
 
 SpeculativeConfig make_speculative_config(const EngineOptions& o) {
   SpeculativeConfig c;
-  if (o.speculate == "ngram") {
+  const bool has_draft = !o.draft_model_path.empty();
+  // --draft-model alone means --speculate draft, as llama.cpp's -md does: a
+  // draft model has no other use, so asking for both would be noise.
+  const std::string mode = o.speculate.empty() ? (has_draft ? "draft" : "off") : o.speculate;
+  if (mode == "ngram") {
     c.mode = SpeculateMode::kNgram;
-  } else if (o.speculate == "draft") {
-    throw_error(ErrorCode::kInvalidArgument, "--speculate draft (a draft model) is not built yet; use ngram or off");
-  } else if (o.speculate != "off") {
-    throw_error(ErrorCode::kInvalidArgument, "--speculate: unknown mode '{}' (off, ngram)", o.speculate);
+  } else if (mode == "draft") {
+    c.mode = SpeculateMode::kDraft;
+  } else if (mode != "off") {
+    throw_error(ErrorCode::kInvalidArgument, "--speculate: unknown mode '{}' (off, ngram, draft)", mode);
   }
+  if (c.mode == SpeculateMode::kDraft && !has_draft)
+    throw_error(ErrorCode::kInvalidArgument,
+                "--speculate draft needs --draft-model FILE (a smaller GGUF model with the target's vocabulary)");
+  if (c.mode != SpeculateMode::kDraft && has_draft)
+    throw_error(ErrorCode::kInvalidArgument,
+                "--draft-model is for --speculate draft, not --speculate {}: drop one of them", mode);
+  if (o.draft_max_seqs < 1)
+    throw_error(ErrorCode::kInvalidArgument, "--draft-max-seqs must be >= 1, got {}", o.draft_max_seqs);
   if (o.spec_tokens < 0 || o.spec_tokens > 64)
     throw_error(ErrorCode::kInvalidArgument, "--spec-tokens must be in [0, 64] (0: adaptive), got {}", o.spec_tokens);
   if (o.spec_ngram_min < 1 || o.spec_ngram_max < o.spec_ngram_min)
@@ -127,6 +146,16 @@ EngineConfig make_engine_config(const EngineOptions& o) {
   return c;
 }
 
+std::shared_ptr<Proposer> make_draft_proposer(const EngineOptions& o, const Model& target, DType kv_dtype) {
+  auto draft = load_model(o.draft_model_path, ModelLoadOptions{o.max_model_len, std::nullopt});
+  DraftProposerConfig dc;
+  dc.max_seqs = o.draft_max_seqs;
+  // Room for a whole request of the target; create() clips it to the draft's context.
+  dc.max_tokens = o.max_model_len > 0 ? o.max_model_len : target.config().context_length;
+  dc.kv_dtype = kv_dtype;
+  return DraftProposer::create(std::move(draft), target, o.draft_model_path, o.model_path, dc);
+}
+
 std::unique_ptr<Engine> start_engine(const EngineOptions& o) {
   if (o.verbose) set_log_level(LogLevel::kInfo);
   EngineConfig config = make_engine_config(o);
@@ -136,6 +165,8 @@ std::unique_ptr<Engine> start_engine(const EngineOptions& o) {
   auto model = load_model(o.model_path, ModelLoadOptions{o.max_model_len, quantize});
   auto tokenizer = Tokenizer::from_metadata(model->gguf().metadata());
   config.kv_budget = make_kv_budget(o, &model->config(), /*allow_oracle=*/false);
+  if (config.speculative.mode == SpeculateMode::kDraft)
+    config.speculative.proposer = make_draft_proposer(o, *model, config.kv_dtype);
   if (!o.tiers.disk.empty() || !o.tiers.redis.empty()) {
     // The namespace fingerprints the weights, the KV type and the block size.
     const Hash128 ns = kv_namespace_fingerprint(kv_namespace_spec(model->gguf(), o.kv_type, o.block_size));

@@ -12,6 +12,7 @@
 
 namespace kvlm {
 struct ModelConfig;
+class Model;
 }
 
 namespace kvlm::apps {
@@ -37,9 +38,13 @@ struct EngineOptions {
   TierOptions tiers;  // --kv-disk, --kv-redis, ...
   bool kv_shift = false;
   bool kv_events = false;  // serve --kv-events: GET /v1/kv/events for a router
-  // Speculative decoding: "off", "ngram" (prompt lookup); proposals per step
-  // (0: adaptive); the n-gram sizes matched.
-  std::string speculate = "off";
+  // Speculative decoding: "off", "ngram" (prompt lookup), "draft" (a draft
+  // model); empty: "draft" with --draft-model, else "off". Proposals per
+  // step (0: adaptive); the n-gram sizes matched; the draft model's file and
+  // the sequences it keeps KV for at once.
+  std::string speculate;
+  std::string draft_model_path;
+  int draft_max_seqs = 16;
   int spec_tokens = 0;
   int spec_ngram_min = 1, spec_ngram_max = 3;
 };
@@ -56,8 +61,13 @@ void add_engine_options(CLI::App& app, EngineOptions& o);
 // "f16" / "bf16" / "f32" / "q8_0" / "q4_0" -> DType; Error(kInvalidArgument) naming --kv-type otherwise.
 DType parse_kv_type(const std::string& name);
 EngineConfig make_engine_config(const EngineOptions& o);
-// --speculate and its flags; Error(kInvalidArgument) naming the flag.
+// --speculate and its flags; Error(kInvalidArgument) naming the flag. With
+// --draft-model, mode kDraft and no proposer yet: start_engine loads the
+// draft (make_draft_proposer) once the target is loaded.
 SpeculativeConfig make_speculative_config(const EngineOptions& o);
+// Loads --draft-model and checks it against the target (same vocabulary).
+// Throws kvlm::Error naming both files.
+std::shared_ptr<Proposer> make_draft_proposer(const EngineOptions& o, const Model& target, DType kv_dtype);
 // Loads the model and its tokenizer and starts an engine. Throws kvlm::Error.
 std::unique_ptr<Engine> start_engine(const EngineOptions& o);
 

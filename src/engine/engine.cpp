@@ -128,6 +128,9 @@ Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> tokenize
     proposer_ = config_.speculative.proposer;
   } else if (config_.speculative.mode == SpeculateMode::kNgram) {
     proposer_ = std::make_shared<NgramProposer>(config_.speculative.min_ngram, config_.speculative.max_ngram);
+  } else if (config_.speculative.mode == SpeculateMode::kDraft) {
+    throw_error(ErrorCode::kInvalidArgument, "speculation with a draft model needs the draft: pass --draft-model "
+                                             "FILE (a GGUF with the same vocabulary)");
   }
   if (config_.speculative.num_spec_tokens < 0 || config_.speculative.num_spec_tokens > 64)
     throw_error(ErrorCode::kInvalidArgument, "spec tokens {} must be in [0, 64] (0: adaptive)",
@@ -230,6 +233,7 @@ void Engine::loop() {
           stream->fail(error);
         });
         scheduler_->finish(id, FinishReason::kAborted);
+        if (proposer_) proposer_->release(id);
       }
       num_unfinished_ -= static_cast<int32_t>(live_.size());
       live_.clear();
@@ -309,6 +313,7 @@ void Engine::step() {
         std::max(live.peak_resident_tokens, s.slot_begin + static_cast<int32_t>(s.new_tokens.size()));
   }
   const auto t_post = Steady::now();
+  record_decode_forward(out, std::chrono::duration<double>(t_sample - t_forward).count());
   record_speculation(out, sampled);
   auto finished = scheduler_->update(out, sampled.tokens, runner_->kv_stats(), sampled.num_tokens);
   store_published_blocks();
@@ -429,6 +434,7 @@ void Engine::fail_live(RequestId id, const Error& error) {
   auto it = live_.find(id);
   if (it == live_.end()) return;
   deliver([stream = it->second->stream, error] { stream->fail(error); });
+  if (proposer_) proposer_->release(id);
   live_.erase(it);
   --num_unfinished_;
   std::lock_guard lock(mu_);
@@ -509,6 +515,7 @@ void Engine::finish_live(RequestId id, FinishReason reason, const Request* reque
   metrics_.queue_s.observe(live.stats.queue_s);
   if (live.stats.num_generated_tokens > 0) metrics_.ttft_s.observe(live.stats.ttft_s);
   for (double gap : live.stats.itl_s) metrics_.itl_s.observe(gap);
+  if (proposer_) proposer_->release(id);
   live_.erase(it);
 }
 
@@ -528,6 +535,10 @@ void Engine::publish_metrics() {
   metrics_.num_prefix_query_tokens = kv.num_prefix_query_tokens();
   metrics_.num_prefix_hit_tokens = kv.num_prefix_hit_tokens();
   metrics_.num_preemptions = scheduler_->num_preemptions();
+  if (proposer_) {
+    metrics_.num_spec_draft_seqs = proposer_->num_sequences();
+    metrics_.spec_draft_kv_bytes = proposer_->kv_bytes();
+  }
   metrics_.num_prefix_evicted_blocks = kv.pool().num_evicted_cached_blocks();
   for (KvPolicyKind k : all_kv_policies())
     metrics_.num_kv_evicted_tokens[static_cast<size_t>(k)] = kv.num_evicted_tokens(k);

@@ -165,7 +165,7 @@ Pooling choose_pooling(const ModelConfig& model, std::string_view flag);
 // when the batch is large enough: sample_batch), and handing results to the
 // streams.
 struct StepTimes {
-  double schedule_s = 0;     // inbox, tier loads, scheduler
+  double schedule_s = 0;     // inbox, tier loads, proposals, scheduler
   double forward_s = 0;      // ModelRunner::execute (the compute threads' work)
   double sample_s = 0;       // logits rows to tokens (and logprobs), until the last row is done
   double postprocess_s = 0;  // scheduler update, detokenize, stop strings, stream pushes
@@ -213,6 +213,14 @@ struct EngineMetrics {
   int64_t num_spec_proposed = 0;
   int64_t num_spec_accepted = 0;
   int64_t num_spec_steps = 0;
+  // A draft model's state (engine/draft_proposer.h): sequences it keeps KV
+  // for now, and those KV buffers' bytes (their capacity; pages are touched
+  // as they fill). 0 for proposers without state.
+  int32_t num_spec_draft_seqs = 0;
+  int64_t spec_draft_kv_bytes = 0;
+  // Seconds the proposer took (a draft model's forward passes), part of
+  // step_times.schedule_s.
+  double spec_propose_s = 0;
   std::array<int64_t, 16> spec_tokens_per_step{};  // [n]: steps that gave n tokens (the last bucket: n or more)
   // Latency distributions of finished requests, in seconds.
   Histogram ttft_s, itl_s, e2e_s, queue_s;
@@ -312,6 +320,8 @@ class Engine {
   void propose_drafts();
   void verify_seq(const ScheduledSeq& s, std::span<const float> logits, SeqSample& slot);
   void record_speculation(const SchedulerOutput& out, const SampledBatch& batch);
+  // The forward pass of a step of decodes took `seconds` (adaptive K's cost model).
+  void record_decode_forward(const SchedulerOutput& out, double seconds);
   // engine_embed.cpp: the step's final hidden states added to their
   // embedding requests' pools, and a finished request's pooled vector.
   void collect_hidden(const SchedulerOutput& out);
@@ -376,6 +386,10 @@ class Engine {
   std::unique_ptr<StreamDeliverer> deliverer_;  // wakes stream readers off the step thread
   std::unique_ptr<KvEventLog> kv_events_;       // null unless EngineConfig::kv_events
   std::shared_ptr<Proposer> proposer_;          // null unless speculation is on
+  // Moving averages, in seconds, of one pass of the proposer (its time over
+  // the longest proposal it made) and of a decode step's forward pass:
+  // their ratio is a proposal's cost for adaptive K (engine_speculate.cpp).
+  double propose_pass_s_ = 0, decode_forward_s_ = 0;
 
   // Inbox from other threads.
   mutable std::mutex mu_;

@@ -26,8 +26,16 @@ std::string_view speculate_mode_name(SpeculateMode m) {
   switch (m) {
     case SpeculateMode::kOff: return "off";
     case SpeculateMode::kNgram: return "ngram";
+    case SpeculateMode::kDraft: return "draft";
   }
   return "?";
+}
+
+std::vector<std::vector<int32_t>> Proposer::propose_batch(std::span<const ProposalQuery> queries) {
+  std::vector<std::vector<int32_t>> out;
+  out.reserve(queries.size());
+  for (const ProposalQuery& q : queries) out.push_back(propose(q.id, q.tokens, q.num_prompt_tokens, q.max_tokens));
+  return out;
 }
 
 NgramProposer::NgramProposer(int32_t min_ngram, int32_t max_ngram) : min_ngram_(min_ngram), max_ngram_(max_ngram) {
@@ -36,8 +44,8 @@ NgramProposer::NgramProposer(int32_t min_ngram, int32_t max_ngram) : min_ngram_(
                 max_ngram);
 }
 
-std::vector<int32_t> NgramProposer::propose(std::span<const int32_t> tokens, int32_t /*num_prompt_tokens*/,
-                                            int32_t max_tokens) {
+std::vector<int32_t> NgramProposer::propose(RequestId /*id*/, std::span<const int32_t> tokens,
+                                            int32_t /*num_prompt_tokens*/, int32_t max_tokens) {
   const auto len = static_cast<int32_t>(tokens.size());
   // The longest n first: a longer match predicts better. The latest earlier
   // occurrence: the text nearest the end is the likeliest to be repeated.
@@ -63,8 +71,8 @@ void ReplayProposer::add(std::vector<int32_t> prompt, std::vector<int32_t> conti
   continuations_[hash_tokens(prompt)] = std::move(continuation);
 }
 
-std::vector<int32_t> ReplayProposer::propose(std::span<const int32_t> tokens, int32_t num_prompt_tokens,
-                                             int32_t max_tokens) {
+std::vector<int32_t> ReplayProposer::propose(RequestId /*id*/, std::span<const int32_t> tokens,
+                                             int32_t num_prompt_tokens, int32_t max_tokens) {
   const uint64_t key = hash_tokens(tokens.first(static_cast<size_t>(num_prompt_tokens)));
   auto it = continuations_.find(key);
   if (it == continuations_.end()) return {};
@@ -78,7 +86,7 @@ std::vector<int32_t> ReplayProposer::propose(std::span<const int32_t> tokens, in
   return out;
 }
 
-int32_t SpecController::num_tokens() {
+int32_t SpecController::num_tokens(double propose_cost) {
   const double a = std::min(acceptance(), 0.99);
   int32_t best_k = 0;
   double best = 1.0;  // plain decoding: one token per step of cost 1
@@ -86,7 +94,7 @@ int32_t SpecController::num_tokens() {
   for (int32_t k = 1; k <= max_; ++k) {
     power *= a;
     expected += power;  // 1 + a + ... + a^k
-    const double per_cost = expected / (1.0 + verify_cost_ * k);
+    const double per_cost = expected / (1.0 + (verify_cost_ + propose_cost) * k);
     if (per_cost > best) best = per_cost, best_k = k;
   }
   if (best_k > 0) return best_k;

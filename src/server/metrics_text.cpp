@@ -155,6 +155,14 @@ std::string prometheus_text(const EngineMetrics& m, const std::string& model_nam
            static_cast<double>(m.num_spec_accepted));
   w.metric("kvlm_spec_verify_steps_total", "counter", "Speculative decoding: sequence steps that verified proposals.",
            static_cast<double>(m.num_spec_steps));
+  w.metric("kvlm_spec_draft_sequences", "gauge", "Speculative decoding: sequences the draft model keeps KV for.",
+           m.num_spec_draft_seqs);
+  w.metric("kvlm_spec_draft_kv_bytes", "gauge",
+           "Speculative decoding: bytes of the draft model's KV buffers (capacity; pages are touched as they fill).",
+           static_cast<double>(m.spec_draft_kv_bytes));
+  w.metric("kvlm_spec_propose_seconds_total", "counter",
+           "Speculative decoding: step-thread time spent making proposals (a draft model's passes).",
+           m.spec_propose_s);
   {
     std::vector<std::pair<std::string, double>> per_step;
     for (size_t n = 1; n < m.spec_tokens_per_step.size(); ++n)

@@ -2,7 +2,8 @@
 // is token for token what the engine gives without proposals (batched,
 // chunked, preempted, under KV budgets, with a grammar, with logprobs), the
 // rejected proposals leave the pool whole, and sampled output follows the
-// target distribution (chi-square tests with fixed seeds: they cannot flake).
+// target distribution (chi-square tests with fixed seeds: they cannot flake),
+// with a draft model proposing too.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include <thread>
 
 #include "constrain/constraint.h"
+#include "engine/draft_proposer.h"
 #include "engine/engine.h"
 #include "engine/speculative.h"
 #include "model/model.h"
@@ -246,6 +248,10 @@ TEST(SpecController, KFollowsTheAcceptance) {
   EXPECT_GE(good.num_tokens(), 4) << "no evidence yet: the prior's K";
   for (int i = 0; i < 10; ++i) good.observe(8, 8);
   EXPECT_EQ(good.num_tokens(), 8);
+  // Proposals that cost what a decode step does (a draft as large as the
+  // target) never pay, however right; a cheap draft's still do.
+  EXPECT_EQ(good.num_tokens(1.0), 0);
+  EXPECT_GE(good.num_tokens(0.2), 4);
   SpecController middling(8, 0.1);
   for (int i = 0; i < 20; ++i) middling.observe(4, i % 2 == 0 ? 1 : 2);  // a about 0.6
   const int32_t k = middling.num_tokens();
@@ -262,12 +268,12 @@ TEST(NgramProposer, ProposesWhatFollowedTheLatestMatch) {
   NgramProposer p(1, 3);
   // ... 5 6 7 8 ... 5 6 7 9 ... 6 7 -> the latest "6 7" was followed by 9.
   const std::vector<int32_t> tokens = {1, 5, 6, 7, 8, 2, 5, 6, 7, 9, 4, 6, 7};
-  EXPECT_EQ(p.propose(tokens, 3, 3), (std::vector<int32_t>{9, 4, 6}));
-  EXPECT_EQ(p.propose(tokens, 3, 1), (std::vector<int32_t>{9}));
-  EXPECT_TRUE(p.propose(std::vector<int32_t>{1, 2, 3}, 3, 4).empty());
+  EXPECT_EQ(p.propose(RequestId(1), tokens, 3, 3), (std::vector<int32_t>{9, 4, 6}));
+  EXPECT_EQ(p.propose(RequestId(1), tokens, 3, 1), (std::vector<int32_t>{9}));
+  EXPECT_TRUE(p.propose(RequestId(1), std::vector<int32_t>{1, 2, 3}, 3, 4).empty());
   // The longest n-gram wins over a later shorter one: "5 6 7" (then 8 1), not "7" (then 3).
   const std::vector<int32_t> longer = {5, 6, 7, 8, 1, 7, 3, 5, 6, 7};
-  EXPECT_EQ(p.propose(longer, 2, 2), (std::vector<int32_t>{8, 1}));
+  EXPECT_EQ(p.propose(RequestId(1), longer, 2, 2), (std::vector<int32_t>{8, 1}));
 }
 
 // Pearson's chi-square statistic of two samples over the same categories,
@@ -375,7 +381,8 @@ TEST(SpecSampling, DraftMatchesTheExactTarget) {
 class TableProposer final : public Proposer {
  public:
   explicit TableProposer(std::map<std::vector<int32_t>, int32_t> next) : next_(std::move(next)) {}
-  std::vector<int32_t> propose(std::span<const int32_t> tokens, int32_t num_prompt, int32_t max_tokens) override {
+  std::vector<int32_t> propose(RequestId /*id*/, std::span<const int32_t> tokens, int32_t num_prompt,
+                               int32_t max_tokens) override {
     std::vector<int32_t> context(tokens.begin() + num_prompt, tokens.end()), out;
     while (static_cast<int32_t>(out.size()) < max_tokens) {
       auto it = next_.find(context);
@@ -390,28 +397,31 @@ class TableProposer final : public Proposer {
   std::map<std::vector<int32_t>, int32_t> next_;
 };
 
+constexpr int kSampledRuns = 600;
+
+// kSampledRuns sampled requests (top-k 4, temperature 2) of three tokens.
+std::vector<GenerateRequest> sampled_requests(int first_seed) {
+  std::vector<GenerateRequest> out;
+  for (int i = 0; i < kSampledRuns; ++i) {
+    GenerateRequest g;
+    g.prompt_tokens = {1, 403, 407, 261, 378};
+    g.max_tokens = 3;
+    g.ignore_eos = true;
+    g.sampling.temperature = 2.0f;
+    g.sampling.top_k = 4;
+    g.sampling.top_p = 1.f;
+    g.sampling.min_p = 0.f;
+    g.sampling.seed = static_cast<uint64_t>(first_seed + i);
+    out.push_back(g);
+  }
+  return out;
+}
+
 TEST(SpecSampling, EngineOutputFollowsTheTargetDistribution) {
-  constexpr int kRuns = 600;
-  auto requests = [](int first_seed) {
-    std::vector<GenerateRequest> out;
-    for (int i = 0; i < kRuns; ++i) {
-      GenerateRequest g;
-      g.prompt_tokens = {1, 403, 407, 261, 378};
-      g.max_tokens = 3;
-      g.ignore_eos = true;
-      g.sampling.temperature = 2.0f;
-      g.sampling.top_k = 4;
-      g.sampling.top_p = 1.f;
-      g.sampling.min_p = 0.f;
-      g.sampling.seed = static_cast<uint64_t>(first_seed + i);
-      out.push_back(g);
-    }
-    return out;
-  };
   auto off = make_engine(EngineConfig{});
   std::map<std::vector<int32_t>, int> without, with;
   std::map<std::vector<int32_t>, std::map<int32_t, int>> seen;
-  for (const Output& o : run_all(*off, requests(0))) {
+  for (const Output& o : run_all(*off, sampled_requests(0))) {
     without[o.tokens]++;
     for (size_t j = 1; j < o.tokens.size(); ++j)
       seen[std::vector<int32_t>(o.tokens.begin(), o.tokens.begin() + static_cast<std::ptrdiff_t>(j))][o.tokens[j]]++;
@@ -422,7 +432,31 @@ TEST(SpecSampling, EngineOutputFollowsTheTargetDistribution) {
     table[context] = best->first;
   }
   auto on = make_engine(speculating(EngineConfig{}, std::make_shared<TableProposer>(table), 2));
-  for (const Output& o : run_all(*on, requests(kRuns))) with[o.tokens]++;
+  for (const Output& o : run_all(*on, sampled_requests(kSampledRuns))) with[o.tokens]++;
+  const EngineMetrics m = on->metrics();
+  EXPECT_GT(m.num_spec_accepted, m.num_spec_proposed / 5);
+  EXPECT_LT(m.num_spec_accepted, m.num_spec_proposed);
+  int df = 0;
+  const double chi = two_sample_chi_square(without, with, &df);
+  EXPECT_GE(df, 5);
+  EXPECT_LT(chi, chi_square_999(df)) << "chi-square " << chi << " with " << df << " df";
+  expect_pool_whole(*on);
+}
+
+// A draft model proposes its argmax (engine/draft_proposer.h): here the
+// target itself, whose mode is accepted with its probability under the
+// request's sampler (top-k 4 at temperature 2: often, not always), so the
+// output is drawn through both branches of the rejection rule.
+TEST(SpecSampling, EngineOutputWithADraftModelFollowsTheTargetDistribution) {
+  auto off = make_engine(EngineConfig{});
+  std::map<std::vector<int32_t>, int> without, with;
+  for (const Output& o : run_all(*off, sampled_requests(0))) without[o.tokens]++;
+  auto target = Model::load(test::shared_path("models/stories260K.gguf"));
+  std::shared_ptr<Proposer> draft =
+      DraftProposer::create(Model::load(test::shared_path("models/stories260K.gguf")), *target, "stories260K.gguf",
+                            "stories260K.gguf", DraftProposerConfig{.max_seqs = 64});
+  auto on = make_engine(speculating(EngineConfig{}, draft, 2));
+  for (const Output& o : run_all(*on, sampled_requests(kSampledRuns))) with[o.tokens]++;
   const EngineMetrics m = on->metrics();
   EXPECT_GT(m.num_spec_accepted, m.num_spec_proposed / 5);
   EXPECT_LT(m.num_spec_accepted, m.num_spec_proposed);
