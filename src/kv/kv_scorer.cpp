@@ -95,6 +95,16 @@ KvScorer::KvScorer(KvScorerWeights w) : w_(std::move(w)) {
   if (!std::isfinite(w_.b2)) throw_error(ErrorCode::kInvalidArgument, "KV scorer: 'b2' is not finite");
 }
 
+namespace {
+// The MLP's activation, in training and in scoring alike: tanh from one expf
+// (libm's tanhf, through expm1f, was 7.5% of a 260K-parameter model's decode
+// under the learned policy, perf). Within 1e-7 of tanh; odd by construction.
+float mlp_tanh(float x) {
+  const float e = std::exp(-2.f * std::abs(x));
+  return std::copysign((1.f - e) / (1.f + e), x);
+}
+}  // namespace
+
 float KvScorer::score(std::span<const float> features) const {
   KVLM_ASSERT(features.size() == kNumKvFeatures, "one row of features");
   const auto z = standardised(w_, features.data());
@@ -102,7 +112,7 @@ float KvScorer::score(std::span<const float> features) const {
   float out = w_.b2;
   for (int32_t j = 0; j < w_.num_hidden; ++j) {
     const float* row = &w_.w1[static_cast<size_t>(j) * kNumKvFeatures];
-    out += w_.w2[j] * std::tanh(std::inner_product(z.begin(), z.end(), row, w_.b1[j]));
+    out += w_.w2[j] * mlp_tanh(std::inner_product(z.begin(), z.end(), row, w_.b1[j]));
   }
   return out;
 }
@@ -197,7 +207,7 @@ KvScorerWeights fit_mlp(const KvSampleSink& s, int32_t num_hidden, int32_t num_e
         const auto z = standardised(w, &s.x[i * F]);
         double out = w.b2;
         for (size_t j = 0; j < H; ++j) {
-          hidden[j] = std::tanh(std::inner_product(z.begin(), z.end(), &w.w1[j * F], w.b1[j]));
+          hidden[j] = mlp_tanh(std::inner_product(z.begin(), z.end(), &w.w1[j * F], w.b1[j]));
           out += w.w2[j] * hidden[j];
         }
         const double d = 2.0 * (out - s.y[i]) / static_cast<double>(end - start);
