@@ -213,6 +213,23 @@ void run_kv_type(Engine& engine, const std::string& kv_type, const KvBenchPlan& 
   }
 }
 
+// --attention-profile and --head-analysis, on the first KV type's engine.
+void print_analyses(Engine& engine, const std::string& text, int32_t n_ctx, int32_t profile_chunks,
+                    int32_t head_chunks, const std::vector<int32_t>& budgets) {
+  if (profile_chunks <= 0 && head_chunks <= 0) return;
+  const Tokenizer& tok = engine.tokenizer();
+  const std::optional<int32_t> bos = tok.add_bos() ? tok.bos_id() : std::nullopt;
+  const std::vector<int32_t> tokens = tok.encode(text, /*add_special=*/true, /*parse_special=*/false);
+  const DType kv = engine.config().kv_dtype;
+  if (profile_chunks > 0)
+    fmt::print(stderr, "{}\n",
+               format_attention_profile(attention_profile(engine.model(), kv, tokens, n_ctx, profile_chunks, bos)));
+  if (head_chunks > 0)
+    fmt::print(stderr, "{}",
+               format_kv_head_analysis(
+                   kv_head_analysis(engine.model(), kv, tokens, n_ctx, head_chunks, bos, budgets, n_ctx / 8)));
+}
+
 }  // namespace
 
 int bench_kv(int argc, char** argv) {
@@ -269,22 +286,7 @@ int bench_kv(int argc, char** argv) {
   for (const std::string& kv_type : kv_types) {
     eo.kv_type = kv_type;
     auto engine = start_engine(eo);  // one engine at a time: each holds its own pool
-    if (profile_chunks > 0 && rows.empty()) {
-      const Tokenizer& tok = engine->tokenizer();
-      const std::optional<int32_t> bos = tok.add_bos() ? tok.bos_id() : std::nullopt;
-      const std::vector<int32_t> tokens = tok.encode(text, /*add_special=*/true, /*parse_special=*/false);
-      fmt::print(stderr, "{}\n",
-                 format_attention_profile(attention_profile(engine->model(), engine->config().kv_dtype, tokens, n_ctx,
-                                                            profile_chunks, bos)));
-    }
-    if (head_chunks > 0 && rows.empty()) {
-      const Tokenizer& tok = engine->tokenizer();
-      const std::optional<int32_t> bos = tok.add_bos() ? tok.bos_id() : std::nullopt;
-      const std::vector<int32_t> tokens = tok.encode(text, /*add_special=*/true, /*parse_special=*/false);
-      fmt::print(stderr, "{}",
-                 format_kv_head_analysis(kv_head_analysis(engine->model(), engine->config().kv_dtype, tokens, n_ctx,
-                                                          head_chunks, bos, plan.budgets, n_ctx / 8)));
-    }
+    if (rows.empty()) print_analyses(*engine, text, n_ctx, profile_chunks, head_chunks, plan.budgets);
     run_kv_type(*engine, kv_type, plan, rows);
   }
   if (json) {
