@@ -11,6 +11,7 @@
 #include "apps/cli_parse.h"
 #include "apps/commands.h"
 #include "apps/front_door_options.h"
+#include "apps/http_options.h"
 #include "chat/chat_prompt.h"
 #include "chat/chat_template.h"
 #include "common/error.h"
@@ -35,6 +36,7 @@ struct RouterFlags {
   router::RegistryConfig registry;
   int64_t registry_poll_ms = 500;
   FrontDoorFlags door;
+  HttpFlags http;
   bool verbose = false;
 };
 
@@ -71,20 +73,16 @@ void add_flags(CLI::App& app, RouterConfig& c, RouterFlags& f) {
   app.add_option("--stream-idle-timeout-ms", f.stream_idle_timeout_ms,
                  "a stream's worker silent this long is taken for dead (workers send keep-alives every second)")
       ->capture_default_str();
-  app.add_option("--max-connections", c.max_connections, "client connections at once; past it 503 (0: no cap)")
-      ->capture_default_str();
-  app.add_option("--max-request-bytes", c.max_body_bytes, "largest request body; larger gets 413")->capture_default_str();
   app.add_option("--body-mem", c.body_mem_bytes,
                  "bytes the parsed JSON of the requests being handled may hold together; past it 503, a body that "
                  "alone needs more 413 (K/M/G suffixes)")
       ->capture_default_str()
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::Range(int64_t{1} << 20, int64_t{1} << 40));
-  app.add_option("--http-threads", c.num_http_threads, "HTTP threads (each holds one client request)")
-      ->capture_default_str();
   app.add_option("--request-timeout", c.request_timeout_s, "seconds a request answered whole may take")
       ->capture_default_str();
   app.add_option("--retry-after", c.retry_after_s, "seconds in the Retry-After of the router's 503s")->capture_default_str();
+  add_http_options(app, c.http, f.http, "each holds one request answered whole while its worker answers");
   app.add_flag("-v,--verbose", f.verbose, "log routing and worker details");
 }
 
@@ -119,6 +117,7 @@ int cmd_router(int argc, char** argv) {
   RouterFlags f;
   add_flags(app, c, f);
   KVLM_PARSE(app, argc, argv);
+  apply_http_flags(f.http, c.http);
   if (f.verbose) set_log_level(LogLevel::kInfo);
   apply_key_environment(f.door);
   c.api_keys = f.door.api_keys;

@@ -14,6 +14,7 @@
 #include "apps/commands.h"
 #include "apps/engine_options.h"
 #include "apps/front_door_options.h"
+#include "apps/http_options.h"
 #include "common/error.h"
 #include "engine/engine.h"
 #include "model/model.h"
@@ -40,9 +41,6 @@ void report_drained(const Engine& engine, size_t num_cancelled) {
 
 // Limits that keep an overloaded server answering (docs/server.md "Server limits").
 void add_limit_options(CLI::App& app, ServerConfig& sc) {
-  app.add_option("--max-connections", sc.max_connections,
-                 "connections served or waiting at once; past it 503 + Retry-After (0: no cap)")
-      ->capture_default_str();
   app.add_option("--max-queued-requests", sc.max_queued_requests,
                  "generation requests that may wait beyond --max-seqs; past it 503 + Retry-After (-1: no cap)")
       ->capture_default_str()
@@ -51,9 +49,6 @@ void add_limit_options(CLI::App& app, ServerConfig& sc) {
                  "seconds a generation request may take from submission; then it fails and frees its KV (0: none)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--max-request-bytes", sc.max_body_bytes, "largest request body; larger gets 413")
-      ->capture_default_str()
-      ->check(CLI::Range(size_t{1024}, size_t{1} << 34));
   app.add_option("--body-mem", sc.body_mem_bytes,
                  "bytes the parsed JSON of the requests being handled may hold together; past it 503, a body that "
                  "alone needs more 413 (K/M/G suffixes; default: a sixteenth of the machine's memory, 64 MiB to 1 GiB)")
@@ -108,8 +103,9 @@ int cmd_serve(int argc, char** argv) {
                  "(default: none)")
       ->allow_extra_args(false);
   app.add_option("--chat-template-file", sc.chat_template_file, "Jinja chat template to use instead of the model's");
-  app.add_option("--http-threads", sc.num_http_threads, "HTTP worker threads (default: enough for every request)");
   add_limit_options(app, sc);
+  HttpFlags http_flags;
+  add_http_options(app, sc.http, http_flags, "default: enough to parse every running and queued request at once");
   std::string reasoning_format = "separate";
   app.add_option("--reasoning-format", reasoning_format,
                  "a thinking model's <think> section: 'separate' answers it in reasoning_content, 'none' leaves it "
@@ -150,6 +146,7 @@ int cmd_serve(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   KVLM_PARSE(app, argc, argv);
+  apply_http_flags(http_flags, sc.http);
   sc.sse_heartbeat = std::chrono::milliseconds(heartbeat_ms);
   sc.separate_reasoning = reasoning_format == "separate";
   sc.model_sampling_defaults = generation_config == "auto";

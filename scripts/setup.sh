@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libgtest-dev libgmock-dev libbenchmark-dev
-  nlohmann-json3-dev libcpp-httplib-dev libcli11-dev
+  nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libboost1.81-dev
   libpcre2-dev libxxhash-dev libfmt-dev
   libhiredis-dev redis-server redis-tools libssl-dev openssl
   curl prometheus python3 python3-jsonschema python3-numpy python3-yaml systemd

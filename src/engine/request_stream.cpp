@@ -22,6 +22,21 @@ std::optional<StreamEvent> RequestStream::next_for(std::chrono::milliseconds tim
   return pop_locked();
 }
 
+std::optional<StreamEvent> RequestStream::try_next() {
+  std::lock_guard lock(mu_);
+  return pop_locked();
+}
+
+void RequestStream::set_listener(std::function<void()> listener) {
+  std::lock_guard lock(mu_);
+  listener_ = std::move(listener);
+  if (!events_.empty()) notify_locked();
+}
+
+void RequestStream::notify_locked() {
+  if (listener_) listener_();
+}
+
 bool RequestStream::done() const {
   std::lock_guard lock(mu_);
   return final_taken_;
@@ -48,6 +63,7 @@ void RequestStream::push(std::vector<int32_t> tokens, std::string text, std::vec
       events_.push_back(StreamEvent{std::move(tokens), std::move(text), false, std::nullopt, std::nullopt,
                                     std::move(logprobs), std::move(prompt_logprobs)});
     }
+    notify_locked();
   }
   cv_.notify_all();
 }
@@ -60,6 +76,7 @@ void RequestStream::push_replayed(std::vector<int32_t> tokens, std::string text)
     ev.text = std::move(text);
     ev.replayed = true;
     events_.push_back(std::move(ev));
+    notify_locked();
   }
   cv_.notify_all();
 }
@@ -71,6 +88,7 @@ void RequestStream::finish(FinishReason reason, RequestStats stats, std::string 
     final_produced_ = true;
     stats_ = std::move(stats);
     events_.push_back(StreamEvent{{}, std::move(final_text), true, reason, std::nullopt, {}, {}});
+    notify_locked();
   }
   cv_.notify_all();
 }
@@ -81,6 +99,7 @@ void RequestStream::fail(Error error) {
     if (final_produced_) return;
     final_produced_ = true;
     events_.push_back(StreamEvent{{}, {}, true, std::nullopt, std::move(error), {}, {}});
+    notify_locked();
   }
   cv_.notify_all();
 }

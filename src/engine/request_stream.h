@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -61,6 +62,14 @@ class RequestStream {
   std::optional<StreamEvent> next();
   // Like next() but gives up after `timeout` (returns nullopt; check done()).
   std::optional<StreamEvent> next_for(std::chrono::milliseconds timeout);
+  // The next event if one is waiting; never blocks.
+  std::optional<StreamEvent> try_next();
+  // Called after every event the producer adds (on the producer's side,
+  // under the stream's lock: keep it short and never call back into the
+  // stream), and once at once if events are waiting: how an event-driven
+  // reader learns that there is something to take. Empty: none. Once this
+  // returns, the previous listener is never called again.
+  void set_listener(std::function<void()> listener);
   bool done() const;
   // Final statistics; complete once the final event has been produced.
   RequestStats stats() const;
@@ -75,6 +84,7 @@ class RequestStream {
 
  private:
   std::optional<StreamEvent> pop_locked();
+  void notify_locked();
   const RequestId id_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -82,6 +92,7 @@ class RequestStream {
   bool final_produced_ = false;
   bool final_taken_ = false;
   RequestStats stats_;
+  std::function<void()> listener_;
 };
 
 }  // namespace kvlm

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include <httplib.h>
+#include "server/http/message.h"
 #include <nlohmann/json.hpp>
 
 #include "common/memory_budget.h"
@@ -36,8 +36,8 @@ struct RouterContext {
   RouterMetrics metrics;
   std::unique_ptr<PromptReader> prompts;  // null: prompts are unknown
   uint64_t round_robin = 0;               // under workers.mu()
-  std::atomic<int64_t> num_rejected_connections{0};
   const ApiKeyring* keys = nullptr;       // the clients' keys (their metrics)
+  const http::ServerStats* http_stats = nullptr;  // the transport's counters (/metrics)
   ResponseOwners response_owners;         // stored Responses by the worker that answered them
   MemoryBudget body_memory;               // --body-mem
   std::atomic<int64_t> num_rejected_body_memory{0};
@@ -72,7 +72,7 @@ std::unique_ptr<Dispatch> dispatch(RouterContext& ctx, PromptInfo& prompt, const
 // The prompt a request carries, as the policy needs it: its tokens (with a
 // prompt reader; kv-aware, and the cached-token prediction), its cache salt
 // and session key.
-PromptInfo prompt_info(const RouterContext& ctx, bool chat, const Json& body, const httplib::Request& req);
+PromptInfo prompt_info(const RouterContext& ctx, bool chat, const Json& body, const http::Request& req);
 
 // A request to a worker: the worker key, JSON body.
 UpstreamRequest upstream_request(const RouterContext& ctx, const std::string& method, const std::string& target,
@@ -83,23 +83,24 @@ UpstreamTimeouts upstream_timeouts(const RouterContext& ctx);
 void observe_usage(RouterContext& ctx, const Dispatch& d, const Json& usage);
 
 // The 503 when no worker can take a request (`why`: the last failure).
-void refuse_no_worker(RouterContext& ctx, httplib::Response& res, const std::string& why);
+void refuse_no_worker(RouterContext& ctx, http::Response& res, const std::string& why);
 // Copies a worker's answer (status, body, the headers a client uses).
-void pass_through(const UpstreamExchange& x, std::string body, httplib::Response& res);
-// Reads a whole answer, watching the client: nullopt when it hung up (the
-// caller drops the exchange, which cancels the worker's request).
-std::optional<std::string> read_whole(RouterContext& ctx, UpstreamExchange& x, const httplib::Request& req);
+void pass_through(const UpstreamExchange& x, std::string body, http::Response& res);
+// Reads a whole answer, watching the client (req.client_gone()): nullopt
+// when it hung up (the caller drops the exchange, which cancels the
+// worker's request).
+std::optional<std::string> read_whole(RouterContext& ctx, UpstreamExchange& x, const http::Request& req);
 
 // Whether a worker's answer means "try another worker" rather than "this is
 // the answer": 503 (draining, its queue full) before anything was sent.
 bool worth_another_worker(int status);
 
 // Route handlers (forward.cpp, relay.cpp, status.cpp).
-void handle_generation(RouterContext& ctx, bool chat, const httplib::Request& req, httplib::Response& res);
-void handle_proxied(RouterContext& ctx, const httplib::Request& req, httplib::Response& res);
-void handle_status(RouterContext& ctx, const httplib::Request& req, httplib::Response& res);
-void handle_health(RouterContext& ctx, const httplib::Request& req, httplib::Response& res);
-void handle_metrics(RouterContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_generation(RouterContext& ctx, bool chat, const http::Request& req, http::Response& res);
+void handle_proxied(RouterContext& ctx, const http::Request& req, http::Response& res);
+void handle_status(RouterContext& ctx, const http::Request& req, http::Response& res);
+void handle_health(RouterContext& ctx, const http::Request& req, http::Response& res);
+void handle_metrics(RouterContext& ctx, const http::Request& req, http::Response& res);
 
 // relay.cpp: answers a streaming request from its first worker's open
 // exchange (status 200, an event stream), resuming on other workers if it fails.
@@ -112,7 +113,8 @@ struct StreamStart {
   std::unique_ptr<UpstreamExchange> exchange;
   std::set<std::string> tried;
   uint64_t seed = 0;              // the request's seed (the client's, or one the router chose)
+  std::shared_ptr<KeyTicket> key; // the client's key: charged the stream's tokens at its end
 };
-void relay_stream(RouterContext& ctx, StreamStart start, httplib::Response& res);
+void relay_stream(RouterContext& ctx, StreamStart start, http::Response& res);
 
 }  // namespace kvlm::router

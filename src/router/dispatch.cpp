@@ -45,7 +45,7 @@ std::unique_ptr<Dispatch> dispatch(RouterContext& ctx, PromptInfo& prompt, const
   return std::make_unique<Dispatch>(ctx, std::move(*d));
 }
 
-PromptInfo prompt_info(const RouterContext& ctx, bool chat, const Json& body, const httplib::Request& req) {
+PromptInfo prompt_info(const RouterContext& ctx, bool chat, const Json& body, const http::Request& req) {
   PromptInfo p;
   if (ctx.prompts) p.tokens = ctx.prompts->tokens(chat, body);
   if (body.is_object()) {

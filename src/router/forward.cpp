@@ -10,7 +10,7 @@
 #include "common/log.h"
 #include "router/context.h"
 #include "server/http/front.h"
-#include "server/http/peer_probe.h"
+#include "router/usage_tally.h"
 #include "server/openai/json_text.h"
 
 namespace kvlm::router {
@@ -21,7 +21,7 @@ namespace {
 constexpr Ms kHangUpCheck{100};
 }  // namespace
 
-void refuse_no_worker(RouterContext& ctx, httplib::Response& res, const std::string& why) {
+void refuse_no_worker(RouterContext& ctx, http::Response& res, const std::string& why) {
   ctx.metrics.no_worker();
   send_overloaded(res, ctx.config.retry_after_s,
                   why.empty() ? std::string("no worker can take the request now; retry later")
@@ -30,7 +30,7 @@ void refuse_no_worker(RouterContext& ctx, httplib::Response& res, const std::str
 }
 
 // Copies a worker's answer (status, body, the headers a client uses).
-void pass_through(const UpstreamExchange& x, std::string body, httplib::Response& res) {
+void pass_through(const UpstreamExchange& x, std::string body, http::Response& res) {
   res.status = x.status();
   if (const std::string ra = x.header("Retry-After"); !ra.empty()) res.set_header("Retry-After", ra);
   const std::string type = x.header("Content-Type");
@@ -39,15 +39,14 @@ void pass_through(const UpstreamExchange& x, std::string body, httplib::Response
 
 // Reads a whole answer, watching the client: one that hangs up gets the
 // worker's request cancelled (closing our connection to it does that).
-std::optional<std::string> read_whole(RouterContext& ctx, UpstreamExchange& x, const httplib::Request& req) {
-  const PeerProbe probe(req.remote_addr, req.remote_port, req.local_port);
+std::optional<std::string> read_whole(RouterContext& ctx, UpstreamExchange& x, const http::Request& req) {
   const auto deadline = Clock::now() + Ms(static_cast<int64_t>(ctx.config.request_timeout_s * 1000));
   std::string body;
   for (;;) {
     const auto r = x.read_body(body, kHangUpCheck);
     if (r == UpstreamExchange::Read::kEnd) return body;
     if (r == UpstreamExchange::Read::kData) continue;
-    if (probe.peer_closed()) return std::nullopt;
+    if (req.client_gone()) return std::nullopt;
     if (Clock::now() > deadline)
       throw_error(ErrorCode::kUnavailable, "no answer within --request-timeout ({} s)", ctx.config.request_timeout_s);
   }
@@ -55,7 +54,7 @@ std::optional<std::string> read_whole(RouterContext& ctx, UpstreamExchange& x, c
 
 namespace {
 
-void forward_whole(RouterContext& ctx, const std::string& path, const httplib::Request& req, httplib::Response& res,
+void forward_whole(RouterContext& ctx, const std::string& path, const http::Request& req, http::Response& res,
                    PromptInfo& prompt, Clock::time_point arrived) {
   std::set<std::string> tried;
   std::string last_error;
@@ -80,7 +79,7 @@ void forward_whole(RouterContext& ctx, const std::string& path, const httplib::R
         const Json answer = Json::parse(*body, nullptr, false);
         if (answer.is_object() && answer.contains("usage")) {
           observe_usage(ctx, *d, answer["usage"]);
-          charge_current_request(answer["usage"].value("total_tokens", int64_t{0}));  // the client key's tokens per minute
+          charge_tokens(req, usage_total(answer["usage"]));  // the client key's tokens per minute
         }
       }
       return pass_through(x, std::move(*body), res);
@@ -114,8 +113,9 @@ std::string stream_body(Json& body, uint64_t& seed) {
 }
 
 void start_stream(RouterContext& ctx, bool chat, const std::string& path, Json body, PromptInfo prompt,
-                  httplib::Response& res, Clock::time_point arrived) {
+                  const http::Request& req, http::Response& res, Clock::time_point arrived) {
   StreamStart s;
+  s.key = req.key_ticket;
   const std::string up_body = stream_body(body, s.seed);
   std::string last_error;
   for (int32_t attempt = 0; attempt < ctx.config.max_attempts; ++attempt) {
@@ -154,7 +154,7 @@ void start_stream(RouterContext& ctx, bool chat, const std::string& path, Json b
 
 }  // namespace
 
-void handle_generation(RouterContext& ctx, bool chat, const httplib::Request& req, httplib::Response& res) {
+void handle_generation(RouterContext& ctx, bool chat, const http::Request& req, http::Response& res) {
   const auto arrived = Clock::now();
   std::optional<Json> body = parse_body(req, res);
   if (!body) return;
@@ -163,11 +163,11 @@ void handle_generation(RouterContext& ctx, bool chat, const httplib::Request& re
   bool stream = false;
   if (body->is_object())
     if (const auto it = body->find("stream"); it != body->end() && it->is_boolean()) stream = it->get<bool>();
-  if (stream) return start_stream(ctx, chat, path, std::move(*body), std::move(prompt), res, arrived);
+  if (stream) return start_stream(ctx, chat, path, std::move(*body), std::move(prompt), req, res, arrived);
   forward_whole(ctx, path, req, res, prompt, arrived);
 }
 
-void handle_proxied(RouterContext& ctx, const httplib::Request& req, httplib::Response& res) {
+void handle_proxied(RouterContext& ctx, const http::Request& req, http::Response& res) {
   PromptInfo none;
   std::set<std::string> tried;
   std::string last_error;
@@ -189,6 +189,7 @@ void handle_proxied(RouterContext& ctx, const httplib::Request& req, httplib::Re
                          upstream_timeouts(ctx));
       std::string body = x.read_all(Ms(static_cast<int64_t>(ctx.config.request_timeout_s * 1000)));
       ctx.workers.report_success(w);
+      if (x.status() == 200) charge_tokens(req, body_usage_total(body));  // embeddings: the client key's tokens
       return pass_through(x, std::move(body), res);
     } catch (const Error& e) {
       ctx.workers.report_failure(w, e.what());

@@ -4,6 +4,8 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "router/sse.h"
+#include "router/usage_tally.h"
 #include "server/http/front.h"
 
 namespace kvlm::router {
@@ -21,77 +23,96 @@ std::optional<std::string> response_id_in(std::string_view text) {
   return std::string(text.substr(start, end - start));
 }
 
-// A stream being copied from a worker to the client: the worker's claim
-// and exchange live as long as the client's response does.
-struct RawStream {
-  std::unique_ptr<Dispatch> dispatch;
-  std::unique_ptr<UpstreamExchange> exchange;
-  RouterContext* ctx = nullptr;
-  bool ended = false;
-  bool records_responses = false;  // until the Response's id has been seen
-  std::string head;                // the stream's first bytes, while looking for it
+// A stream being copied from a worker to the client, as the transport's
+// Producer: each poll copies what the worker has sent (the transport wakes
+// it when the worker's socket is readable); the worker's claim and exchange
+// live as long as the client's answer does. Its tokens are read from the
+// events as they pass and charged to the client's key at its end.
+class RawStream final : public http::Producer {
+ public:
+  RawStream(RouterContext& ctx, std::unique_ptr<Dispatch> d, std::unique_ptr<UpstreamExchange> x,
+            std::shared_ptr<KeyTicket> key, bool records_responses)
+      : ctx_(ctx), dispatch_(std::move(d)), exchange_(std::move(x)), key_(std::move(key)),
+        records_responses_(records_responses) {}
+  void start(std::shared_ptr<http::Waker> waker) override { waker_ = std::move(waker); }
+  bool poll_may_block() const override { return true; }  // a half-read chunk's frame waits briefly
+  void cancel() override {
+    exchange_.reset();  // dropping the exchange cancels the worker's request
+    dispatch_.reset();
+  }
 
-  // Copies what the worker has sent next; false when the client is gone.
-  bool step(httplib::DataSink& sink) {
-    if (ended) {
-      sink.done();
-      return true;
+  Progress poll(http::Response& res, Clock::time_point& wake_at) override {
+    if (copy(res.body)) {
+      if (key_) key_->charge_tokens(usage_.total());
+      return Progress::kDone;
     }
-    std::string out;
-    const auto idle_until = Clock::now() + ctx->config.stream_idle_timeout;
+    waker_->wake_when_readable(exchange_->fd());
+    wake_at = last_byte_ + ctx_.config.stream_idle_timeout;
+    return Progress::kPending;
+  }
+
+ private:
+  // Copies what the worker has sent; true when the stream has ended (or broke).
+  bool copy(std::string& out) {
     try {
       for (;;) {
-        const auto r = exchange->read_body(out, Ms(100));
-        if (r == UpstreamExchange::Read::kData) break;
+        const size_t before = out.size();
+        const auto r = exchange_->read_body(out, Ms(0));
         if (r == UpstreamExchange::Read::kEnd) {
-          ended = true;
-          ctx->workers.report_success(dispatch->worker());
-          break;
+          ctx_.workers.report_success(dispatch_->worker());
+          return true;
         }
-        if (!sink.is_writable()) return false;  // the client hung up: dropping the exchange cancels the request
-        if (Clock::now() > idle_until)
-          throw_error(ErrorCode::kUnavailable, "no byte for {} ms", ctx->config.stream_idle_timeout.count());
+        if (r == UpstreamExchange::Read::kIdle) {
+          if (Clock::now() - last_byte_ >= ctx_.config.stream_idle_timeout)
+            throw_error(ErrorCode::kUnavailable, "no byte for {} ms", ctx_.config.stream_idle_timeout.count());
+          return false;
+        }
+        last_byte_ = Clock::now();
+        const std::string_view more(out.data() + before, out.size() - before);
+        for (const SseEvent& ev : sse_.feed(more)) usage_.feed_event(ev.data);
+        if (records_responses_) note_response_id(more);
       }
     } catch (const Error& e) {
       // The worker died or froze mid-stream: the stream ends where it broke.
-      ctx->workers.report_failure(dispatch->worker(), e.what());
-      log_warn("router: a pass-through stream from {} broke: {}", dispatch->worker().url(), e.what());
-      ended = true;
+      ctx_.workers.report_failure(dispatch_->worker(), e.what());
+      log_warn("router: a pass-through stream from {} broke: {}", dispatch_->worker().url(), e.what());
+      return true;
     }
-    if (records_responses && !out.empty()) note_response_id(out);
-    if (!out.empty() && !sink.write(out.data(), out.size())) return false;
-    if (ended) sink.done();
-    return true;
   }
 
   // response.created comes first and names the Response.
-  void note_response_id(const std::string& more) {
-    head += more;
-    if (std::optional<std::string> id = response_id_in(head)) {
-      ctx->response_owners.remember(*id, dispatch->worker().url());
-      records_responses = false;
-    } else if (head.size() > 16384) {
-      records_responses = false;  // not a Response stream as expected: stop looking
+  void note_response_id(std::string_view more) {
+    head_ += more;
+    if (std::optional<std::string> id = response_id_in(head_)) {
+      ctx_.response_owners.remember(*id, dispatch_->worker().url());
+      records_responses_ = false;
+    } else if (head_.size() > 16384) {
+      records_responses_ = false;  // not a Response stream as expected: stop looking
     }
-    if (!records_responses) head.clear();
+    if (!records_responses_) head_.clear();
   }
+
+  RouterContext& ctx_;
+  std::unique_ptr<Dispatch> dispatch_;
+  std::unique_ptr<UpstreamExchange> exchange_;
+  std::shared_ptr<KeyTicket> key_;
+  std::shared_ptr<http::Waker> waker_;
+  bool records_responses_ = false;  // until the Response's id has been seen
+  std::string head_;                // the stream's first bytes, while looking for it
+  SseReader sse_;
+  UsageTally usage_;
+  Clock::time_point last_byte_ = Clock::now();
 };
 
 void relay_raw_stream(RouterContext& ctx, std::unique_ptr<Dispatch> d, std::unique_ptr<UpstreamExchange> x,
-                      httplib::Response& res, bool records_responses) {
+                      const http::Request& req, http::Response& res, bool records_responses) {
   res.status = x->status();
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   d->started();
-  auto stream = std::make_shared<RawStream>();
-  stream->ctx = &ctx;
-  stream->dispatch = std::move(d);
-  stream->exchange = std::move(x);
-  stream->records_responses = records_responses;
-  res.set_chunked_content_provider("text/event-stream",
-                                   [stream](size_t, httplib::DataSink& sink) { return stream->step(sink); });
+  res.stream("text/event-stream",
+             std::make_unique<RawStream>(ctx, std::move(d), std::move(x), req.key_ticket, records_responses));
 }
-
 
 // The owner of a stored Response, if the router knows it and it can take
 // the request: every other worker is excluded from the choice.
@@ -107,7 +128,7 @@ std::unique_ptr<Dispatch> dispatch_to_owner(RouterContext& ctx, PromptInfo& prom
 
 }  // namespace
 
-void handle_passthrough(RouterContext& ctx, const httplib::Request& req, httplib::Response& res,
+void handle_passthrough(RouterContext& ctx, const http::Request& req, http::Response& res,
                         const PassthroughOptions& options) {
   const auto arrived = Clock::now();
   PromptInfo prompt;
@@ -125,7 +146,7 @@ void handle_passthrough(RouterContext& ctx, const httplib::Request& req, httplib
                                                   upstream_timeouts(ctx));
       ctx.metrics.added_latency(std::chrono::duration<double>(x->sent_at() - arrived).count());
       if (x->status() == 200 && x->header("Content-Type").starts_with("text/event-stream"))
-        return relay_raw_stream(ctx, std::move(d), std::move(x), res, options.records_responses);
+        return relay_raw_stream(ctx, std::move(d), std::move(x), req, res, options.records_responses);
       std::optional<std::string> body = read_whole(ctx, *x, req);
       if (!body) return;  // the client is gone
       ctx.workers.report_success(w);
@@ -137,6 +158,7 @@ void handle_passthrough(RouterContext& ctx, const httplib::Request& req, httplib
       d->started();
       if (options.records_responses && x->status() == 200)
         if (std::optional<std::string> id = response_id_in(*body)) ctx.response_owners.remember(*id, w.url());
+      if (x->status() == 200) charge_tokens(req, body_usage_total(*body));  // the client key's tokens per minute
       return pass_through(*x, std::move(*body), res);
     } catch (const Error& e) {
       ctx.workers.report_failure(w, e.what());
@@ -180,13 +202,13 @@ Json messages_as_chat(const Json& body) {
 
 }  // namespace
 
-void handle_messages_passthrough(RouterContext& ctx, const httplib::Request& req, httplib::Response& res) {
+void handle_messages_passthrough(RouterContext& ctx, const http::Request& req, http::Response& res) {
   const Json body = Json::parse(req.body, nullptr, false);
   const Json view = messages_as_chat(body);
   handle_passthrough(ctx, req, res, {.prompt_view = body.is_discarded() ? nullptr : &view});
 }
 
-void handle_responses_passthrough(RouterContext& ctx, const httplib::Request& req, httplib::Response& res) {
+void handle_responses_passthrough(RouterContext& ctx, const http::Request& req, http::Response& res) {
   const Json body = Json::parse(req.body, nullptr, false);
   PassthroughOptions o{.records_responses = true};
   if (body.is_object())
@@ -195,8 +217,8 @@ void handle_responses_passthrough(RouterContext& ctx, const httplib::Request& re
   handle_passthrough(ctx, req, res, o);
 }
 
-void handle_stored_response(RouterContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  handle_passthrough(ctx, req, res, {.owner_of = req.matches.size() > 1 ? req.matches[1].str() : std::string()});
+void handle_stored_response(RouterContext& ctx, const http::Request& req, http::Response& res) {
+  handle_passthrough(ctx, req, res, {.owner_of = req.matches.size() > 1 ? req.matches[1] : std::string()});
 }
 
 }  // namespace kvlm::router

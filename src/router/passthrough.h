@@ -3,7 +3,7 @@
 // Responses) and those with no stream (embeddings). Internal to router/.
 #pragma once
 
-#include <httplib.h>
+#include "server/http/message.h"
 
 #include "router/context.h"
 
@@ -20,13 +20,13 @@ struct PassthroughOptions {
   std::string owner_of;               // a stored Response's id: its worker first (ResponseOwners)
   bool records_responses = false;     // remember the worker of the Response this answer creates
 };
-void handle_passthrough(RouterContext& ctx, const httplib::Request& req, httplib::Response& res,
+void handle_passthrough(RouterContext& ctx, const http::Request& req, http::Response& res,
                         const PassthroughOptions& options);
 
 // The routes: POST /v1/messages (its prompt read as a chat's), POST
 // /v1/responses, GET and DELETE /v1/responses/{id}.
-void handle_messages_passthrough(RouterContext& ctx, const httplib::Request& req, httplib::Response& res);
-void handle_responses_passthrough(RouterContext& ctx, const httplib::Request& req, httplib::Response& res);
-void handle_stored_response(RouterContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_messages_passthrough(RouterContext& ctx, const http::Request& req, http::Response& res);
+void handle_responses_passthrough(RouterContext& ctx, const http::Request& req, http::Response& res);
+void handle_stored_response(RouterContext& ctx, const http::Request& req, http::Response& res);
 
 }  // namespace kvlm::router

@@ -11,8 +11,6 @@
 // stop strings, held-back tool-call text) and goes on with exactly the
 // chunks the first one had left. One choice at a time; each keeps its
 // index, and every chunk the first id and `created`.
-#include <thread>
-
 #include <fmt/format.h>
 
 #include "common/error.h"
@@ -20,6 +18,7 @@
 #include "router/context.h"
 #include "router/chunk_scan.h"
 #include "router/sse.h"
+#include "router/usage_tally.h"
 #include "server/openai/json_text.h"
 
 namespace kvlm::router {
@@ -49,15 +48,23 @@ struct ChoiceState {
   std::vector<std::string> held;  // SSE text of an event's chunks until its last one has come
 };
 
-class StreamRelay {
+// The relay as the transport's Producer: each poll reads what the worker has
+// sent (never waiting for it: the transport wakes the relay when the
+// worker's socket is readable), resumes on another worker when its own has
+// failed, and sends a keep-alive comment when the stream has been quiet for
+// a heartbeat. Its polls may block (a resume connects to a worker): they run
+// on a handler thread.
+class StreamRelay final : public http::Producer {
  public:
   StreamRelay(RouterContext& ctx, StreamStart s);
-  // One call of the content provider; false when the client is gone.
-  bool step(httplib::DataSink& sink);
+  void start(std::shared_ptr<http::Waker> waker) override { waker_ = std::move(waker); }
+  Progress poll(http::Response& res, Clock::time_point& wake_at) override;
   // The client's connection ended: a worker still streaming is cancelled.
-  void close();
+  void cancel() override;
+  bool poll_may_block() const override { return true; }
 
  private:
+  void step(std::string& out);
   void read_upstream(std::string& out);
   void on_event(const SseEvent& ev, std::string& out);
   void on_chunk(Json chunk, std::string& out);
@@ -72,10 +79,12 @@ class StreamRelay {
   Resumed start_choice(size_t c, std::string& out);
   Json resume_body(size_t c) const;
   std::string finish();
+  Json stream_usage() const;
   bool all_done() const;
 
   RouterContext& ctx_;
   StreamStart s_;
+  std::shared_ptr<http::Waker> waker_;
   std::vector<ChoiceState> choices_;
   std::vector<size_t> index_map_;  // the current exchange's choice index -> the client's
   SseReader sse_;
@@ -87,6 +96,7 @@ class StreamRelay {
   bool resumed_ = false;
   bool finished_ = false;
   std::optional<Clock::time_point> resume_deadline_;  // set while no worker can take the stream
+  std::optional<Clock::time_point> retry_at_;         // when to look for a worker again
   Clock::time_point last_byte_ = Clock::now();
   Clock::time_point last_write_ = Clock::now();
 };
@@ -107,51 +117,74 @@ bool StreamRelay::all_done() const {
   return true;
 }
 
-bool StreamRelay::step(httplib::DataSink& sink) {
-  std::string out;
-  if (!finished_) {
-    if (!s_.exchange && !resume(out)) {
-      out += finish();
-    } else if (s_.exchange) {
-      read_upstream(out);
-      if (!s_.exchange && all_done()) out += finish();
-    }
+void StreamRelay::step(std::string& out) {
+  if (finished_) return;
+  if (!s_.exchange) {
+    if (retry_at_ && Clock::now() < *retry_at_) return;
+    retry_at_.reset();
+    if (!resume(out)) out += finish();
+    return;
   }
-  if (out.empty() && Clock::now() - last_write_ >= ctx_.config.sse_heartbeat) out = ": keep-alive\n\n";
-  if (!out.empty()) {
-    if (!sink.write(out.data(), out.size())) return false;
-    last_write_ = Clock::now();
-  }
-  if (finished_) sink.done();
-  return true;
+  read_upstream(out);
+  if (!s_.exchange && all_done()) out += finish();
 }
 
-void StreamRelay::close() {
+StreamRelay::Progress StreamRelay::poll(http::Response& res, Clock::time_point& wake_at) {
+  std::string& out = res.body;
+  try {
+    step(out);
+  } catch (const std::exception& e) {
+    log_error("router: stream failed: {}", e.what());
+    out += "data: {\"error\":{\"message\":\"internal error while streaming\",\"type\":\"server_error\","
+           "\"param\":null,\"code\":null}}\n\ndata: [DONE]\n\n";
+    cancel();
+    return Progress::kDone;
+  }
+  if (finished_) return Progress::kDone;
+  const auto now = Clock::now();
+  if (out.empty() && now - last_write_ >= ctx_.config.sse_heartbeat) out = ": keep-alive\n\n";
+  if (!out.empty()) last_write_ = now;
+  wake_at = last_write_ + ctx_.config.sse_heartbeat;
+  if (s_.exchange) {
+    // The worker's next bytes wake us; its silence past the idle timeout too.
+    waker_->wake_when_readable(s_.exchange->fd());
+    wake_at = std::min(wake_at, last_byte_ + ctx_.config.stream_idle_timeout);
+  } else {
+    wake_at = std::min(wake_at, retry_at_.value_or(now));  // resume now, or when a worker may be back
+  }
+  return Progress::kPending;
+}
+
+void StreamRelay::cancel() {
   s_.exchange.reset();  // closing the connection cancels the worker's request
   s_.dispatch.reset();
 }
 
-// One read of the current exchange: its complete events go to `out`.
+// What the current exchange has ready (never waiting): its complete events
+// go to `out`.
 void StreamRelay::read_upstream(std::string& out) {
-  std::string bytes;
   try {
-    const auto r = s_.exchange->read_body(bytes, ctx_.config.sse_heartbeat);
-    if (r == UpstreamExchange::Read::kIdle) {
-      if (Clock::now() - last_byte_ > ctx_.config.stream_idle_timeout)
-        throw_error(ErrorCode::kUnavailable, "worker {}: nothing for {} ms", s_.dispatch->worker().url(),
-                    ctx_.config.stream_idle_timeout.count());
-      return;
+    for (;;) {
+      std::string bytes;
+      const auto r = s_.exchange->read_body(bytes, std::chrono::milliseconds(0));
+      if (r == UpstreamExchange::Read::kIdle) {
+        if (Clock::now() - last_byte_ >= ctx_.config.stream_idle_timeout)
+          throw_error(ErrorCode::kUnavailable, "worker {}: nothing for {} ms", s_.dispatch->worker().url(),
+                      ctx_.config.stream_idle_timeout.count());
+        return;
+      }
+      if (r == UpstreamExchange::Read::kEnd) {
+        ctx_.workers.report_success(s_.dispatch->worker());
+        s_.exchange.reset();
+        s_.dispatch.reset();
+        // A stream that ended with choices unfinished was cut: continue them.
+        if (!all_done()) on_upstream_failure("the stream ended early");
+        return;
+      }
+      last_byte_ = Clock::now();
+      for (const SseEvent& ev : sse_.feed(bytes)) on_event(ev, out);
+      if (!s_.exchange) return;
     }
-    if (r == UpstreamExchange::Read::kEnd) {
-      ctx_.workers.report_success(s_.dispatch->worker());
-      s_.exchange.reset();
-      s_.dispatch.reset();
-      // A stream that ended with choices unfinished was cut: continue them.
-      if (!all_done()) on_upstream_failure("the stream ended early");
-      return;
-    }
-    last_byte_ = Clock::now();
-    for (const SseEvent& ev : sse_.feed(bytes)) on_event(ev, out);
   } catch (const Error& e) {
     ctx_.workers.report_failure(s_.dispatch->worker(), e.what());
     on_upstream_failure(e.what());
@@ -266,7 +299,7 @@ bool StreamRelay::resume(std::string& out) {
     const auto now = Clock::now();
     if (!resume_deadline_) resume_deadline_ = now + kResumeDeadline;
     if (now < *resume_deadline_) {
-      std::this_thread::sleep_for(kResumePause);
+      retry_at_ = now + kResumePause;
       return true;
     }
     ctx_.metrics.resume_failed();
@@ -341,30 +374,35 @@ StreamRelay::Resumed StreamRelay::start_choice(size_t c, std::string& out) {
   return Resumed::kNoWorker;
 }
 
-// The stream's end: the usage chunk if the client asked for it, and [DONE].
-// After a resume the usage is the stream's whole: the prompt once, every
-// choice's tokens.
+// The stream's usage: the worker's usage chunk, or after a resume the
+// stream's whole: the prompt once, every choice's tokens. Null: none came.
+Json StreamRelay::stream_usage() const {
+  if (!usage_chunk_.is_object()) return nullptr;
+  Json usage = usage_chunk_["usage"];
+  if (!resumed_) return usage;
+  int64_t completion = 0;
+  for (const ChoiceState& c : choices_) completion += static_cast<int64_t>(c.ids.size());
+  int64_t num_prompt = 0;  // each prompt once: its first choice's
+  for (size_t c = 0; c < choices_.size(); c += static_cast<size_t>(n_))
+    num_prompt += choices_[c].prompt_ids ? static_cast<int64_t>(choices_[c].prompt_ids->size()) : 0;
+  if (num_prompt > 0) usage["prompt_tokens"] = num_prompt;
+  usage["completion_tokens"] = completion;
+  usage["total_tokens"] = usage.value("prompt_tokens", 0) + completion;
+  return usage;
+}
+
+// The stream's end: its tokens charged to the client's key, the usage chunk
+// if the client asked for it, and [DONE].
 std::string StreamRelay::finish() {
   finished_ = true;
   std::string out;
-  if (usage_chunk_.is_object() && !resumed_)
-    charge_current_request(usage_chunk_["usage"].value("total_tokens", int64_t{0}));  // the client key's tokens per minute
-  if (client_usage_ && usage_chunk_.is_object()) {
+  const Json usage = stream_usage();
+  if (s_.key && usage.is_object()) s_.key->charge_tokens(usage_total(usage));
+  if (client_usage_ && usage.is_object()) {
     Json u = usage_chunk_;
     u["id"] = id_.is_null() ? u["id"] : id_;
     u["created"] = created_.is_null() ? u["created"] : created_;
-    if (resumed_) {
-      int64_t completion = 0;
-      for (const ChoiceState& c : choices_) completion += static_cast<int64_t>(c.ids.size());
-      Json& usage = u["usage"];
-      int64_t num_prompt = 0;  // each prompt once: its first choice's
-      for (size_t c = 0; c < choices_.size(); c += static_cast<size_t>(n_))
-        num_prompt += choices_[c].prompt_ids ? static_cast<int64_t>(choices_[c].prompt_ids->size()) : 0;
-      if (num_prompt > 0) usage["prompt_tokens"] = num_prompt;
-      usage["completion_tokens"] = completion;
-      usage["total_tokens"] = usage.value("prompt_tokens", 0) + completion;
-      charge_current_request(usage["total_tokens"].get<int64_t>());
-    }
+    u["usage"] = usage;
     out += sse(u);
   }
   return out + "data: [DONE]\n\n";
@@ -372,25 +410,10 @@ std::string StreamRelay::finish() {
 
 }  // namespace
 
-void relay_stream(RouterContext& ctx, StreamStart start, httplib::Response& res) {
+void relay_stream(RouterContext& ctx, StreamStart start, http::Response& res) {
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
-  auto relay = std::make_shared<StreamRelay>(ctx, std::move(start));
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [relay](size_t, httplib::DataSink& sink) {
-        try {
-          return relay->step(sink);
-        } catch (const std::exception& e) {
-          log_error("router: stream failed: {}", e.what());
-        }
-        const std::string out = "data: {\"error\":{\"message\":\"internal error while streaming\","
-                                "\"type\":\"server_error\",\"param\":null,\"code\":null}}\n\ndata: [DONE]\n\n";
-        sink.write(out.data(), out.size());
-        sink.done();
-        return true;
-      },
-      [relay](bool) { relay->close(); });
+  res.stream("text/event-stream", std::make_unique<StreamRelay>(ctx, std::move(start)));
 }
 
 }  // namespace kvlm::router

@@ -19,17 +19,17 @@ namespace kvlm::router {
 struct Router::Impl {
   Impl(RouterConfig config, std::unique_ptr<PromptReader> prompts) : ctx(std::move(config), std::move(prompts)) {}
   RouterContext ctx;
-  std::unique_ptr<httplib::Server> http = make_http_server(ctx.config.ssl_cert_file, ctx.config.ssl_key_file);
-  RouteTable routes{*http};
+  RouteTable routes;
   FrontDoor door{load_api_keys(ctx.config.api_keys, ctx.config.api_key_file), ctx.config.metrics_key};
+  std::unique_ptr<http::HttpServer> http;  // made once the routes are in place
   int port = -1;
   std::mutex monitors_mu;
   std::map<std::string, std::unique_ptr<WorkerMonitor>> monitors;  // by worker URL
   std::set<std::string> registered;  // members that came from the registry (watcher thread only)
   std::unique_ptr<RegistryWatcher> watcher;
 
-  using Handler = void (*)(RouterContext&, const httplib::Request&, httplib::Response&);
-  RouteTable::Handler route(Handler h, Access access);
+  using Handler = void (*)(RouterContext&, const http::Request&, http::Response&);
+  RouteHandler route(Handler h, Access access);
   void add_routes();
 };
 
@@ -51,8 +51,8 @@ void check_config(const RouterConfig& c, bool have_prompts) {
 
 }  // namespace
 
-RouteTable::Handler Router::Impl::route(Handler h, Access access) {
-  return with_access(door, access, [this, h](const httplib::Request& req, httplib::Response& res) {
+RouteHandler Router::Impl::route(Handler h, Access access) {
+  return with_access(door, access, [this, h](http::Request& req, http::Response& res) {
     const int64_t body_memory = take_body_memory(ctx.body_memory, ctx.config.retry_after_s,
                                                  ctx.num_rejected_body_memory, req, res);
     if (body_memory == 0 && !req.body.empty()) {
@@ -66,25 +66,25 @@ RouteTable::Handler Router::Impl::route(Handler h, Access access) {
 }
 
 void Router::Impl::add_routes() {
-  auto completions = [](RouterContext& c, const httplib::Request& q, httplib::Response& r) {
+  auto completions = [](RouterContext& c, const http::Request& q, http::Response& r) {
     handle_generation(c, false, q, r);
   };
-  auto chat = [](RouterContext& c, const httplib::Request& q, httplib::Response& r) { handle_generation(c, true, q, r); };
+  auto chat = [](RouterContext& c, const http::Request& q, http::Response& r) { handle_generation(c, true, q, r); };
   routes.post("/v1/completions", route(completions, Access::kMetered));
   routes.post("/v1/chat/completions", route(chat, Access::kMetered));
   // Their streams are copied through, not resumed (router/passthrough.h).
   // Anthropic's clients read errors in Anthropic's shape: the router's own
   // too (the key check's 401, no worker's 503), as kvlm serve answers them.
-  routes.post("/v1/messages", [inner = route(handle_messages_passthrough, Access::kMetered)](
-                                  const httplib::Request& req, httplib::Response& res) {
+  routes.post("/v1/messages", [inner = route(handle_messages_passthrough, Access::kMetered)](http::Request& req,
+                                                                                            http::Response& res) {
     inner(req, res);
     anthropic::rewrite_error(res.status, res.body);
   });
   routes.post("/v1/responses", route(handle_responses_passthrough, Access::kMetered));
-  http->Get(R"(/v1/responses/([A-Za-z0-9_-]+))", route(handle_stored_response, Access::kKey));
+  routes.get(R"(/v1/responses/([A-Za-z0-9_-]+))", route(handle_stored_response, Access::kKey));
   routes.del(R"(/v1/responses/([A-Za-z0-9_-]+))", route(handle_stored_response, Access::kKey));
   routes.get("/v1/models", route(handle_proxied, Access::kKey));
-  http->Get(R"(/v1/models/([^/]+))", route(handle_proxied, Access::kKey));
+  routes.get(R"(/v1/models/([^/]+))", route(handle_proxied, Access::kKey));
   // Embeddings are the same on any worker and safe to send again.
   routes.post("/v1/embeddings", route(handle_proxied, Access::kMetered));
   routes.post("/tokenize", route(handle_proxied, Access::kKey));
@@ -92,8 +92,7 @@ void Router::Impl::add_routes() {
   routes.get("/v1/status", route(handle_status, Access::kStatus));
   routes.get("/health", route(handle_health, Access::kPublic));
   routes.get("/metrics", route(handle_metrics, Access::kMetrics));
-  add_web_routes(*http, routes);
-  routes.install_error_handlers();
+  add_web_routes(routes);
 }
 
 Router::Router(RouterConfig config, std::unique_ptr<PromptReader> prompts) {
@@ -101,16 +100,13 @@ Router::Router(RouterConfig config, std::unique_ptr<PromptReader> prompts) {
   impl_ = std::make_unique<Impl>(std::move(config), std::move(prompts));
   Impl& s = *impl_;
   const RouterConfig& c = s.ctx.config;
-  httplib::Server& http = *s.http;
-  install_connection_limit(http, static_cast<size_t>(c.num_http_threads), c.max_connections, c.retry_after_s,
-                           s.ctx.num_rejected_connections);
-  http.set_payload_max_length(c.max_body_bytes);
-  http.set_read_timeout(60);
-  http.set_write_timeout(60);
-  http.set_keep_alive_timeout(30);
   s.ctx.keys = &s.door.keys;
   s.add_routes();
-  install_cors(http, c.cors_origins);
+  s.routes.set_cors_origins(c.cors_origins);
+  http::ServerLimits limits = c.http;
+  limits.retry_after_s = c.retry_after_s;
+  s.http = make_http_server(limits, s.routes, c.ssl_cert_file, c.ssl_key_file);
+  s.ctx.http_stats = &s.http->stats();
   for (const std::string& url : c.workers) add_worker(url);
   if (c.registry) {
     s.watcher = std::make_unique<RegistryWatcher>(*c.registry, [this](const std::vector<std::string>& urls) {
@@ -150,7 +146,7 @@ Router::~Router() {
   impl_->monitors.clear();  // joins their threads
 }
 
-void Router::bind() { impl_->port = bind_http(*impl_->http, impl_->ctx.config.host, impl_->ctx.config.port); }
+void Router::bind() { impl_->port = impl_->http->bind(impl_->ctx.config.host, impl_->ctx.config.port); }
 
 void Router::reload_api_keys() {
   const RouterConfig& c = impl_->ctx.config;
@@ -161,12 +157,10 @@ int Router::port() const { return impl_->port; }
 
 void Router::run() {
   if (impl_->port < 0) bind();
-  impl_->http->listen_after_bind();
+  impl_->http->run();
 }
 
-void Router::stop() {
-  if (impl_->http->is_running()) impl_->http->stop();
-}
+void Router::stop() { impl_->http->stop(); }
 
 void Router::add_worker(const std::string& url) {
   std::shared_ptr<Worker> w = impl_->ctx.workers.add(url);

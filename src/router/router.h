@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "router/policy.h"
+#include "server/http/http_server.h"
 #include "router/registry.h"
 #include "router/workers.h"
 
@@ -46,13 +47,14 @@ struct RouterConfig {
   PolicyWeights weights;
   HealthConfig health;
   int32_t max_attempts = 3;              // workers one request (or one resume) may try
-  size_t max_connections = 1024;
-  size_t max_body_bytes = 32 << 20;
+  // The transport's limits (connections, deadlines, sizes, threads): a
+  // handler thread is held by a request answered whole while its worker
+  // answers; a stream holds none.
+  http::ServerLimits http{.handler_threads = 256};
   // --body-mem: what the parsed JSON of the requests being handled may hold
   // together (server/http/body_memory.h); the router parses every body it
   // routes (the prompt, the stream flag).
   int64_t body_mem_bytes = int64_t{256} << 20;
-  int num_http_threads = 256;
   int retry_after_s = 1;
   double request_timeout_s = 600;        // a request answered whole must be answered by then
   // A stream's worker that sends no byte for this long is taken for dead

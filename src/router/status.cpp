@@ -33,7 +33,7 @@ int64_t sum_status(const std::vector<std::shared_ptr<Worker>>& ws, const char* k
 
 }  // namespace
 
-void handle_status(RouterContext& ctx, const httplib::Request&, httplib::Response& res) {
+void handle_status(RouterContext& ctx, const http::Request&, http::Response& res) {
   Json body;
   {
     std::lock_guard lock(ctx.workers.mu());
@@ -77,7 +77,7 @@ void handle_status(RouterContext& ctx, const httplib::Request&, httplib::Respons
 
 // 200 while some worker takes requests, so a load balancer in front of
 // several routers sends elsewhere when this one has none.
-void handle_health(RouterContext& ctx, const httplib::Request&, httplib::Response& res) {
+void handle_health(RouterContext& ctx, const http::Request&, http::Response& res) {
   int32_t num_up = 0, num_workers = 0;
   {
     std::lock_guard lock(ctx.workers.mu());
@@ -94,8 +94,9 @@ void handle_health(RouterContext& ctx, const httplib::Request&, httplib::Respons
                   "application/json");
 }
 
-void handle_metrics(RouterContext& ctx, const httplib::Request&, httplib::Response& res) {
-  res.set_content(ctx.metrics.prometheus_text(ctx.workers) + (ctx.keys ? ctx.keys->metrics_text() : std::string()),
+void handle_metrics(RouterContext& ctx, const http::Request&, http::Response& res) {
+  res.set_content(ctx.metrics.prometheus_text(ctx.workers) + (ctx.keys ? ctx.keys->metrics_text() : std::string()) +
+                      (ctx.http_stats ? http::stats_metrics_text(*ctx.http_stats) : std::string()),
                   "text/plain; version=0.0.4");
 }
 

@@ -104,6 +104,9 @@ class UpstreamExchange {
 
   // From any thread: the exchange fails at its next (or current) read.
   void abort();
+  // The connection's socket, for an event loop to wait on (read_body with no
+  // wait once it is readable). Valid while the exchange lives.
+  int fd() const { return fd_; }
 
  private:
   void send(const UpstreamRequest& request, std::chrono::milliseconds timeout);

@@ -12,7 +12,7 @@
 
 namespace kvlm {
 
-bool refuse_when_queue_full(ServerContext& ctx, int32_t num_choices, httplib::Response& res) {
+bool refuse_when_queue_full(ServerContext& ctx, int32_t num_choices, http::Response& res) {
   if (ctx.max_queued_requests < 0) return false;
   // Requests past max_seqs wait; an idle engine takes any request (even one
   // whose choices alone exceed the cap), so a big `n` is never refused forever.
@@ -28,11 +28,11 @@ bool refuse_when_queue_full(ServerContext& ctx, int32_t num_choices, httplib::Re
   return true;
 }
 
-int64_t take_body_memory(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+int64_t take_body_memory(ServerContext& ctx, const http::Request& req, http::Response& res) {
   return take_body_memory(*ctx.body_memory, ctx.retry_after_s, ctx.num_rejected_body_memory, req, res);
 }
 
-void send_grammar_refusal(const ServerContext& ctx, httplib::Response& res, const constrain::GrammarLimitError& e,
+void send_grammar_refusal(const ServerContext& ctx, http::Response& res, const constrain::GrammarLimitError& e,
                           const std::string& param) {
   using constrain::GrammarLimit;
   if (e.limit() == GrammarLimit::kTooLarge) return send_error(res, {400, fmt::format("'{}': {}", param, e.what()), param});

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include <httplib.h>
+#include "server/http/message.h"
 
 #include "chat/reasoning.h"
 #include "chat/tool_calls.h"
@@ -74,7 +74,6 @@ struct ServerContext {
   // The queue check and the submission happen under it, so concurrent
   // requests cannot all pass a check that only one of them fits.
   std::mutex admission_mu{};
-  std::atomic<int64_t> num_rejected_connections{0};
   std::atomic<int64_t> num_rejected_queue{0};
   // Names this process for KV-event readers (a restarted server is another
   // instance: its cache starts empty).
@@ -88,46 +87,48 @@ struct ServerContext {
   const HeapTrimmer* heap_trimmer = nullptr;  // the server's (for /metrics)
   // The API keys (their per-key metrics); null in tests without a server.
   const ApiKeyring* keys = nullptr;
+  // The transport's counters (/metrics); null until the server is made.
+  const http::ServerStats* http_stats = nullptr;
 };
 
 // Takes what parsing the request's body may allocate (parsed_json_bytes)
 // from ctx.body_memory, for the caller to give back when the handler is
 // done; 0 and an answer (413 past the whole budget, 503 + Retry-After
 // body_memory_exhausted while others hold it) when it does not fit.
-int64_t take_body_memory(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+int64_t take_body_memory(ServerContext& ctx, const http::Request& req, http::Response& res);
 // Answers a grammar refused for what it costs: 400 on `param` when it alone
 // is too large, else 503 with Retry-After and a code naming the limit
 // (grammar_memory_exhausted, grammar_compilations_busy).
-void send_grammar_refusal(const ServerContext& ctx, httplib::Response& res, const constrain::GrammarLimitError& e,
+void send_grammar_refusal(const ServerContext& ctx, http::Response& res, const constrain::GrammarLimitError& e,
                           const std::string& param);
 // Answers 503 with Retry-After when a generation request of `num_choices`
 // would wait beyond --max-queued-requests; call under ctx.admission_mu.
-bool refuse_when_queue_full(ServerContext& ctx, int32_t num_choices, httplib::Response& res);
+bool refuse_when_queue_full(ServerContext& ctx, int32_t num_choices, http::Response& res);
 // The model a request names must be one this server serves (any of its
 // names); none named is the served model. Answers 404 model_not_found and
 // returns nullopt otherwise; else the name the answer gives.
-std::optional<std::string> served_model(const ServerContext& ctx, const std::string& asked, httplib::Response& res);
-void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
-void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+std::optional<std::string> served_model(const ServerContext& ctx, const std::string& asked, http::Response& res);
+void handle_completions(ServerContext& ctx, const http::Request& req, http::Response& res);
+void handle_chat_completions(ServerContext& ctx, const http::Request& req, http::Response& res);
 // POST /v1/messages, Anthropic's Messages API (routes_messages.cpp).
-void handle_messages(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_messages(ServerContext& ctx, const http::Request& req, http::Response& res);
 // POST /v1/responses, GET and DELETE /v1/responses/{id}: OpenAI's Responses
 // API (routes_responses.cpp).
-void handle_responses(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
-void handle_get_response(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
-void handle_delete_response(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
-void handle_models(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_responses(ServerContext& ctx, const http::Request& req, http::Response& res);
+void handle_get_response(ServerContext& ctx, const http::Request& req, http::Response& res);
+void handle_delete_response(ServerContext& ctx, const http::Request& req, http::Response& res);
+void handle_models(ServerContext& ctx, const http::Request& req, http::Response& res);
 // POST /v1/embeddings (routes_embeddings.cpp), and the pooling it uses:
 // `flag` (--pooling mean|last) when given, else the model's pooling_type.
 void set_pooling(ServerContext& ctx, const ModelConfig& model, const std::string& flag);
-void handle_embeddings(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_embeddings(ServerContext& ctx, const http::Request& req, http::Response& res);
 // GET /v1/models/{id}: one served name's model object, or 404 model_not_found.
-void handle_model(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
-void handle_health(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
-void handle_metrics(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
-void handle_tokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
-void handle_detokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
-void handle_status(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);  // routes_web.cpp
-void handle_kv_events(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);  // routes_kv_events.cpp
+void handle_model(ServerContext& ctx, const http::Request& req, http::Response& res);
+void handle_health(ServerContext& ctx, const http::Request& req, http::Response& res);
+void handle_metrics(ServerContext& ctx, const http::Request& req, http::Response& res);
+void handle_tokenize(ServerContext& ctx, const http::Request& req, http::Response& res);
+void handle_detokenize(ServerContext& ctx, const http::Request& req, http::Response& res);
+void handle_status(ServerContext& ctx, const http::Request& req, http::Response& res);  // routes_web.cpp
+void handle_kv_events(ServerContext& ctx, const http::Request& req, http::Response& res);  // routes_kv_events.cpp
 
 }  // namespace kvlm

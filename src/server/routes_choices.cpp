@@ -8,7 +8,6 @@
 #include <numeric>
 
 #include "common/log.h"
-#include "server/http/peer_probe.h"
 #include "server/openai/json_text.h"
 #include "server/choice_decoder.h"
 #include "server/routes_tools.h"
@@ -98,52 +97,7 @@ std::string trimmed(const std::string& s) {
   return s.substr(first, s.find_last_not_of(" \t\r\n") - first + 1);
 }
 
-// How often a non-streaming request looks whether its client is still there.
-constexpr auto kHangUpCheck = std::chrono::milliseconds(100);
-
 }  // namespace
-
-// Reads every candidate to its end, one after the other (the engine runs
-// them all meanwhile; their events wait in their streams). Nothing is
-// written until the end, so the connection is watched instead: a client that
-// gave up (timeout, Ctrl-C) gets every candidate cancelled; nullopt then.
-std::optional<std::vector<Candidate>> collect(ServerContext& ctx, const Generation& gen, const Submitted& sub,
-                                              const httplib::Request& req) {
-  const PeerProbe probe(req.remote_addr, req.remote_port, req.local_port);
-  auto last_check = std::chrono::steady_clock::now();
-  std::vector<Candidate> out(sub.streams.size());
-  for (size_t i = 0; i < sub.streams.size(); ++i) {
-    RequestStream& stream = *sub.streams[i];
-    Candidate& c = out[i];
-    while (!stream.done()) {
-      auto ev = stream.next_for(kHangUpCheck);
-      if (const auto now = std::chrono::steady_clock::now(); now - last_check >= kHangUpCheck) {
-        last_check = now;
-        if (probe.peer_closed()) {
-          cancel_all(ctx.engine, sub);
-          log_info("server: client {}:{} hung up; request {} ({} choices) cancelled", req.remote_addr,
-                   req.remote_port, sub.streams[0]->id().value(), sub.streams.size());
-          for (const auto& s : sub.streams)
-            while (s->next()) {}  // drain: the engine finishes them as aborted
-          return std::nullopt;
-        }
-      }
-      if (!ev) continue;
-      c.prompt_logprobs.insert(c.prompt_logprobs.end(), ev->prompt_logprobs.begin(), ev->prompt_logprobs.end());
-      if (ev->error) c.error = ev->error;
-      if (ev->finished) c.reason = ev->finish_reason;
-      // prompt_only: the token sampled after the prompt is not an answer's.
-      if (gen.prompt_only) {
-        if (ev->finished && c.reason != FinishReason::kAborted) c.reason = FinishReason::kLength;
-        continue;
-      }
-      c.text += ev->text;
-      c.tokens.insert(c.tokens.end(), ev->tokens.begin(), ev->tokens.end());
-      c.logprobs.insert(c.logprobs.end(), ev->logprobs.begin(), ev->logprobs.end());
-    }
-  }
-  return out;
-}
 
 namespace {
 
@@ -206,25 +160,21 @@ Json choice_json(const ServerContext& ctx, const Generation& gen, const Submitte
 
 }  // namespace
 
-void answer_whole(ServerContext& ctx, const Generation& gen, const Submitted& sub, const httplib::Request& req,
-                  httplib::Response& res) {
-  const std::optional<std::vector<Candidate>> candidates = collect(ctx, gen, sub, req);
-  if (!candidates) return;  // the client is gone
-  for (const Candidate& c : *candidates) {
+void openai_whole(const ServerContext& ctx, const Generation& gen, const Submitted& sub,
+                  const std::vector<Candidate>& candidates, const openai::Usage& usage, http::Response& res) {
+  for (const Candidate& c : candidates) {
     if (c.error) return send_error(res, error_for(*c.error));
   }
-  for (const Candidate& c : *candidates) {
+  for (const Candidate& c : candidates) {
     if (c.reason == FinishReason::kAborted)
       return send_shutting_down(res, "the request was aborted (the server is shutting down)");
   }
   Json choices = Json::array();
-  for (size_t i : pick(*candidates, sub.num_candidates, gen.options.n)) {
+  for (size_t i : pick(candidates, sub.num_candidates, gen.options.n)) {
     const auto index = static_cast<int32_t>(choices.size());
-    choices.push_back(with_token_ids(choice_json(ctx, gen, sub, (*candidates)[i], sub.prompt_of(i), index), gen, sub,
-                                     (*candidates)[i], sub.prompt_of(i)));
+    choices.push_back(with_token_ids(choice_json(ctx, gen, sub, candidates[i], sub.prompt_of(i), index), gen, sub,
+                                     candidates[i], sub.prompt_of(i)));
   }
-  const openai::Usage usage = total_usage(gen, sub);
-  charge_current_request(usage.prompt_tokens + usage.completion_tokens);  // the API key's tokens per minute
   const Json body = openai::choices_response(gen.id, gen.created, gen.model, gen.chat, std::move(choices), usage);
   res.set_content(openai::dump_json(body), "application/json");
 }

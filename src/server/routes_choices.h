@@ -1,6 +1,9 @@
 // What the generation routes share between their steps: the request as
-// validated, the engine's streams of its choices, and the two ways of
-// answering (one JSON body, an SSE stream). Internal to server/.
+// validated, the engine's streams of its choices, and the one way every API
+// answers them (answer_driver.cpp): a Producer that reads the streams as
+// they fill, hands each event (streamed) or every candidate's whole output
+// (not streamed) to the API's AnswerFormat, and charges the request's
+// tokens once, at its end. Internal to server/.
 //
 // A request with n choices (best_of candidates) is one engine submit_n():
 // candidate i samples with seed + i, so it equals the single request with
@@ -14,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include <httplib.h>
+#include "server/http/message.h"
 
 #include "chat/reasoning.h"
 #include "engine/engine.h"
@@ -66,8 +69,8 @@ struct Generation {
   // The grammar the output must follow (tool_choice required/named); null: none.
   std::shared_ptr<const constrain::Program> constraint{};
   // Another API's answer (answer_writer.h: Anthropic Messages, OpenAI
-  // Responses); null: OpenAI chat or completions. Shared: a Generation is
-  // copied into the stream's provider, which httplib keeps copyable.
+  // Responses); null: OpenAI chat or completions. Shared: the answer's format
+  // holds it while the Generation is kept by the route.
   std::shared_ptr<AnswerWriter> writer{};
 };
 
@@ -86,18 +89,18 @@ struct Submitted {
 
 // routes_generate.cpp: a chat request body parsed (its response_format
 // compiled through ctx.grammars), or nullopt after answering its refusal.
-std::optional<openai::ChatRequest> parse_chat(ServerContext& ctx, const openai::Json& body, httplib::Response& res);
+std::optional<openai::ChatRequest> parse_chat(ServerContext& ctx, const openai::Json& body, http::Response& res);
 // routes_generate.cpp: the generation of a request that goes through the
 // chat template (chat completions; other front ends will make their
 // requests a ChatRequest too), or nullopt after answering its error
 // (a model not served, no template, a prompt too long, a bad tool schema).
 // `id` names the answer ("chatcmpl-...").
 std::optional<Generation> chat_generation(ServerContext& ctx, openai::ChatRequest r, std::string id,
-                                          httplib::Response& res);
+                                          http::Response& res);
 
 // routes_submit.cpp: checks `gen` against the context, submits its choices
 // and answers (whole or streamed); errors are answered too.
-void run_generation(ServerContext& ctx, Generation gen, const httplib::Request& req, httplib::Response& res);
+void run_generation(ServerContext& ctx, Generation gen, const http::Request& req, http::Response& res);
 
 std::string reason_name(std::optional<FinishReason> r);
 // An echoed prompt's text as the detokenizer writes it, and where each
@@ -140,26 +143,51 @@ struct Candidate {
     return sum;
   }
 };
-// routes_choices.cpp: reads every candidate to its end; nullopt (every
-// candidate cancelled) when the client hung up meanwhile.
-std::optional<std::vector<Candidate>> collect(ServerContext& ctx, const Generation& gen, const Submitted& sub,
-                                              const httplib::Request& req);
+// Adds one event of a candidate's stream to its output (prompt_only: the
+// token sampled after the prompt is not an answer's; the ending is "length").
+void take_event(Candidate& c, const StreamEvent& ev, bool prompt_only);
 
-// routes_collect.cpp: waits for every candidate and answers one JSON body
-// with the best n (all of them in order when best_of == n).
-void answer_whole(ServerContext& ctx, const Generation& gen, const Submitted& sub, const httplib::Request& req,
-                  httplib::Response& res);
-// routes_stream.cpp: answers an SSE stream of every choice's chunks as they
-// come, interleaved and tagged with their index. Holds `ticket` until the end.
-void answer_stream(ServerContext& ctx, Generation gen, Submitted sub,
-                   std::shared_ptr<InFlightRequests::Ticket> ticket, httplib::Response& res);
-// routes_front.cpp: answers through gen.writer (one choice), whole or
-// streamed. Holds `ticket` until a stream's end.
-void answer_with_writer(ServerContext& ctx, Generation gen, Submitted sub,
-                        std::shared_ptr<InFlightRequests::Ticket> ticket, const httplib::Request& req,
-                        httplib::Response& res);
+// How one API writes a generation's answer. The driver calls, streamed:
+// stream_start() once, stream_event() for each event of candidate `i` (an
+// error or an abort included: the format answers them in its own way), then
+// stream_end() with the request's usage once every candidate has ended (or
+// stream_error() when answering itself failed); not streamed: whole() with
+// every candidate's output and the usage.
+class AnswerFormat {
+ public:
+  virtual ~AnswerFormat() = default;
+  virtual std::string stream_start() { return {}; }
+  virtual std::string stream_event(size_t i, const StreamEvent& ev) = 0;
+  virtual std::string stream_end(const openai::Usage& usage) = 0;
+  virtual std::string stream_error(const openai::RequestError& e) = 0;
+  virtual void whole(const std::vector<Candidate>& candidates, const openai::Usage& usage, http::Response& res) = 0;
+};
+
+// routes_choices.cpp / routes_stream.cpp: OpenAI's chat completions and
+// completions (n choices, best_of, logprobs, echo, tools, thinking).
+std::unique_ptr<AnswerFormat> openai_format(const ServerContext& ctx, const Generation& gen, const Submitted& sub);
+// routes_choices.cpp: OpenAI's whole answer, the best n candidates of each prompt.
+void openai_whole(const ServerContext& ctx, const Generation& gen, const Submitted& sub,
+                  const std::vector<Candidate>& candidates, const openai::Usage& usage, http::Response& res);
+// routes_front.cpp: through gen.writer (Anthropic Messages, OpenAI
+// Responses; one choice).
+std::unique_ptr<AnswerFormat> writer_format(const ServerContext& ctx, const Generation& gen, const Submitted& sub);
+
+// answer_driver.cpp: answers `sub` in the format `make_format` makes (of the
+// answer's own copies of gen and sub), streamed or whole, as a Producer on
+// `res`: no thread waits while the engine generates. Holds `flight` (the
+// drain waits for it) and the request's key ticket until the answer has been
+// written; the client hanging up cancels every candidate.
+using FormatMaker = std::unique_ptr<AnswerFormat> (*)(const ServerContext&, const Generation&, const Submitted&);
+void answer_generation(ServerContext& ctx, const http::Request& req, Generation gen, Submitted sub,
+                       std::shared_ptr<InFlightRequests::Ticket> flight, FormatMaker make_format, http::Response& res);
 // A resumed stream whose replayed output already reached max_tokens: its last
 // chunk (finish_reason "length"), the usage chunk if asked for, [DONE].
-void answer_resumed_at_length(const Generation& gen, int32_t num_prompt, httplib::Response& res);
+void answer_resumed_at_length(const Generation& gen, int32_t num_prompt, http::Response& res);
+
+// Waits (blocking its handler thread) for every stream of `sub` to end,
+// cancelling them all if the client hangs up meanwhile (nullopt then): the
+// embeddings' wait, whose work is one forward pass per input.
+std::optional<std::vector<Candidate>> wait_for_all(ServerContext& ctx, const Submitted& sub, const http::Request& req);
 
 }  // namespace kvlm

@@ -44,7 +44,7 @@ std::string base64_floats(const std::vector<float>& v) {
 // cannot hold.
 std::optional<std::vector<std::vector<int32_t>>> input_tokens(const ServerContext& ctx,
                                                              const std::vector<openai::Prompt>& inputs,
-                                                             httplib::Response& res) {
+                                                             http::Response& res) {
   const auto limit = static_cast<size_t>(ctx.engine.max_model_len());
   std::vector<std::vector<int32_t>> out;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -72,7 +72,7 @@ std::optional<std::vector<std::vector<int32_t>>> input_tokens(const ServerContex
 // Runs one wave of inputs to their end; their vectors are appended to
 // `vectors`. False after answering an error (or when the client left).
 bool embed_wave(ServerContext& ctx, std::vector<std::vector<int32_t>> prompts, InFlightRequests::Ticket& ticket,
-                bool first_wave, const httplib::Request& req, httplib::Response& res,
+                bool first_wave, const http::Request& req, http::Response& res,
                 std::vector<std::vector<float>>& vectors) {
   std::vector<GenerateRequest> gs(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -96,9 +96,8 @@ bool embed_wave(ServerContext& ctx, std::vector<std::vector<int32_t>> prompts, I
   std::vector<RequestId> ids;
   for (const auto& s : sub.streams) ids.push_back(s->id());
   if (!ticket.set_requests(ids)) cancel_all(ctx.engine, sub);  // the drain's deadline has passed
-  Generation gen;
-  gen.prompt_only = true;  // the one token sampled after the prompt is not an answer
-  const std::optional<std::vector<Candidate>> done = collect(ctx, gen, sub, req);
+  // Each input is one forward pass: the handler thread waits for them.
+  const std::optional<std::vector<Candidate>> done = wait_for_all(ctx, sub, req);
   if (!done) return false;  // the client hung up: nothing to answer
   for (size_t i = 0; i < done->size(); ++i) {
     const Candidate& c = (*done)[i];
@@ -142,7 +141,7 @@ void set_pooling(ServerContext& ctx, const ModelConfig& model, const std::string
   }
 }
 
-void handle_embeddings(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+void handle_embeddings(ServerContext& ctx, const http::Request& req, http::Response& res) {
   auto body = parse_body(req, res);
   if (!body) return;
   auto parsed = openai::parse_embeddings_request(*body);
@@ -168,6 +167,7 @@ void handle_embeddings(ServerContext& ctx, const httplib::Request& req, httplib:
                                            std::make_move_iterator(prompts->begin() + static_cast<ptrdiff_t>(last)));
     if (!embed_wave(ctx, std::move(wave), *ticket, first == 0, req, res, vectors)) return;
   }
+  charge_tokens(req, num_tokens);  // the API key's tokens per minute
   res.set_content(openai::dump_json(embeddings_body(vectors, r.base64, *model, num_tokens)), "application/json");
 }
 

@@ -29,7 +29,7 @@ int64_t unix_now() { return static_cast<int64_t>(std::time(nullptr)); }
 // A prompt of more bytes (or ids) than the context can hold tokens of is
 // refused before tokenizing or decoding it: the answer run() would give after
 // spending seconds on a 32 MiB prompt, at no cost.
-bool refuse_long_prompt(const ServerContext& ctx, httplib::Response& res, size_t num_bytes, size_t num_ids,
+bool refuse_long_prompt(const ServerContext& ctx, http::Response& res, size_t num_bytes, size_t num_ids,
                         const std::string& param) {
   const auto limit = static_cast<size_t>(ctx.engine.max_model_len());
   if (num_bytes <= ctx.max_prompt_bytes && num_ids < limit) return false;
@@ -43,7 +43,7 @@ bool refuse_long_prompt(const ServerContext& ctx, httplib::Response& res, size_t
 // A completions prompt's token ids (and, for echo, its text); false after
 // answering 400. `param` names it ("prompt", "prompt[1]").
 bool add_prompt(const ServerContext& ctx, const openai::Prompt& p, const std::string& param, Generation& gen,
-                httplib::Response& res) {
+                http::Response& res) {
   if (const auto* text = std::get_if<std::string>(&p)) {
     if (refuse_long_prompt(ctx, res, text->size(), 0, param)) return false;
     gen.prompts.push_back(ctx.engine.tokenizer().encode(*text, /*add_special=*/true, /*parse_special=*/true));
@@ -76,7 +76,7 @@ size_t message_bytes(const openai::Json& messages) {
 
 }  // namespace
 
-std::optional<std::string> served_model(const ServerContext& ctx, const std::string& asked, httplib::Response& res) {
+std::optional<std::string> served_model(const ServerContext& ctx, const std::string& asked, http::Response& res) {
   if (asked.empty()) return ctx.model_names[0];
   for (const std::string& name : ctx.model_names)
     if (name == asked) return asked;
@@ -84,7 +84,7 @@ std::optional<std::string> served_model(const ServerContext& ctx, const std::str
   return std::nullopt;
 }
 
-void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+void handle_completions(ServerContext& ctx, const http::Request& req, http::Response& res) {
   auto body = parse_body(req, res);
   if (!body) return;
   std::variant<openai::CompletionRequest, openai::RequestError> parsed;
@@ -143,7 +143,7 @@ void set_reasoning(const ServerContext& ctx, const openai::ChatRequest& r, Gener
 }  // namespace
 
 std::optional<Generation> chat_generation(ServerContext& ctx, openai::ChatRequest r, std::string id,
-                                          httplib::Response& res) {
+                                          http::Response& res) {
   const std::optional<std::string> model = served_model(ctx, r.options.model, res);
   if (!model) return std::nullopt;
   if (!ctx.chat_template) {
@@ -185,7 +185,7 @@ std::optional<Generation> chat_generation(ServerContext& ctx, openai::ChatReques
   return gen;
 }
 
-std::optional<openai::ChatRequest> parse_chat(ServerContext& ctx, const Json& body, httplib::Response& res) {
+std::optional<openai::ChatRequest> parse_chat(ServerContext& ctx, const Json& body, http::Response& res) {
   std::variant<openai::ChatRequest, openai::RequestError> parsed;
   try {
     parsed = openai::parse_chat_request(body, ctx.grammars.get());
@@ -200,7 +200,7 @@ std::optional<openai::ChatRequest> parse_chat(ServerContext& ctx, const Json& bo
   return std::move(std::get<openai::ChatRequest>(parsed));
 }
 
-void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+void handle_chat_completions(ServerContext& ctx, const http::Request& req, http::Response& res) {
   auto body = parse_body(req, res);
   if (!body) return;
   std::optional<openai::ChatRequest> r = parse_chat(ctx, *body, res);

@@ -26,7 +26,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr auto kLoadEvery = std::chrono::milliseconds(20);
 constexpr auto kLoadAtLeast = std::chrono::seconds(1);
-constexpr auto kWaitForEvents = std::chrono::milliseconds(20);
+constexpr auto kPollEvery = std::chrono::milliseconds(20);
 
 Json hashes_json(const std::vector<BlockHash>& hashes) {
   Json a = Json::array();
@@ -80,53 +80,56 @@ std::string load_line(const ServerContext& ctx, EventsReader& r) {
   return sse_line(load);
 }
 
-// One call of the content provider: waits briefly for batches and writes
-// them with the load. False ends the stream (the client is gone).
-bool events_step(const ServerContext& ctx, EventsReader& r, httplib::DataSink& sink) {
-  const KvEventLog& log = *ctx.engine.kv_events();
-  std::string out;
-  if (!r.seq) {
-    out = snapshot_line(ctx, r);
-  } else if (auto batches = log.read_after(*r.seq, kWaitForEvents)) {
-    for (const KvEventBatch& b : *batches) {
-      out += sse_line(Json{{"type", "events"}, {"seq", b.seq}, {"stored", hashes_json(b.stored)},
-                           {"removed", hashes_json(b.removed)}});
-      r.seq = b.seq;
+// The stream's producer: polled every kPollEvery (the log has no waker of
+// its own), it writes the new batches and the load; it ends when the engine
+// has stopped, so the reader hears it at once.
+class EventsStream final : public http::Producer {
+ public:
+  EventsStream(const ServerContext& ctx, EventsReader reader) : ctx_(ctx), r_(std::move(reader)) {}
+  void start(std::shared_ptr<http::Waker>) override {}
+  void cancel() override {}
+  Progress poll(http::Response& res, http::Clock::time_point& wake_at) override {
+    const KvEventLog& log = *ctx_.engine.kv_events();
+    std::string& out = res.body;
+    if (!r_.seq) {
+      out += snapshot_line(ctx_, r_);
+    } else if (auto batches = log.read_after(*r_.seq, std::chrono::milliseconds(0))) {
+      for (const KvEventBatch& b : *batches) {
+        out += sse_line(Json{{"type", "events"}, {"seq", b.seq}, {"stored", hashes_json(b.stored)},
+                             {"removed", hashes_json(b.removed)}});
+        r_.seq = b.seq;
+      }
+    } else {
+      out += snapshot_line(ctx_, r_);  // fell behind the log
     }
-  } else {
-    out = snapshot_line(ctx, r);  // fell behind the log
+    out += load_line(ctx_, r_);
+    if (log.closed()) return Progress::kDone;
+    wake_at = Clock::now() + kPollEvery;
+    return Progress::kPending;
   }
-  out += load_line(ctx, r);
-  if (!out.empty() && !sink.write(out.data(), out.size())) return false;
-  if (log.closed()) sink.done();  // the engine has stopped: the reader hears it at once
-  return true;
-}
+
+ private:
+  const ServerContext& ctx_;
+  EventsReader r_;
+};
 
 }  // namespace
 
-void handle_kv_events(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+void handle_kv_events(ServerContext& ctx, const http::Request& req, http::Response& res) {
   if (!ctx.engine.kv_events())
     return send_error(res, {404, "KV events are off on this server: start kvlm serve with --kv-events", std::nullopt});
-  auto reader = std::make_shared<EventsReader>();
+  EventsReader reader;
   // A reader reconnecting to the same process may pick up where it was.
   if (req.get_param_value("instance") == ctx.instance_id && req.has_param("since")) {
     try {
-      reader->seq = std::stoull(req.get_param_value("since"));
+      reader.seq = std::stoull(req.get_param_value("since"));
     } catch (const std::exception&) {
       return send_error(res, {400, "'since' must be a batch number", std::string("since")});
     }
   }
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
-  res.set_chunked_content_provider("text/event-stream", [&ctx, reader](size_t, httplib::DataSink& sink) {
-    try {
-      return events_step(ctx, *reader, sink);
-    } catch (const std::exception& e) {
-      log_error("kv events stream failed: {}", e.what());
-      sink.done();
-      return true;
-    }
-  });
+  res.stream("text/event-stream", std::make_unique<EventsStream>(ctx, std::move(reader)));
 }
 
 }  // namespace kvlm

@@ -7,7 +7,7 @@
 
 namespace kvlm {
 
-void handle_messages(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+void handle_messages(ServerContext& ctx, const http::Request& req, http::Response& res) {
   auto body = parse_body(req, res);
   if (!body) return;
   auto chat = anthropic::chat_body(*body);

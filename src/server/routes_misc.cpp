@@ -35,22 +35,22 @@ Json model_json(const ServerContext& ctx, const std::string& name) {
 
 }  // namespace
 
-void handle_models(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
+void handle_models(ServerContext& ctx, const http::Request&, http::Response& res) {
   Json data = Json::array();
   for (const std::string& name : ctx.model_names) data.push_back(model_json(ctx, name));
   res.set_content(openai::dump_json(Json{{"object", "list"}, {"data", std::move(data)}}), "application/json");
 }
 
-void handle_model(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+void handle_model(ServerContext& ctx, const http::Request& req, http::Response& res) {
   // The route's pattern captures the rest of the path: ids may hold '/' ("org/model").
-  const std::string id = req.matches.size() > 1 ? req.matches[1].str() : "";
+  const std::string id = req.matches.size() > 1 ? req.matches[1] : "";
   for (const std::string& name : ctx.model_names)
     if (name == id) return res.set_content(openai::dump_json(model_json(ctx, name)), "application/json");
   send_model_not_found(res, id);
 }
 
 // 503 while draining, so load balancers stop sending before the port closes.
-void handle_health(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
+void handle_health(ServerContext& ctx, const http::Request&, http::Response& res) {
   if (ctx.in_flight.draining()) {
     res.status = 503;
     res.set_content(R"({"status":"draining"})", "application/json");
@@ -59,9 +59,13 @@ void handle_health(ServerContext& ctx, const httplib::Request&, httplib::Respons
   res.set_content(R"({"status":"ok"})", "application/json");
 }
 
-void handle_metrics(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
+void handle_metrics(ServerContext& ctx, const http::Request&, http::Response& res) {
   const constrain::GrammarStats grammars = ctx.grammars->stats();
-  ServerSeries series{.rejected = {ctx.num_rejected_connections.load(), ctx.num_rejected_queue.load(),
+  const int64_t num_rejected_connections =
+      ctx.http_stats ? ctx.http_stats->refused_of(http::Refusal::kTooManyConnections) +
+                           ctx.http_stats->refused_of(http::Refusal::kTooManyFromClient)
+                     : 0;
+  ServerSeries series{.rejected = {num_rejected_connections, ctx.num_rejected_queue.load(),
                                    ctx.num_rejected_body_memory.load()},
                       .grammars = &grammars,
                       .num_heap_trims = ctx.heap_trimmer->num_trims(),
@@ -69,13 +73,14 @@ void handle_metrics(ServerContext& ctx, const httplib::Request&, httplib::Respon
                       .body_memory_budget_bytes = ctx.body_memory->limit()};
   const std::string& name = ctx.model_names[0];
   res.set_content(prometheus_text(ctx.engine.metrics(), name) + server_metrics_text(series, name) +
-                      (ctx.keys ? ctx.keys->metrics_text() : std::string()),
+                      (ctx.keys ? ctx.keys->metrics_text() : std::string()) +
+                      (ctx.http_stats ? http::stats_metrics_text(*ctx.http_stats) : std::string()),
                   "text/plain; version=0.0.4");
 }
 
 // {"content": "text", "add_special": true, "parse_special": true, "with_pieces": false}
 //   -> {"tokens": [...], "count": N, "pieces": [...]}
-void handle_tokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+void handle_tokenize(ServerContext& ctx, const http::Request& req, http::Response& res) {
   auto body = parse_body(req, res);
   if (!body) return;
   auto parsed = openai::parse_tokenize_request(*body);
@@ -97,7 +102,7 @@ void handle_tokenize(ServerContext& ctx, const httplib::Request& req, httplib::R
 }
 
 // {"tokens": [...]} -> {"content": "text"}
-void handle_detokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+void handle_detokenize(ServerContext& ctx, const http::Request& req, http::Response& res) {
   auto body = parse_body(req, res);
   if (!body) return;
   const Tokenizer& tok = ctx.engine.tokenizer();

@@ -17,7 +17,7 @@ using openai::Json;
 
 namespace {
 
-void send_not_found(httplib::Response& res, const std::string& id, const char* param) {
+void send_not_found(http::Response& res, const std::string& id, const char* param) {
   openai::RequestError e{404, fmt::format("Response with id '{}' not found.", id), std::string(param)};
   e.code = "not_found";
   send_error(res, e);
@@ -25,7 +25,7 @@ void send_not_found(httplib::Response& res, const std::string& id, const char* p
 
 }  // namespace
 
-void handle_responses(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+void handle_responses(ServerContext& ctx, const http::Request& req, http::Response& res) {
   auto body = parse_body(req, res);
   if (!body) return;
   auto read = responses::read_request(*body);
@@ -60,14 +60,14 @@ void handle_responses(ServerContext& ctx, const httplib::Request& req, httplib::
   run_generation(ctx, std::move(*gen), req, res);
 }
 
-void handle_get_response(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+void handle_get_response(ServerContext& ctx, const http::Request& req, http::Response& res) {
   const std::string id = req.matches[1];
   const std::optional<ResponseStore::Stored> stored = ctx.responses.get(id);
   if (!stored) return send_not_found(res, id, "response_id");
   res.set_content(openai::dump_json(stored->response), "application/json");
 }
 
-void handle_delete_response(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+void handle_delete_response(ServerContext& ctx, const http::Request& req, http::Response& res) {
   const std::string id = req.matches[1];
   if (!ctx.responses.erase(id)) return send_not_found(res, id, "response_id");
   res.set_content(openai::dump_json({{"id", id}, {"object", "response"}, {"deleted", true}}), "application/json");

@@ -1,8 +1,6 @@
-// The streaming answer: every choice's chunks as its tokens come, interleaved
-// and tagged with the choice's index, then one usage chunk (include_usage)
-// and [DONE].
-#include <chrono>
-
+// OpenAI's answer format (routes_choices.h): streamed, every choice's chunks
+// as its tokens come, interleaved and tagged with the choice's index, then
+// one usage chunk (include_usage) and [DONE]; whole, routes_choices.cpp.
 #include "common/log.h"
 #include "server/choice_decoder.h"
 #include "server/openai/json_text.h"
@@ -15,12 +13,7 @@ namespace {
 
 using openai::Json;
 
-// How long one look at the choices waits on the first one still running
-// before it looks at all of them again: the latency a choice's chunk can
-// gain while another's is awaited.
-constexpr auto kPoll = std::chrono::milliseconds(5);
-
-// Streaming state carried across calls of the content provider, per choice.
+// Streaming state carried from event to event, per choice.
 struct StreamState {
   StreamState(size_t n, const Generation& gen, const Submitted& sub)
       : first(n, sub.num_replayed == 0), text_offset(n, 0), pending_ids(n) {
@@ -164,98 +157,38 @@ std::string event_chunks(const ServerContext& ctx, const Generation& gen, const 
   return serialize_chunks(gen, sub, state, i, first, std::move(chunks));
 }
 
-// The chunks of every event that is waiting now, in choice order.
-std::string waiting_chunks(const ServerContext& ctx, const Generation& gen, const Submitted& sub, StreamState& state) {
-  std::string out;
-  for (size_t i = 0; i < sub.streams.size(); ++i) {
-    while (auto ev = sub.streams[i]->next_for(std::chrono::milliseconds(0)))
-      out += event_chunks(ctx, gen, sub, state, static_cast<int32_t>(i), *ev);
-  }
-  return out;
-}
+class OpenAIFormat final : public AnswerFormat {
+ public:
+  OpenAIFormat(const ServerContext& ctx, const Generation& gen, const Submitted& sub)
+      : ctx_(ctx), gen_(gen), sub_(sub), state_(sub.streams.size(), gen, sub) {}
 
-bool all_done(const Submitted& sub) {
-  for (const auto& s : sub.streams)
-    if (!s->done()) return false;
-  return true;
-}
+  std::string stream_event(size_t i, const StreamEvent& ev) override {
+    return event_chunks(ctx_, gen_, sub_, state_, static_cast<int32_t>(i), ev);
+  }
+  std::string stream_end(const openai::Usage& usage) override {
+    std::string out;
+    if (gen_.options.include_usage) out += sse(openai::usage_chunk(gen_.id, gen_.created, gen_.model, gen_.chat, usage));
+    return out + "data: [DONE]\n\n";
+  }
+  std::string stream_error(const openai::RequestError& e) override { return sse(openai::error_json(e)); }
+  void whole(const std::vector<Candidate>& candidates, const openai::Usage& usage, http::Response& res) override {
+    openai_whole(ctx_, gen_, sub_, candidates, usage, res);
+  }
 
-// One call of the streaming content provider: waits until some choice has an
-// event (or a heartbeat has passed) and writes the chunks. Returns false when
-// the client is gone.
-bool stream_step(const ServerContext& ctx, const Generation& gen, const Submitted& sub, StreamState& state,
-                 httplib::DataSink& sink) {
-  const auto start = std::chrono::steady_clock::now();
-  std::string out = waiting_chunks(ctx, gen, sub, state);
-  while (out.empty() && !all_done(sub)) {
-    if (std::chrono::steady_clock::now() - start >= ctx.sse_heartbeat) {
-      // Exactly the comment line: one byte more (its NUL) would prefix the
-      // next event and make clients drop it.
-      static constexpr std::string_view kKeepAlive = ": keep-alive\n\n";
-      return sink.write(kKeepAlive.data(), kKeepAlive.size());  // false: the client is gone
-    }
-    for (size_t i = 0; i < sub.streams.size(); ++i) {
-      if (sub.streams[i]->done()) continue;
-      if (auto ev = sub.streams[i]->next_for(kPoll))
-        out += event_chunks(ctx, gen, sub, state, static_cast<int32_t>(i), *ev);
-      break;  // waited on the first choice still running; now look at all
-    }
-    out += waiting_chunks(ctx, gen, sub, state);
-  }
-  const bool finished = all_done(sub);
-  if (finished) {
-    const openai::Usage usage = total_usage(gen, sub);
-    charge_current_request(usage.prompt_tokens + usage.completion_tokens);  // the API key's tokens per minute
-    if (gen.options.include_usage) out += sse(openai::usage_chunk(gen.id, gen.created, gen.model, gen.chat, usage));
-  }
-  if (finished) out += "data: [DONE]\n\n";
-  if (!out.empty() && !sink.write(out.data(), out.size())) return false;
-  if (finished) sink.done();
-  return true;
-}
+ private:
+  const ServerContext& ctx_;
+  const Generation& gen_;
+  const Submitted& sub_;
+  StreamState state_;
+};
 
 }  // namespace
 
-void answer_stream(ServerContext& ctx, Generation gen, Submitted sub,
-                   std::shared_ptr<InFlightRequests::Ticket> ticket, httplib::Response& res) {
-  // The provider runs on the connection's thread after the handler returns,
-  // pulling events until every choice has finished.
-  res.set_header("Cache-Control", "no-cache");
-  res.set_header("X-Accel-Buffering", "no");
-  auto state = std::make_shared<StreamState>(sub.streams.size(), gen, sub);
-  auto shared_sub = std::make_shared<const Submitted>(std::move(sub));
-  const RequestId rid = shared_sub->streams[0]->id();
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [&ctx, gen = std::move(gen), shared_sub, state, ticket](size_t, httplib::DataSink& sink) {
-        // The headers are gone: a fault here can only end the stream with an
-        // error event (and the request, through the releaser), never the process.
-        const RequestId id = shared_sub->streams[0]->id();
-        try {
-          return stream_step(ctx, gen, *shared_sub, *state, sink);
-        } catch (const std::exception& e) {
-          log_error("request {}: stream failed: {}", id.value(), unicode::sanitize_utf8(e.what()));
-        } catch (...) {
-          log_error("request {}: stream failed", id.value());
-        }
-        const std::string out = sse(openai::error_json({500, "internal error while streaming", std::nullopt, "server_error"}));
-        sink.write(out.data(), out.size());
-        sink.done();
-        return true;
-      },
-      [&ctx, rid, shared_sub](bool) {
-        // The connection ended (client gone, write failed, or done): stop the
-        // choices still running so their blocks go back to the pool.
-        // Runs outside httplib's exception handling: nothing may escape.
-        try {
-          cancel_all(ctx.engine, *shared_sub);
-        } catch (const std::exception& e) {
-          log_error("request {}: cancel failed: {}", rid.value(), unicode::sanitize_utf8(e.what()));
-        }
-      });
+std::unique_ptr<AnswerFormat> openai_format(const ServerContext& ctx, const Generation& gen, const Submitted& sub) {
+  return std::make_unique<OpenAIFormat>(ctx, gen, sub);
 }
 
-void answer_resumed_at_length(const Generation& gen, int32_t num_prompt, httplib::Response& res) {
+void answer_resumed_at_length(const Generation& gen, int32_t num_prompt, http::Response& res) {
   const std::string& model = gen.model;
   std::string out = sse(gen.chat ? openai::chat_chunk(gen.id, gen.created, model, "", "length", false)
                                  : openai::completion_chunk(gen.id, gen.created, model, "", "length"));

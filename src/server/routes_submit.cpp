@@ -1,7 +1,7 @@
 // Submitting a validated generation to the engine: its limits checked
 // against the context, its choices (or best_of candidates) submitted and
-// registered for a drain, then the answer handed to routes_choices.cpp
-// (one body) or routes_stream.cpp (SSE).
+// registered for a drain, then answered by answer_driver.cpp in the API's
+// format.
 #include <climits>
 
 #include <fmt/format.h>
@@ -34,7 +34,7 @@ KvBudget request_budget(const Engine& engine, const openai::GenerationOptions& o
 
 // The 400 of a prompt (and max_tokens) past the context: code
 // context_length_exceeded, as OpenAI answers it.
-void send_too_long(httplib::Response& res, std::string message, const char* param) {
+void send_too_long(http::Response& res, std::string message, const char* param) {
   openai::RequestError e{400, std::move(message), std::string(param)};
   e.code = "context_length_exceeded";
   send_error(res, e);
@@ -43,7 +43,7 @@ void send_too_long(httplib::Response& res, std::string message, const char* para
 // The engine request of one prompt of `gen`, or nullopt after answering 400:
 // a prompt or max_tokens past the context.
 std::optional<GenerateRequest> engine_request(const Engine& engine, const Generation& gen,
-                                              std::vector<int32_t> prompt, httplib::Response& res) {
+                                              std::vector<int32_t> prompt, http::Response& res) {
   const auto num_prompt = static_cast<int32_t>(prompt.size());
   KvBudget budget;
   try {
@@ -104,7 +104,7 @@ std::optional<GenerateRequest> engine_request(const Engine& engine, const Genera
 // Submits best_of (or n) candidates of every prompt at once and registers
 // them for a drain; nullopt after answering the engine's refusal.
 std::optional<Submitted> submit_choices(ServerContext& ctx, const Generation& gen, std::vector<GenerateRequest> gs,
-                                        InFlightRequests::Ticket& ticket, httplib::Response& res) {
+                                        InFlightRequests::Ticket& ticket, http::Response& res) {
   Submitted sub;
   sub.num_candidates = std::max(gen.options.best_of, gen.options.n);
   sub.num_replayed = gs[0].num_replayed;
@@ -130,7 +130,7 @@ std::optional<Submitted> submit_choices(ServerContext& ctx, const Generation& ge
 
 }  // namespace
 
-void run_generation(ServerContext& ctx, Generation gen, const httplib::Request& req, httplib::Response& res) {
+void run_generation(ServerContext& ctx, Generation gen, const http::Request& req, http::Response& res) {
   // Registered before looking at draining(): a drain waits for us or we refuse.
   std::shared_ptr<InFlightRequests::Ticket> ticket = ctx.in_flight.enter();
   if (ctx.in_flight.draining()) {
@@ -155,9 +155,8 @@ void run_generation(ServerContext& ctx, Generation gen, const httplib::Request& 
   std::optional<Submitted> sub = submit_choices(ctx, gen, std::move(gs), *ticket, res);
   admission.unlock();
   if (!sub) return;
-  if (gen.writer) return answer_with_writer(ctx, std::move(gen), std::move(*sub), std::move(ticket), req, res);
-  if (!gen.options.stream) return answer_whole(ctx, gen, *sub, req, res);
-  answer_stream(ctx, std::move(gen), std::move(*sub), std::move(ticket), res);
+  const FormatMaker format = gen.writer ? writer_format : openai_format;
+  answer_generation(ctx, req, std::move(gen), std::move(*sub), std::move(ticket), format, res);
 }
 
 }  // namespace kvlm

@@ -26,7 +26,7 @@ Json shared_tier_status(const Engine& engine) {
 
 }  // namespace
 
-void handle_status(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
+void handle_status(ServerContext& ctx, const http::Request&, http::Response& res) {
   const EngineMetrics m = ctx.engine.metrics();
   const double hit_rate =
       m.num_prefix_query_tokens > 0 ? static_cast<double>(m.num_prefix_hit_tokens) / m.num_prefix_query_tokens : 0.0;

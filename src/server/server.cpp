@@ -17,7 +17,6 @@
 #include "constrain/grammar_cache.h"
 #include "engine/engine.h"
 #include "model/model.h"
-#include "server/http/connection_limit.h"
 #include "server/metrics_text.h"
 #include "server/openai/json_text.h"
 #include "kvstore/redis_cluster.h"
@@ -45,15 +44,15 @@ struct Server::Impl {
   // Gives back what a burst freed (common/heap_trimmer.h): past 32 MiB held
   // free, checked each second.
   HeapTrimmer heap_trimmer{32 << 20, std::chrono::seconds(1)};
-  std::unique_ptr<httplib::Server> http = make_http_server(config.ssl_cert_file, config.ssl_key_file);
-  RouteTable routes{*http};
+  RouteTable routes;
   FrontDoor door{load_api_keys(config.api_keys, config.api_key_file), config.metrics_key};
+  std::unique_ptr<http::HttpServer> http;  // made once the routes are in place
   int port = -1;
 };
 
 namespace {
 
-using Route = void (*)(ServerContext&, const httplib::Request&, httplib::Response&);
+using Route = void (*)(ServerContext&, const http::Request&, http::Response&);
 
 // See ServerContext::max_prompt_bytes: a token never stands for more input
 // bytes than its piece has (SPM's U+2581 and GPT-2's byte mapping only grow
@@ -111,17 +110,6 @@ Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Imp
       log_info("sampling defaults from the model (--generation-config none: OpenAI's): {}",
                s.ctx.sampling_defaults.describe());
   }
-  const size_t num_threads = s.config.num_http_threads > 0
-                                 ? static_cast<size_t>(s.config.num_http_threads)
-                                 : static_cast<size_t>(std::max(32, 2 * engine.config().max_seqs + 8));
-  httplib::Server& http = *s.http;
-  install_connection_limit(http, num_threads, s.config.max_connections, s.config.retry_after_s,
-                           s.ctx.num_rejected_connections);
-  http.set_payload_max_length(s.config.max_body_bytes);
-  http.set_read_timeout(60);
-  http.set_write_timeout(60);
-  http.set_keep_alive_timeout(30);
-
   s.ctx.max_prompt_bytes = max_prompt_bytes(engine);
   if (!s.config.responses_redis_url.empty())
     s.ctx.responses.share(open_redis(s.config.responses_redis_url, s.config.responses_redis_password_file, {},
@@ -134,7 +122,7 @@ Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Imp
   s.ctx.instance_id = openai::new_id("kvlm");
   s.ctx.keys = &s.door.keys;
   auto route = [this](Route handler, Access access) {
-    return with_access(impl_->door, access, [this, handler](const httplib::Request& req, httplib::Response& res) {
+    return with_access(impl_->door, access, [this, handler](http::Request& req, http::Response& res) {
       // The body's parsed JSON is held for as long as the handler runs.
       const int64_t body_memory = take_body_memory(impl_->ctx, req, res);
       if (body_memory == 0 && !req.body.empty()) return;
@@ -142,13 +130,12 @@ Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Imp
       handler(impl_->ctx, req, res);
     });
   };
-  auto post = [&s](const std::string& path, RouteTable::Handler h) { s.routes.post(path, std::move(h)); };
-  auto get = [&s](const std::string& path, RouteTable::Handler h) { s.routes.get(path, std::move(h)); };
+  auto post = [&s](const std::string& path, RouteHandler h) { s.routes.post(path, std::move(h)); };
+  auto get = [&s](const std::string& path, RouteHandler h) { s.routes.get(path, std::move(h)); };
   post("/v1/completions", route(handle_completions, Access::kMetered));
   post("/v1/chat/completions", route(handle_chat_completions, Access::kMetered));
   // Anthropic's clients read errors in Anthropic's shape, the key check's 401 too.
-  post("/v1/messages", [inner = route(handle_messages, Access::kMetered)](const httplib::Request& req,
-                                                                           httplib::Response& res) {
+  post("/v1/messages", [inner = route(handle_messages, Access::kMetered)](http::Request& req, http::Response& res) {
     inner(req, res);
     anthropic::rewrite_error(res.status, res.body);
   });
@@ -164,14 +151,18 @@ Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Imp
   get("/metrics", route(handle_metrics, Access::kMetrics));
   get("/v1/status", route(handle_status, Access::kStatus));
   get("/v1/kv/events", route(handle_kv_events, Access::kKey));
-  add_web_routes(http, s.routes);
-  s.routes.install_error_handlers();
-  install_cors(http, s.config.cors_origins);
+  add_web_routes(s.routes);
+  s.routes.set_cors_origins(s.config.cors_origins);
+  http::ServerLimits limits = s.config.http;
+  if (limits.handler_threads <= 0) limits.handler_threads = std::max(32, 2 * engine.config().max_seqs + 8);
+  limits.retry_after_s = s.config.retry_after_s;
+  s.http = make_http_server(limits, s.routes, s.config.ssl_cert_file, s.config.ssl_key_file);
+  s.ctx.http_stats = &s.http->stats();
 }
 
 Server::~Server() { stop(); }
 
-void Server::bind() { impl_->port = bind_http(*impl_->http, impl_->config.host, impl_->config.port); }
+void Server::bind() { impl_->port = impl_->http->bind(impl_->config.host, impl_->config.port); }
 
 void Server::reload_api_keys() {
   impl_->door.keys.replace(load_api_keys(impl_->config.api_keys, impl_->config.api_key_file));
@@ -181,13 +172,11 @@ int Server::port() const { return impl_->port; }
 
 void Server::run() {
   if (impl_->port < 0) bind();
-  impl_->http->listen_after_bind();
+  impl_->http->run();
 }
 
 size_t Server::drain(std::chrono::milliseconds timeout) { return impl_->ctx.in_flight.drain(impl_->ctx.engine, timeout); }
 
-void Server::stop() {
-  if (impl_->http->is_running()) impl_->http->stop();
-}
+void Server::stop() { impl_->http->stop(); }
 
 }  // namespace kvlm

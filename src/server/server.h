@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "server/http/http_server.h"
+
 namespace kvlm {
 
 class Engine;
@@ -44,12 +46,13 @@ struct ServerConfig {
   // Origins whose browser pages may call the API (docs/server.md "CORS");
   // "*": any. Empty: no CORS headers.
   std::vector<std::string> cors_origins;
-  int num_http_threads = 0;         // 0: enough for every running and queued request
   std::optional<std::string> chat_template_file;  // overrides the model's template
-  size_t max_body_bytes = 32 << 20;      // a larger request body gets 413
-  // Limits that keep an overloaded server answering (docs/server.md "Server limits").
-  // Past either cap a request gets 503 with Retry-After and an OpenAI error.
-  size_t max_connections = 1024;         // connections served or waiting for a thread; 0: no cap
+  // The transport's limits (docs/server.md "Server limits"): connections,
+  // deadlines, head and body sizes, threads. handler_threads 0: enough for
+  // every running and queued request to be parsed at once.
+  http::ServerLimits http{.handler_threads = 0};
+  // Limits that keep an overloaded server answering: past it a request gets
+  // 503 with Retry-After and an OpenAI error.
   int max_queued_requests = 256;         // generation requests waiting beyond the engine's max_seqs; < 0: no cap
   double request_timeout_s = 600;        // per generation request, from submission; <= 0: none
   int retry_after_s = 1;                 // the Retry-After of those 503s

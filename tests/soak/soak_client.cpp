@@ -3,6 +3,8 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include <thread>
+
 #include <fmt/format.h>
 #include <httplib.h>
 #include <nlohmann/json.hpp>
@@ -174,8 +176,12 @@ Outcome run_one(int port, std::mt19937& rng) {
   const int n = !stream && rng() % 10 == 0 ? 2 : 1;
   const Json body = request_json(rng, stream, n);
   if (rng() % 5 == 0) return hang_up(port, rng, test::raw_post("/v1/completions", body.dump()));
-  if (!stream) return whole(port, body, n);
-  return streamed(port, body, n, /*cancel=*/rng() % 10 == 0);
+  Outcome o = !stream ? whole(port, body, n) : streamed(port, body, n, /*cancel=*/rng() % 10 == 0);
+  // A client refused for the queue waits its Retry-After (1 s) before its
+  // next request, as SDKs do on a 503; one that retried at once would only
+  // measure refusals (the transport no longer queues clients for a thread).
+  if (o.kind == "queue_full") std::this_thread::sleep_for(std::chrono::milliseconds(1000 + rng() % 200));
+  return o;
 }
 
 std::string check_body(const std::string& body, int num_choices) {

@@ -104,12 +104,6 @@ class KeyState {
   std::map<std::string, int64_t> refused_;
 };
 
-namespace {
-
-thread_local KeyTicket* current_ticket = nullptr;
-
-}  // namespace
-
 bool same_secret(std::string_view value, std::string_view key) {
   unsigned diff = value.size() == key.size() ? 0u : 1u;
   for (size_t i = 0; i < key.size(); ++i)
@@ -120,8 +114,8 @@ bool same_secret(std::string_view value, std::string_view key) {
 namespace {
 
 // What `req` presents as its key: the bearer token, else x-api-key.
-std::string presented(const httplib::Request& req) {
-  const std::string& auth = req.get_header_value("Authorization");
+std::string presented(const http::Request& req) {
+  const std::string auth = req.get_header_value("Authorization");
   if (auth.rfind("Bearer ", 0) == 0) return auth.substr(7);
   return req.get_header_value("x-api-key");
 }
@@ -218,7 +212,7 @@ bool ApiKeyring::enabled() const {
   return !by_name_.empty();
 }
 
-std::shared_ptr<KeyState> ApiKeyring::find(const httplib::Request& req) const {
+std::shared_ptr<KeyState> ApiKeyring::find(const http::Request& req) const {
   const std::string value = presented(req);
   std::lock_guard lock(mu_);
   std::shared_ptr<KeyState> found;
@@ -228,7 +222,7 @@ std::shared_ptr<KeyState> ApiKeyring::find(const httplib::Request& req) const {
 }
 
 std::optional<std::unique_ptr<KeyTicket>> ApiKeyring::admit(const std::shared_ptr<KeyState>& key,
-                                                             httplib::Response& res) {
+                                                             http::Response& res) {
   if (auto refused = key->try_admit()) {
     const auto& [retry_after, what, limit] = *refused;
     openai::RequestError e{429,
@@ -262,27 +256,6 @@ std::string ApiKeyring::metrics_text() const {
   return out;
 }
 
-bool presents_key(const httplib::Request& req, const std::string& key) { return same_secret(presented(req), key); }
-
-void set_current_ticket(KeyTicket* ticket) { current_ticket = ticket; }
-
-void charge_current_request(int64_t num_tokens) {
-  if (current_ticket) current_ticket->charge_tokens(num_tokens);
-}
-
-void keep_ticket_until_sent(httplib::Response& res, std::shared_ptr<KeyTicket> ticket) {
-  if (!res.content_provider_) {
-    set_current_ticket(nullptr);
-    return;  // answered already: the ticket ends with the caller's reference
-  }
-  // A stream: its provider runs on this thread after the handler returns;
-  // the releaser runs when the response is done (cpp-httplib keeps these
-  // fields public).
-  auto previous = std::move(res.content_provider_resource_releaser_);
-  res.content_provider_resource_releaser_ = [previous = std::move(previous), ticket](bool ok) {
-    if (previous) previous(ok);
-    set_current_ticket(nullptr);
-  };
-}
+bool presents_key(const http::Request& req, const std::string& key) { return same_secret(presented(req), key); }
 
 }  // namespace kvlm

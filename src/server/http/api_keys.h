@@ -25,7 +25,7 @@
 #include <string_view>
 #include <vector>
 
-#include <httplib.h>
+#include "server/http/message.h"
 
 namespace kvlm {
 
@@ -75,11 +75,11 @@ class ApiKeyring {
 
   // The key `req` presents, or null (missing or wrong; also null when the
   // ring is not enabled).
-  std::shared_ptr<KeyState> find(const httplib::Request& req) const;
+  std::shared_ptr<KeyState> find(const http::Request& req) const;
 
   // A generation request under `key`'s limits: a ticket, or nullopt with
   // `res` answered 429 (Retry-After, an OpenAI error naming the limit).
-  std::optional<std::unique_ptr<KeyTicket>> admit(const std::shared_ptr<KeyState>& key, httplib::Response& res);
+  std::optional<std::unique_ptr<KeyTicket>> admit(const std::shared_ptr<KeyState>& key, http::Response& res);
 
   // Prometheus lines per key name: requests, refusals by limit, tokens.
   std::string metrics_text() const;
@@ -91,21 +91,9 @@ class ApiKeyring {
 };
 
 // Whether `req` presents `key` (Bearer or x-api-key), in constant time.
-bool presents_key(const httplib::Request& req, const std::string& key);
+bool presents_key(const http::Request& req, const std::string& key);
 // `value` against `key`, every byte of `key` read whatever differs: the time
 // depends on the key's length only.
 bool same_secret(std::string_view value, std::string_view key);
-
-// The ticket of the request this HTTP thread is answering, so that the
-// places where a request's usage becomes known can charge its tokens
-// without the ticket passing through every call in between. An HTTP thread
-// answers one request at a time, its stream included: the route wrapper
-// sets the ticket before the handler and keep_ticket_until_sent() clears it
-// when the response is done.
-void charge_current_request(int64_t num_tokens);
-// Makes `ticket` the thread's current one until `res` has been sent (or at
-// once, for a response without a content provider: it is sent already).
-void keep_ticket_until_sent(httplib::Response& res, std::shared_ptr<KeyTicket> ticket);
-void set_current_ticket(KeyTicket* ticket);
 
 }  // namespace kvlm

@@ -8,7 +8,7 @@
 namespace kvlm {
 
 int64_t take_body_memory(MemoryBudget& budget, int retry_after_s, std::atomic<int64_t>& num_rejected,
-                         const httplib::Request& req, httplib::Response& res) {
+                         const http::Request& req, http::Response& res) {
   if (req.body.empty()) return 0;
   const int64_t need = openai::parsed_json_bytes(req.body);
   if (budget.try_take(need)) return need;

@@ -6,7 +6,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include <httplib.h>
+#include "server/http/message.h"
 
 #include "common/memory_budget.h"
 
@@ -18,7 +18,7 @@ namespace kvlm {
 // a body that alone needs more than the whole budget, else 503 with
 // Retry-After and code body_memory_exhausted (counted in `num_rejected`).
 int64_t take_body_memory(MemoryBudget& budget, int retry_after_s, std::atomic<int64_t>& num_rejected,
-                         const httplib::Request& req, httplib::Response& res);
+                         const http::Request& req, http::Response& res);
 
 // Gives the bytes back when the handler's scope ends.
 struct BodyMemoryHold {

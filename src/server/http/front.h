@@ -1,22 +1,20 @@
 // The HTTP front that kvlm serve and kvlm router share: OpenAI-style error
-// answers, the API key check, the transport's own refusals (unknown route,
-// wrong method, body too large, malformed request) as OpenAI JSON, the
-// connection cap, and a table of routes that knows each path's methods.
+// answers, the API key check, a table of routes that knows each path's
+// methods (404, 405 with Allow, HEAD as GET), CORS, the chat page's files,
+// and the server on the transport (http_server.h) with its limits.
 #pragma once
 
-#include <atomic>
-#include <cstdint>
 #include <functional>
-#include <map>
+#include <memory>
 #include <optional>
-#include <set>
+#include <regex>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include <httplib.h>
-
 #include "server/http/api_keys.h"
+#include "server/http/http_server.h"
+#include "server/http/message.h"
 #include "server/openai/protocol.h"
 
 namespace kvlm {
@@ -24,27 +22,27 @@ namespace kvlm {
 class Error;
 
 // Writes an OpenAI-style error with its status.
-void send_error(httplib::Response& res, const openai::RequestError& e);
+void send_error(http::Response& res, const openai::RequestError& e);
 // The OpenAI-style error for a kvlm::Error: 400 for the client's faults, 404,
 // 503, else 500 ("server_error").
 openai::RequestError error_for(const Error& e);
 // Answers 500 for a fault of ours (an exception no validation expected): logs
 // `what` with a fresh id that the message repeats, so the log line can be found.
-void send_internal_error(httplib::Response& res, const httplib::Request& req, std::string_view what);
+void send_internal_error(http::Response& res, const http::Request& req, std::string_view what);
 // Parses the body as JSON or answers 400; nullopt then.
-std::optional<openai::Json> parse_body(const httplib::Request& req, httplib::Response& res);
+std::optional<openai::Json> parse_body(const http::Request& req, http::Response& res);
 // The 503 of a limit: Retry-After, an OpenAI error with `code`.
-void send_overloaded(httplib::Response& res, int retry_after_s, const std::string& message, const char* code);
-
+void send_overloaded(http::Response& res, int retry_after_s, const std::string& message, const char* code);
 // The 503 of a server that is draining (code server_shutting_down): another
 // replica can take the request.
-void send_shutting_down(httplib::Response& res, const std::string& message);
+void send_shutting_down(http::Response& res, const std::string& message);
 // The 404 of a model the server does not serve: code model_not_found, as
 // OpenAI answers a model that does not exist.
-void send_model_not_found(httplib::Response& res, const std::string& model);
-
+void send_model_not_found(http::Response& res, const std::string& model);
 // The 401 of a missing or wrong key.
-void send_unauthorized(httplib::Response& res);
+void send_unauthorized(http::Response& res);
+// The JSON body of an error the transport answers itself (http_server.h).
+std::string transport_error_body(int status, const std::string& message, const std::string& code);
 
 // Who may call a route (docs/server.md "API keys"):
 //   kPublic   anyone (/health, the chat page)
@@ -63,66 +61,58 @@ struct FrontDoor {
   std::string metrics_key;
 };
 
+using RouteHandler = std::function<void(http::Request&, http::Response&)>;
 // `handler` behind `access`: a missing or wrong key is a 401, a key past its
-// limits a 429; a metered request holds its key's ticket until its response
-// has been sent, charged with the tokens its usage reports
-// (charge_current_request). What the handler throws is answered as OpenAI
-// errors are (a kvlm::Error by its code, anything else a logged 500).
-using RouteHandler = std::function<void(const httplib::Request&, httplib::Response&)>;
+// limits a 429; a metered request's key ticket is set on the request
+// (req.key_ticket, held until its answer has been written), for the answer
+// to charge the tokens its usage reports. What the handler throws is
+// answered as OpenAI errors are (a kvlm::Error by its code, anything else a
+// logged 500).
 RouteHandler with_access(FrontDoor& door, Access access, RouteHandler handler);
+// Charges `num_tokens` to the request's API key (its tokens per minute and
+// metrics); nothing without a metered key.
+void charge_tokens(const http::Request& req, int64_t num_tokens);
 
-// TLS: an HTTPS server on the PEM certificate and key files, or plain HTTP
-// when both are empty. Throws Error(kInvalidArgument / kNotFound) naming the
-// flag for one alone, a file that cannot be read, or a pair OpenSSL refuses.
-std::unique_ptr<httplib::Server> make_http_server(const std::string& cert_file, const std::string& key_file);
-
-// The routes of one server: registers handlers with httplib and remembers
-// each path's methods, so the error handler can answer a known path asked
-// with another method 405 (with Allow) instead of 404.
+// The routes of one server: exact paths and patterns (std::regex over the
+// whole path; its groups in req.matches), each with its methods, so a known
+// path asked with another method is a 405 with Allow rather than a 404. HEAD
+// is answered by the GET handler without the body.
 class RouteTable {
  public:
-  using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
-  explicit RouteTable(httplib::Server& http) : http_(http) {}
-  // POST handlers get the whole body as JSON text whatever its
-  // Content-Type (httplib would treat curl -d's form type as a form and
-  // refuse one over 8 KiB).
-  void post(const std::string& path, Handler handler);
-  void get(const std::string& path, Handler handler);
-  void del(const std::string& path, Handler handler);  // DELETE
-  void allow(const std::string& path, const std::string& method) { allowed_[path].insert(method); }
-  // Answers the transport's refusals as OpenAI JSON (install once, after
-  // every route).
-  void install_error_handlers();
+  void post(const std::string& path, RouteHandler handler) { add("POST", path, std::move(handler)); }
+  void get(const std::string& path, RouteHandler handler) { add("GET", path, std::move(handler)); }
+  void del(const std::string& path, RouteHandler handler) { add("DELETE", path, std::move(handler)); }
+  // The transport's handler: finds the route and calls it, or answers
+  // 404 / 405 / a CORS preflight.
+  void handle(http::Request& req, http::Response& res) const;
+  // CORS for browser apps served from another origin (docs/server.md
+  // "CORS"): a request whose Origin is one of `origins` ("*": any) gets
+  // Access-Control-Allow-Origin on its answer (errors, refusals and streams
+  // included), and its preflight (OPTIONS on any path, no API key) is
+  // answered 204 allowing GET and POST with Authorization, Content-Type and
+  // the headers it asks for. Without origins nothing is added.
+  void set_cors_origins(std::vector<std::string> origins) { cors_origins_ = std::move(origins); }
+  // Adds the CORS headers an answer to `req` carries (the transport's decorator).
+  void decorate(const http::Request& req, http::Response& res) const;
 
  private:
-  httplib::Server& http_;
-  std::map<std::string, std::set<std::string>> allowed_;
+  struct Route {
+    std::string method;
+    std::string path;
+    std::optional<std::regex> pattern;  // set when `path` has a group
+    RouteHandler handler;
+  };
+  void add(const std::string& method, const std::string& path, RouteHandler handler);
+  std::vector<Route> routes_;
+  std::vector<std::string> cors_origins_;
 };
 
-// CORS for browser apps served from another origin (docs/server.md "CORS"):
-// a request whose Origin is one of `origins` ("*": any origin) gets
-// Access-Control-Allow-Origin on its answer (errors, refusals and streams
-// included), and its preflight (OPTIONS on any path, no API key) is answered
-// 204 allowing GET and POST with Authorization, Content-Type and the other
-// headers it asks for. Without origins it installs nothing: browsers then
-// keep other sites' pages from reading the answers. Uses httplib's
-// post-routing handler and OPTIONS route; call once, before serving.
-void install_cors(httplib::Server& http, std::vector<std::string> origins);
+// GET / and the chat page's files (no key: the page asks for one).
+void add_web_routes(RouteTable& routes);
 
-// The transport's workers behind a connection cap: past `max_connections`
-// (0: none) a connection's request is answered 503 (Retry-After,
-// too_many_connections) and closed; `num_rejected` counts them and must
-// outlive the server.
-void install_connection_limit(httplib::Server& http, size_t num_threads, size_t max_connections, int retry_after_s,
-                              std::atomic<int64_t>& num_rejected);
-
-// GET / and the chat page's files (no key: the page asks for one), with
-// their paths in `routes` (for 405s).
-void add_web_routes(httplib::Server& http, RouteTable& routes);
-
-// Binds `host:port` (port 0: any free port) with SO_REUSEADDR only (not
-// httplib's SO_REUSEPORT, which lets a second server share the port) and a
-// full listen backlog. Returns the port; throws Error(kUnavailable).
-int bind_http(httplib::Server& http, const std::string& host, int port);
+// The HTTP server of `routes` (TLS with both files set; throws Error naming
+// the flag, as http::HttpServer does).
+std::unique_ptr<http::HttpServer> make_http_server(const http::ServerLimits& limits, const RouteTable& routes,
+                                                   const std::string& cert_file, const std::string& key_file);
 
 }  // namespace kvlm

@@ -16,6 +16,10 @@ Json parse_json(std::string_view text) {
       throw_error(ErrorCode::kInvalidArgument, "JSON nested deeper than {} levels", kMaxJsonDepth);
     return true;
   };
+  // nlohmann's parser ends its input at a NUL byte, so "{...}\0{...}" would
+  // read as its first object: JSON text holds no raw NUL anywhere.
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos)
+    throw_error(ErrorCode::kInvalidArgument, "not valid JSON: a NUL byte at offset {}", nul);
   try {
     return Json::parse(text.begin(), text.end(), limit_depth);
   } catch (const nlohmann::json::parse_error& e) {

@@ -72,8 +72,8 @@ TEST(ApiKeyCompare, TakesTheSameTimeWhereverTheGuessIsWrong) {
       << "wrong at the first byte: " << t_first << " ns, at the last: " << t_last << " ns";
   EXPECT_TRUE(same_secret(key, key));
   EXPECT_FALSE(same_secret(key.substr(1), key)) << "a shorter guess";
-  httplib::Request right;
-  right.set_header("x-api-key", key);
+  http::Request right;
+  right.headers.push_back({"x-api-key", key});
   EXPECT_TRUE(presents_key(right, key));
 }
 
