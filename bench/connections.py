@@ -396,9 +396,15 @@ async def run_idle(args, children):
         load.num_open["idle"] + load.num_open["slowloris"] >= args.idle + args.slowloris) else None
     out["open_then"] = dict(load.num_open)
     out["server"]["all_open"] = server_sample(pid)
-    before_rss, idle_rss = out["server"]["before"]["rss_kib"], out["server"]["idle_open"]["rss_kib"]
+    # Per idle connection open at the client, and per one the server holds
+    # (its new descriptors): a server whose accept queue is full has not
+    # accepted every connection the client sees open.
+    before, idle = out["server"]["before"], out["server"]["idle_open"]
+    num_accepted = idle["fds"] - before["fds"]
     out["kib_per_idle_connection"] = (
-        round((idle_rss - before_rss) / out["idle_open_then"], 3) if out["idle_open_then"] else None)
+        round((idle["rss_kib"] - before["rss_kib"]) / out["idle_open_then"], 3) if out["idle_open_then"] else None)
+    out["kib_per_accepted_connection"] = (
+        round((idle["rss_kib"] - before["rss_kib"]) / num_accepted, 3) if num_accepted > 0 else None)
 
     probes = []
     prober = threading.Thread(target=probe_loop, args=(url, body, reference_text, args.hold, probes),
@@ -452,7 +458,8 @@ def print_idle(out):
     for key in ("rss_kib", "threads", "fds"):
         print(f"  {key:14s} {s['before'][key]:8d} {s['idle_open'][key]:10d} {s['all_open'][key]:9d} "
               f"{out['under_load'][key]:9d} {s['after'][key]:6d}")
-    print(f"KiB per idle connection: {out['kib_per_idle_connection']}")
+    print(f"RSS KiB per idle connection: {out['kib_per_idle_connection']} open at the client, "
+          f"{out['kib_per_accepted_connection']} per descriptor the server holds (kernel socket memory not included)")
     for p in out["probes"]:
         print(f"  probe at {p['at_s']:6.2f} s: {p['status']}, {p['latency_s']:.3f} s, matches {p['matches']}")
     lat = out["latency_s"]
