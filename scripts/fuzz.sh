@@ -20,7 +20,7 @@ source scripts/cmake_generator.sh
 SECONDS_EACH="${1:-60}"
 BUILD="${FUZZ_BUILD_DIR:-build-fuzz}"
 export KVLM_SHARED="${KVLM_SHARED:-$(cd .. && pwd)/shared}"
-ALL_TARGETS=(record openai tokenizer jinja gguf router_stream)
+ALL_TARGETS=(record openai tokenizer jinja gguf router_stream http_request)
 read -r -a TARGETS <<< "${FUZZ_TARGETS:-${ALL_TARGETS[*]}}"
 
 if [[ "${FUZZ_NO_BUILD:-0}" != 1 ]]; then

@@ -76,7 +76,7 @@ asan_build() {
       -DKVLM_BUILD_BENCH=OFF >/dev/null
   fi
   cmake --build build-fuzz -j"$JOBS" --target "${targets[@]}" kvlm_fuzz_record kvlm_fuzz_openai \
-    kvlm_fuzz_tokenizer kvlm_fuzz_jinja kvlm_fuzz_gguf kvlm_fuzz_router_stream
+    kvlm_fuzz_tokenizer kvlm_fuzz_jinja kvlm_fuzz_gguf kvlm_fuzz_router_stream kvlm_fuzz_http_request
 }
 
 asan_tests() {

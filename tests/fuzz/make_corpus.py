@@ -2,7 +2,7 @@
 """Writes the seed corpora and the GGUF dictionary of the fuzz targets from ../shared.
 
 Usage: tests/fuzz/make_corpus.py SHARED_DIR OUT_DIR
-Writes OUT_DIR/<target>/ (gguf, tokenizer, jinja, openai, record, router_stream) and
+Writes OUT_DIR/<target>/ (gguf, tokenizer, jinja, openai, record, router_stream, http_request) and
 OUT_DIR/gguf.dict. Model files are never copied whole: each shared model
 becomes a tiny GGUF of the same architecture (one layer, a few dozen
 dimensions, random weights) that loads and runs in milliseconds, plus its
@@ -238,6 +238,16 @@ ROUTER_STREAM_SEEDS = [
 ]
 
 
+HTTP_REQUEST_SEEDS = [
+    "GET /health HTTP/1.1\r\nHost: x\r\n\r\n",
+    "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 13\r\n\r\n{\"prompt\":\"a\"}",
+    "POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5;x=y\r\nhello\r\n0\r\nT: v\r\n\r\n",
+    "GET /a%20b?x=1&y=a+b HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET / HTTP/1.1\r\n\r\n",
+    "POST / HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    "POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n{}",
+]
+
+
 def main():
     shared, out = sys.argv[1], sys.argv[2]
     rng = random.Random(15)
@@ -249,6 +259,8 @@ def main():
     write(out + "/record", "empty", b"")
     for i, chunk in enumerate(ROUTER_STREAM_SEEDS):
         write(out + "/router_stream", "seed-%d" % i, bytes([7]) + chunk.encode())
+    for i, request in enumerate(HTTP_REQUEST_SEEDS):
+        write(out + "/http_request", "seed-%d" % i, bytes([3]) + request.encode())
 
 
 if __name__ == "__main__":

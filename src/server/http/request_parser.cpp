@@ -1,5 +1,6 @@
 #include "server/http/request_parser.h"
 
+#include <algorithm>
 #include <cctype>
 #include <optional>
 
@@ -119,8 +120,11 @@ RequestParser::State RequestParser::parse_head(std::string& in) {
     started_ = true;
   }
   if (!in.empty()) started_ = true;
+  // Only the first max_head_bytes are looked at: whatever follows them, the
+  // answer is the same 431 however the bytes were cut into reads.
   size_t end = std::string::npos;
-  for (size_t i = scanned_; i < in.size(); ++i) {
+  const size_t limit = std::min(in.size(), limits_.max_head_bytes);
+  for (size_t i = scanned_; i < limit; ++i) {
     if (in[i] != '\n') continue;
     if (i == 0 || in[i - 1] != '\r') return fail(400, "a line of the request head ends without CR (lines end with CRLF)", "bad_request");
     if (i >= 3 && in[i - 2] == '\n' && in[i - 3] == '\r') {
@@ -129,13 +133,11 @@ RequestParser::State RequestParser::parse_head(std::string& in) {
     }
   }
   if (end == std::string::npos) {
-    scanned_ = in.size();
+    scanned_ = limit;
     if (in.size() > limits_.max_head_bytes)
       return fail(431, fmt::format("the request head is larger than {} bytes", limits_.max_head_bytes), "header_too_large");
     return State::kNeedMore;
   }
-  if (end > limits_.max_head_bytes)
-    return fail(431, fmt::format("the request head is larger than {} bytes", limits_.max_head_bytes), "header_too_large");
   const std::string head = in.substr(0, end - 4);  // without the empty line's CRLF and the last CRLF
   in.erase(0, end);
   scanned_ = 0;
