@@ -24,19 +24,6 @@ using Json = nlohmann::json;
 
 std::string model() { return test::shared_path("models/stories260K.gguf"); }
 
-// A self-signed certificate for 127.0.0.1 and its key (PEM), made with openssl.
-std::pair<std::string, std::string> make_certificate() {
-  const std::string dir = test::temp_dir();
-  const std::string cert = dir + "/cert.pem", key = dir + "/key.pem";
-  if (!std::filesystem::exists(cert)) {
-    const auto r = test::run_program({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
-                                      "-out", cert, "-days", "2", "-subj", "/CN=127.0.0.1", "-addext",
-                                      "subjectAltName=IP:127.0.0.1,DNS:localhost"});
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-  }
-  return {cert, key};
-}
-
 int post_status(int port, const std::string& path, const Json& body, const httplib::Headers& headers = {},
                 std::string* retry_after = nullptr) {
   httplib::Client c("127.0.0.1", port);
@@ -52,7 +39,7 @@ httplib::Headers bearer(const std::string& key) { return {{"Authorization", "Bea
 
 TEST(FrontDoor, HttpsWithTheOfficialClientAndAGivenCa) {
   ASSERT_TRUE(test::have_program("openssl")) << "openssl is required (scripts/setup.sh installs it)";
-  const auto [cert, key] = make_certificate();
+  const auto [cert, key] = test::make_certificate();
   test::ServerProcess server({"-m", model(), "-t", "1", "--ssl-cert-file", cert, "--ssl-key-file", key, "--api-key",
                               "sk-https"});
   ASSERT_GT(server.port(), 0);
@@ -74,7 +61,7 @@ TEST(FrontDoor, HttpsWithTheOfficialClientAndAGivenCa) {
 }
 
 TEST(FrontDoor, AnUnreadableCertificateIsAClearStartupError) {
-  const auto [cert, key] = make_certificate();
+  const auto [cert, key] = test::make_certificate();
   auto r = test::run_kvlm({"serve", "-m", model(), "--ssl-cert-file", "/nonexistent/cert.pem", "--ssl-key-file", key});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("--ssl-cert-file /nonexistent/cert.pem: cannot read it"), std::string::npos) << r.err;
@@ -155,7 +142,7 @@ TEST(FrontDoor, KeysLimitsMetricsAndReload) {
 }
 
 TEST(FrontDoor, TheRouterTakesTheSameKeysAndTls) {
-  const auto [cert, key] = make_certificate();
+  const auto [cert, key] = test::make_certificate();
   test::Fleet fleet({.num_workers = 1, .worker_args = {"--api-key", "sk-worker"},
                      .router_args = {"--api-key", "sk-client", "--worker-api-key", "sk-worker", "--ssl-cert-file", cert,
                                      "--ssl-key-file", key, "--policy", "least-load"},

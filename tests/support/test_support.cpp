@@ -67,6 +67,18 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
+std::pair<std::string, std::string> make_certificate() {
+  const std::string dir = temp_dir();
+  const std::string cert = dir + "/cert.pem", key = dir + "/key.pem";
+  if (!std::filesystem::exists(cert)) {
+    const auto r = run_program({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+                                "-days", "2", "-subj", "/CN=127.0.0.1", "-addext",
+                                "subjectAltName=IP:127.0.0.1,DNS:localhost"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  }
+  return {cert, key};
+}
+
 std::string write_temp_file(const std::string& name, const std::string& bytes) {
   const std::string path = temp_dir() + "/" + name;
   std::ofstream(path, std::ios::binary) << bytes;

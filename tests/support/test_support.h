@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kvlm::test {
@@ -83,6 +84,9 @@ std::string temp_dir();
 
 // A file's bytes exactly; fails the calling test if it cannot be read.
 std::string read_file(const std::string& path);
+// A self-signed certificate for 127.0.0.1 and localhost and its key (PEM
+// files in temp_dir(), made once with openssl): (cert, key).
+std::pair<std::string, std::string> make_certificate();
 // Writes `bytes` to temp_dir()/name and returns the path.
 std::string write_temp_file(const std::string& name, const std::string& bytes);
 
