@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "server/anthropic/messages.h"
 #include "server/openai/json_text.h"
 #include "server/openai/protocol.h"
 
@@ -46,6 +47,15 @@ TEST(ProtocolLinearTime, ChatTemplateKwargsOfManyKeys) {
   ASSERT_TRUE(std::holds_alternative<ChatRequest>(v)) << std::get<RequestError>(v).message;
   const Json& extra = std::get<ChatRequest>(v).template_extra;
   EXPECT_EQ(extra.size(), static_cast<size_t>(kNumEntries));
+}
+
+// A model may write a call with many arguments; Anthropic's answer holds
+// them as the tool_use block's input object (212 s with nlohmann's parser).
+TEST(ProtocolLinearTime, AnthropicToolUseInputOfManyArguments) {
+  ChoiceAnswer a;
+  a.calls.push_back({"call_1", "f", wide_object("a", kNumEntries, "1")});
+  const Json message = anthropic::MessageWriter("msg_1", "m").whole(a, {}, {});
+  EXPECT_EQ(message["content"][0]["input"].size(), static_cast<size_t>(kNumEntries));
 }
 
 }  // namespace
