@@ -15,6 +15,7 @@
 #include "server/anthropic/messages.h"
 #include "server/openai/json_text.h"
 #include "server/openai/protocol.h"
+#include "server/routes_tools.h"
 
 namespace kvlm::openai {
 namespace {
@@ -56,6 +57,26 @@ TEST(ProtocolLinearTime, AnthropicToolUseInputOfManyArguments) {
   a.calls.push_back({"call_1", "f", wide_object("a", kNumEntries, "1")});
   const Json message = anthropic::MessageWriter("msg_1", "m").whole(a, {}, {});
   EXPECT_EQ(message["content"][0]["input"].size(), static_cast<size_t>(kNumEntries));
+}
+
+// The pythonic format's keyword arguments: each property was looked up in
+// the required list, here 500,000 names that are not properties (a lenient
+// schema may list them) before the 40,000 that are: 2 * 10^10 comparisons
+// (74 s for 20,000 after 1,000,000). The required ones were also chained
+// two nesting levels each, which overflowed the compiler's stack at 40,000.
+TEST(ProtocolLinearTime, PythonicArgumentsOfManyRequiredProperties) {
+  constexpr int kNumProperties = 40000, kNumOthers = 500000;
+  std::string required = "[";
+  for (int i = 0; i < kNumOthers; ++i) required += fmt::format("\"r{}\",", i);
+  for (int i = 0; i < kNumProperties; ++i) required += fmt::format("{}\"p{}\"", i ? "," : "", i);
+  const std::string schema = R"({"type":"object","properties":)" +
+                             wide_object("p", kNumProperties, R"({"const":1})") + R"(,"required":)" +
+                             required + "]}";
+  const Json body = parse_json(R"({"messages":[{"role":"user","content":"x"}],"tool_choice":"required",)"
+                               R"("tools":[{"type":"function","function":{"name":"f","parameters":)" + schema + "}}]}");
+  auto v = parse_chat_prompt(body);
+  ASSERT_TRUE(std::holds_alternative<ChatRequest>(v)) << std::get<RequestError>(v).message;
+  EXPECT_NE(tool_call_constraint(ToolCallFormat::kPythonic, std::get<ChatRequest>(v)), nullptr);
 }
 
 }  // namespace
