@@ -163,6 +163,14 @@ Json parse_json(std::string_view text) {
   return builder.take();
 }
 
+Json parse_json_or_discarded(std::string_view text) {
+  try {
+    return parse_json(text);
+  } catch (const Error&) {
+    return Json(Json::value_t::discarded);
+  }
+}
+
 int64_t parsed_json_bytes(std::string_view text) {
   constexpr int64_t kSlotBytes = 48, kMemberBytes = 96, kContainerBytes = 64, kStringBytes = 48;
   int64_t num_commas = 0, num_members = 0, num_containers = 0, num_strings = 0;

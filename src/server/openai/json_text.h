@@ -30,6 +30,9 @@ constexpr int kMaxJsonDepth = 64;
 // Throws Error(kInvalidArgument): not JSON, a number out of range, or nesting
 // deeper than kMaxJsonDepth (arrays and objects both count).
 Json parse_json(std::string_view text);
+// parse_json, or a discarded value (is_discarded()) where it throws: for a
+// body only peeked into, that another process validates (kvlm router).
+Json parse_json_or_discarded(std::string_view text);
 
 // About the most memory parse_json(text) allocates for its value, without
 // parsing: the text's bytes twice (strings' characters with their

@@ -54,5 +54,13 @@ TEST(ParseJson, ErrorsAClientCanActOn) {
   EXPECT_NE(message_of(R"({"a":)" + std::string(100000, '[')).find("nested deeper than 64"), std::string::npos);
 }
 
+// What kvlm router peeks into: a value, or a discarded one where
+// parse_json refuses (too deep included), never an exception.
+TEST(ParseJson, OrDiscardedForBodiesOnlyPeekedInto) {
+  EXPECT_EQ(parse_json_or_discarded(R"({"a":[1]})"), Json::parse(R"({"a":[1]})"));
+  EXPECT_TRUE(parse_json_or_discarded("{not json").is_discarded());
+  EXPECT_TRUE(parse_json_or_discarded(std::string(65, '[') + std::string(65, ']')).is_discarded());
+}
+
 }  // namespace
 }  // namespace kvlm::openai
