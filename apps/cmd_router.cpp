@@ -120,6 +120,7 @@ int cmd_router(int argc, char** argv) {
   apply_http_flags(f.http, c.http);
   if (f.verbose) set_log_level(LogLevel::kInfo);
   apply_key_environment(f.door);
+  check_front_door_flags(f.door);
   c.api_keys = f.door.api_keys;
   c.api_key_file = f.door.api_key_file;
   c.metrics_key = f.door.metrics_key;

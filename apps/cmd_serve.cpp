@@ -155,6 +155,7 @@ int cmd_serve(int argc, char** argv) {
   sc.responses_redis_ttl_s = eo.tiers.redis_ttl_s;
   sc.grammar_wait = std::chrono::milliseconds(grammar_wait_ms);
   apply_key_environment(door);
+  check_front_door_flags(door);
   sc.api_keys = door.api_keys;
   sc.api_key_file = door.api_key_file;
   sc.metrics_key = door.metrics_key;

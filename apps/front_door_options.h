@@ -19,11 +19,19 @@ struct FrontDoorFlags {
   std::string metrics_key;
   std::string ssl_cert_file;
   std::string ssl_key_file;
+  // --api-key-file and --metrics-key given with an empty value: their
+  // defaults are empty too, and mean "no check".
+  std::vector<std::string> empty_flags;
 };
 
 void add_front_door_options(CLI::App& app, FrontDoorFlags& f);
-// After parsing: $KVLM_API_KEY when no --api-key and no --api-key-file was given.
+// After parsing: $KVLM_API_KEY when no --api-key and no --api-key-file was
+// given (set but empty counts as not set).
 void apply_key_environment(FrontDoorFlags& f);
+// After apply_key_environment, before anything slow starts: throws Error
+// naming the flag for a key flag given empty and for keys that do not load
+// (load_api_keys), so a server never starts with a check off by mistake.
+void check_front_door_flags(const FrontDoorFlags& f);
 
 // Calls `reload` on every SIGHUP (logging what it throws) until destroyed.
 // SIGHUP must be blocked in every thread (block_reload_signal() before any

@@ -3,8 +3,10 @@
 #include <cerrno>
 #include <charconv>
 #include <csignal>
+#include <filesystem>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/error.h"
@@ -39,6 +41,16 @@ bool temp_file_is_orphan(std::string_view file_name) {
   if (ec != std::errc() || end == rest.data() || pid <= 0) return true;  // not ours to wait for
   if (pid == static_cast<long>(::getpid())) return true;
   return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
+int make_private_directories(const std::string& dir) {
+  // Top down, as std::filesystem::create_directories, which cannot be given a mode.
+  std::filesystem::path at;
+  for (const std::filesystem::path& part : std::filesystem::path(dir)) {
+    at /= part;
+    if (::mkdir(at.c_str(), kPrivateDirMode) != 0 && errno != EEXIST) return errno;
+  }
+  return 0;
 }
 
 int fsync_directory(const std::string& dir) {

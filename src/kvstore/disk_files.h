@@ -18,7 +18,19 @@
 #include <string>
 #include <string_view>
 
+#include <sys/types.h>
+
 namespace kvlm {
+
+// The tier's folders and record files hold prompts' token ids (and, without
+// --kv-encrypt, their KV): this user's only, whatever the umask (a mode
+// passed to mkdir or open is only ever narrowed by the umask).
+inline constexpr mode_t kPrivateDirMode = 0700;
+inline constexpr mode_t kPrivateFileMode = 0600;
+
+// Creates `dir` and its missing parents, each kPrivateDirMode; folders that
+// exist stay as they are. 0 or the errno of the first mkdir that failed.
+int make_private_directories(const std::string& dir);
 
 enum class DiskFsync { kNone, kBatch, kAlways };
 

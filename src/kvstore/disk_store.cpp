@@ -61,10 +61,14 @@ RecordStatus peek_file(const std::string& path, const RecordCodec& codec, const 
 std::unique_ptr<DiskStore> DiskStore::open(const DiskStoreConfig& config) {
   std::unique_ptr<DiskStore> s(new DiskStore(config));
   std::error_code ec;
-  fs::create_directories(s->ns_dir_, ec);
-  if (ec || !fs::is_directory(s->ns_dir_, ec))
+  const int err = make_private_directories(s->ns_dir_);
+  if (err != 0 || !fs::is_directory(s->ns_dir_, ec))
     throw_error(ErrorCode::kInvalidArgument, "--kv-disk {}: cannot create {}: {}", config.dir, s->ns_dir_,
-                ec ? ec.message() : "not a directory");
+                err != 0 ? std::strerror(err) : "not a directory");
+  // A namespace folder an older kvlm made 0755 is closed too, and with it
+  // the records inside whatever their own modes.
+  if (::chmod(s->ns_dir_.c_str(), kPrivateDirMode) != 0)
+    s->warn_.warn("cannot make {} private (mode 0700): {}", s->ns_dir_, std::strerror(errno));
   if (config.fsync == DiskFsync::kAlways) fsync_directory(config.dir);  // the namespace directory's entry
   s->scan();
   return s;
@@ -147,7 +151,7 @@ bool DiskStore::make_room(uint64_t num_bytes) {
 
 bool DiskStore::ensure_shard(const std::string& shard) {
   if (shards_made_.count(shard)) return true;
-  const bool made = ::mkdir(shard.c_str(), 0755) == 0;
+  const bool made = ::mkdir(shard.c_str(), kPrivateDirMode) == 0;
   if (!made && errno != EEXIST) return false;
   // The new shard's entry in the namespace directory must outlive a power
   // loss too, or the records renamed into it would not.
@@ -167,7 +171,7 @@ int DiskStore::write_file(const Hash128& name, const std::string& bytes) {
   // Written under a unique temporary name, then renamed: a reader (or a scan
   // after a crash) sees the whole record or none of it.
   const std::string tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), num_tmp_++);
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, kPrivateFileMode);
   bool ok = fd >= 0;
   size_t put = 0;
   while (ok && put < bytes.size()) {

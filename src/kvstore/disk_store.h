@@ -8,7 +8,8 @@
 // with one. Namespaces (kv_namespace.h) keep one directory each, so several
 // models (or secrets) can share DIR and `kvlm kv stat` can list them; a store
 // opens its own and never touches the others. The 256 shard directories keep
-// directories small.
+// directories small. Folders the store creates are 0700 and records 0600,
+// whatever the umask (disk_files.h): they hold prompts' token ids.
 //
 // Persistence: open() rebuilds the index by scanning the namespace directory,
 // reading each file's header only (RecordCodec::peek); files that are

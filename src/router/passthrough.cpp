@@ -7,6 +7,7 @@
 #include "router/sse.h"
 #include "router/usage_tally.h"
 #include "server/http/front.h"
+#include "server/openai/json_text.h"
 
 namespace kvlm::router {
 namespace {
@@ -203,13 +204,13 @@ Json messages_as_chat(const Json& body) {
 }  // namespace
 
 void handle_messages_passthrough(RouterContext& ctx, const http::Request& req, http::Response& res) {
-  const Json body = Json::parse(req.body, nullptr, false);
+  const Json body = openai::parse_json_or_discarded(req.body);
   const Json view = messages_as_chat(body);
   handle_passthrough(ctx, req, res, {.prompt_view = body.is_discarded() ? nullptr : &view});
 }
 
 void handle_responses_passthrough(RouterContext& ctx, const http::Request& req, http::Response& res) {
-  const Json body = Json::parse(req.body, nullptr, false);
+  const Json body = openai::parse_json_or_discarded(req.body);
   PassthroughOptions o{.records_responses = true};
   if (body.is_object())
     if (const auto it = body.find("previous_response_id"); it != body.end() && it->is_string())

@@ -1,7 +1,8 @@
 #include "server/routes_tools.h"
 
-#include <algorithm>
 #include <random>
+#include <string>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -50,19 +51,31 @@ std::vector<CallableTool> callable_tools(const openai::ChatRequest& r) {
 constrain::Expr keyword_arguments(constrain::Grammar& g, const Json& schema, constrain::SchemaMode mode) {
   using constrain::Expr;
   const Json props = schema.contains("properties") && schema["properties"].is_object() ? schema["properties"] : Json::object();
-  const Json required = schema.contains("required") && schema["required"].is_array() ? schema["required"] : Json::array();
+  // A set of the required names: a search of the list for each property
+  // was quadratic in the schema's size.
+  std::unordered_set<std::string> required;
+  if (schema.contains("required") && schema["required"].is_array())
+    for (const Json& name : schema["required"])
+      if (name.is_string()) required.insert(name.get<std::string>());
   std::vector<Expr> must, may;
   for (const auto& [name, sub] : props.items()) {
-    const bool is_required = std::find(required.begin(), required.end(), Json(name)) != required.end();
+    const bool is_required = required.count(name) > 0;
     (is_required ? must : may).push_back(constrain::literal(name + "=") + constrain::json_schema_expr(g, sub, mode));
   }
   // tail[j]: the optional ones from j, each after ", " or left out.
   std::vector<Expr> tail(may.size() + 1);
   for (size_t j = may.size(); j-- > 0;) tail[j] = constrain::optional(constrain::literal(", ") + may[j]) + tail[j + 1];
   if (!must.empty()) {
-    Expr out = must[0];
-    for (size_t i = 1; i < must.size(); ++i) out = out + constrain::literal(", ") + must[i];
-    return out + tail[0];
+    // One flat sequence: adding them one by one nested it two levels
+    // deeper each time, and the compiler's recursion over it overflowed the
+    // stack at 40,000 required properties.
+    std::vector<Expr> parts{must[0]};
+    for (size_t i = 1; i < must.size(); ++i) {
+      parts.push_back(constrain::literal(", "));
+      parts.push_back(must[i]);
+    }
+    parts.push_back(tail[0]);
+    return constrain::seq(std::move(parts));
   }
   // No required one: the first written is any optional one, with no ", " before it.
   Expr first;  // none at all

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "common/error.h"
 #include "server/openai/fields.h"
 #include "server/openai/json_text.h"
 
@@ -171,9 +172,15 @@ Json usage_json(const AnswerUsage& u) {
 }
 
 // A call's arguments as its input object ({} when max_tokens cut them).
+// parse_json, as for request bodies: nlohmann's own parse is quadratic in
+// an object's members, and a model may write many.
 Json input_of(const AnsweredCall& c) {
-  Json input = Json::parse(c.arguments, nullptr, /*allow_exceptions=*/false);
-  return input.is_object() ? input : Json::object();
+  try {
+    Json input = openai::parse_json(c.arguments);
+    if (input.is_object()) return input;
+  } catch (const Error&) {
+  }
+  return Json::object();
 }
 
 }  // namespace

@@ -1,7 +1,10 @@
 #include "server/http/api_keys.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -169,16 +172,45 @@ std::vector<ApiKey> parse_api_key_file(std::string_view text, const std::string&
   return keys;
 }
 
-std::vector<ApiKey> load_api_keys(const std::vector<std::string>& keys, const std::string& file) {
-  std::vector<ApiKey> out;
-  for (size_t i = 0; i < keys.size(); ++i)
-    if (!keys[i].empty()) out.push_back({fmt::format("key-{}", i + 1), keys[i], {}});
-  if (file.empty()) return out;
-  std::ifstream in(file);
-  if (!in) throw_error(ErrorCode::kNotFound, "--api-key-file {}: cannot read it", file);
+namespace {
+
+// The text of --api-key-file `path`; throws Error naming the file when it
+// cannot be read (missing, a folder, no permission).
+std::string read_api_key_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw_error(ErrorCode::kInvalidArgument, "--api-key-file {}: is a folder, not a key file", path);
+  std::ifstream in(path);
+  if (!in) throw_error(ErrorCode::kNotFound, "--api-key-file {}: cannot read it: {}", path, std::strerror(errno));
   std::stringstream text;
   text << in.rdbuf();
-  for (ApiKey& k : parse_api_key_file(text.str(), file)) out.push_back(std::move(k));
+  if (in.bad()) throw_error(ErrorCode::kInvalidArgument, "--api-key-file {}: cannot read it", path);
+  return text.str();
+}
+
+}  // namespace
+
+std::vector<ApiKey> load_api_keys(const std::vector<std::string>& keys, const std::string& file) {
+  std::vector<ApiKey> out;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    // An empty key would match a request that presents none: refused rather
+    // than skipped, since skipping the only key turned authentication off.
+    if (keys[i].empty())
+      throw_error(ErrorCode::kInvalidArgument,
+                  "--api-key \"\": an empty key would turn authentication off; give the key, or leave --api-key "
+                  "out to serve without keys");
+    out.push_back({fmt::format("key-{}", i + 1), keys[i], {}});
+  }
+  if (file.empty()) return out;
+  std::vector<ApiKey> from_file = parse_api_key_file(read_api_key_file(file), file);
+  // A key file that names no key (empty, truncated, only comments) is a
+  // mistake, never a wish to serve without keys: that is leaving it out.
+  if (from_file.empty())
+    throw_error(ErrorCode::kInvalidArgument,
+                "--api-key-file {}: holds no key (it is empty or has only comments and blank lines); "
+                "authentication would be off",
+                file);
+  for (ApiKey& k : from_file) out.push_back(std::move(k));
   return out;
 }
 
@@ -191,6 +223,10 @@ ApiKeyring::~ApiKeyring() = default;
 
 void ApiKeyring::replace(std::vector<ApiKey> keys) {
   std::lock_guard lock(mu_);
+  // A ring that checks keys never stops checking: an empty set here is a
+  // reload that went wrong, and the keys in use stay.
+  if (keys.empty() && !by_name_.empty())
+    throw_error(ErrorCode::kInvalidArgument, "the new set of API keys is empty: it would turn authentication off");
   std::map<std::string, std::shared_ptr<KeyState>> next;
   for (ApiKey& k : keys) {
     auto it = by_name_.find(k.name);

@@ -44,7 +44,11 @@ struct ApiKey {
 // The keys of --api-key-file `path`'s text; throws Error(kInvalidArgument)
 // naming the file and line for a bad line or a name given twice.
 std::vector<ApiKey> parse_api_key_file(std::string_view text, const std::string& path);
-// The keys of --api-key values (named key-1, key-2, ...) and of the file (if any).
+// The keys of --api-key values (named key-1, key-2, ...) and of the file (if
+// any). Fails closed: throws Error naming the flag for an empty key and for a
+// file that cannot be read, does not parse or holds no key (empty, only
+// comments), so a mistake never serves without keys. No keys and no file:
+// an empty set (authentication off, as asked).
 std::vector<ApiKey> load_api_keys(const std::vector<std::string>& keys, const std::string& file);
 
 // One key's counters and limits' state. Thread-safe.
@@ -69,7 +73,9 @@ class ApiKeyring {
   explicit ApiKeyring(std::vector<ApiKey> keys);
   ~ApiKeyring();
   // SIGHUP: the new set. A name that stays keeps its counters and limits'
-  // state; requests in flight finish under the key they came with.
+  // state; requests in flight finish under the key they came with. Throws
+  // Error(kInvalidArgument), changing nothing, for an empty set while keys
+  // are in use: a reload never turns authentication off.
   void replace(std::vector<ApiKey> keys);
   bool enabled() const;  // false: no key configured, every request passes
 

@@ -280,13 +280,17 @@ void parse_chat_fields(const Json& body, ChatRequest& r, constrain::GrammarCache
   r.messages = normalize_messages(*messages);
   r.template_extra = Json::object();
   parse_tools(body, r, grammars);
-  // Hugging Face passes tools (and documents) to templates, not tool_choice.
-  if (!r.tools.is_null()) r.template_extra["tools"] = r.tools;
-  if (const Json* v = field(body, "documents")) r.template_extra["documents"] = *v;
+  // The kwargs are taken whole (they win over tools and documents): adding
+  // them one by one walked every key before each (ordered_json), quadratic
+  // in their number (80,000 took 9.3 s).
   if (const Json* kw = field(body, "chat_template_kwargs")) {
     if (!kw->is_object()) invalid("chat_template_kwargs", "'chat_template_kwargs' must be an object");
-    for (const auto& [k, v] : kw->items()) r.template_extra[k] = v;
+    r.template_extra = *kw;
   }
+  // Hugging Face passes tools (and documents) to templates, not tool_choice.
+  if (!r.tools.is_null() && !r.template_extra.contains("tools")) r.template_extra["tools"] = r.tools;
+  if (const Json* v = field(body, "documents"); v && !r.template_extra.contains("documents"))
+    r.template_extra["documents"] = *v;
 }
 
 // What chat may ask for that kvlm cannot give: audio output, web search.

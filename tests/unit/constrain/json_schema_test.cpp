@@ -186,6 +186,22 @@ TEST(JsonSchema, LenientAllOfMergesItsParts) {
   EXPECT_FALSE(matches(p, R"({"age":3})"));
 }
 
+// A property or keyword that several parts give is the first part's
+// (the schema's own before any part's); required names add up.
+TEST(JsonSchema, LenientAllOfKeepsTheFirstOfEachName) {
+  const Json s = Json::parse(R"({"properties":{"a":{"type":"integer"}},"allOf":[
+      {"properties":{"a":{"type":"string"},"b":{"type":"boolean"}},"required":["a"],"additionalProperties":false},
+      {"properties":{"b":{"type":"string"},"c":{"type":"null"}},"required":["c"],"additionalProperties":true}]})");
+  auto p = json_schema_program(s, SchemaMode::kLenient);
+  EXPECT_TRUE(matches(p, R"({"a":1,"c":null})"));
+  EXPECT_TRUE(matches(p, R"({"a":1,"b":true,"c":null})"));
+  EXPECT_FALSE(matches(p, R"({"a":"x","c":null})")) << "a is the schema's own integer";
+  EXPECT_FALSE(matches(p, R"({"a":1,"b":"x","c":null})")) << "b is the first part's boolean";
+  EXPECT_FALSE(matches(p, R"({"c":null})")) << "a is required by the first part";
+  EXPECT_FALSE(matches(p, R"({"a":1})")) << "c is required by the second";
+  EXPECT_FALSE(matches(p, R"({"a":1,"c":null,"d":0})")) << "additionalProperties is the first part's false";
+}
+
 TEST(JsonSchema, BoundedStringsStayInTheBasicPlane) {
   // U+1F600 is one code point but two UTF-16 units: zod would count 2 > 1.
   auto p = schema(R"({"type":"string","maxLength":1})");

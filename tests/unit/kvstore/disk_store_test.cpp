@@ -1,10 +1,12 @@
 // The disk tier: records survive a reopen; the size cap evicts least recently
 // used records in order; damaged or foreign files are removed, never loaded;
-// a cap below one record and a full filesystem are misses, not errors.
+// a cap below one record and a full filesystem are misses, not errors;
+// folders and records are the owner's only.
 #include <filesystem>
 #include <fstream>
 
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -155,6 +157,56 @@ TEST(DiskStore, UnusableDirectoryIsAClearError) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--kv-disk"), std::string::npos) << e.what();
   }
+}
+
+// The permission bits of `path` (0 if it cannot be stat'ed).
+mode_t mode_of(const fs::path& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 ? (st.st_mode & 07777) : 0;
+}
+
+// Sets the umask for a test's scope: the process's, restored at its end.
+class ScopedUmask {
+ public:
+  explicit ScopedUmask(mode_t mask) : previous_(::umask(mask)) {}
+  ~ScopedUmask() { ::umask(previous_); }
+
+ private:
+  mode_t previous_;
+};
+
+// Records hold prompts' token ids: under the most permissive umask (0) the
+// folders the store makes are 0700 and its records 0600; the --kv-disk
+// folder the user made keeps its mode; a namespace folder an older release
+// left 0755 is closed when the store opens.
+TEST(DiskStore, FilesAndFoldersAreTheOwnersOnly) {
+  const ScopedUmask permissive(0);
+  const std::string user_dir = test::fresh_dir("disk");
+  ASSERT_EQ(::chmod(user_dir.c_str(), 0755), 0);
+  const std::string dir = user_dir + "/made/by/kvlm";
+  auto chain = test::make_chain(3, 11);
+  {
+    auto s = open_disk_store(dir);
+    ASSERT_EQ(s->store(chain), 3u);
+    for (const fs::path& d : {fs::path(user_dir) / "made", fs::path(user_dir) / "made/by", fs::path(dir),
+                              fs::path(s->ns_dir())})
+      EXPECT_EQ(mode_of(d), 0700u) << d;
+    int num_records = 0;
+    for (const auto& e : fs::recursive_directory_iterator(s->ns_dir())) {
+      if (e.is_directory()) {
+        EXPECT_EQ(mode_of(e.path()), 0700u) << e.path() << " (a shard)";
+      } else {
+        EXPECT_EQ(mode_of(e.path()), 0600u) << e.path();
+        ++num_records;
+      }
+    }
+    EXPECT_EQ(num_records, 3);
+    EXPECT_EQ(mode_of(user_dir), 0755u) << "the user's own folder";
+    ASSERT_EQ(::chmod(s->ns_dir().c_str(), 0755), 0);  // as an older release made it
+  }
+  auto reopened = open_disk_store(dir);
+  EXPECT_EQ(mode_of(reopened->ns_dir()), 0700u);
+  EXPECT_EQ(reopened->probe(test::hashes_of(chain)), 3u);
 }
 
 // A real full filesystem: a 64 KiB tmpfs (as root). Where mounting is not

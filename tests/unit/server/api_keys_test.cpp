@@ -1,5 +1,6 @@
-// API keys: the key file's format and its errors, and the comparison's
-// time, which must not depend on where a guess goes wrong.
+// API keys: the key file's format and its errors, loading that fails closed
+// (no way of asking for keys yields none), and the comparison's time, which
+// must not depend on where a guess goes wrong.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 
 #include "common/error.h"
 #include "server/http/api_keys.h"
+#include "support/test_support.h"
 
 namespace kvlm {
 namespace {
@@ -38,6 +40,49 @@ TEST(ApiKeyFile, ErrorsNameTheLine) {
   EXPECT_NE(message("sk-a\nsk-b colour=red\n").find("keys.txt line 2: unknown field 'colour=red'"), std::string::npos);
   EXPECT_NE(message("sk-a name=x\nsk-b name=x\n").find("line 2: the name 'x' is used twice"), std::string::npos);
   EXPECT_NE(message("sk-a rpm=-1\n").find("non-negative"), std::string::npos);
+}
+
+// The message of the Error load_api_keys throws, or "loaded N keys".
+std::string load_message(const std::vector<std::string>& keys, const std::string& file) {
+  try {
+    return "loaded " + std::to_string(load_api_keys(keys, file).size()) + " keys";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+// Every way of asking for keys that yields none fails, naming the flag or
+// file: an empty key set turns authentication off.
+TEST(ApiKeyLoad, FailsClosed) {
+  EXPECT_EQ(load_message({}, ""), "loaded 0 keys") << "no key flag: no keys, as asked";
+  EXPECT_EQ(load_message({"sk-a", "sk-b"}, ""), "loaded 2 keys");
+  EXPECT_NE(load_message({""}, "").find("--api-key \"\""), std::string::npos);
+  EXPECT_NE(load_message({"sk-a", ""}, "").find("--api-key \"\""), std::string::npos) << "one empty among others";
+  for (const char* text : {"", "\n\n", "# only a comment\n   \n\t# another\n"}) {
+    const std::string file = test::write_temp_file("no-keys.txt", text);
+    EXPECT_NE(load_message({}, file).find(file + ": holds no key"), std::string::npos) << "'" << text << "'";
+    EXPECT_NE(load_message({"sk-a"}, file).find("holds no key"), std::string::npos) << "beside a key flag too";
+  }
+  EXPECT_NE(load_message({}, "/nonexistent/keys.txt").find("--api-key-file /nonexistent/keys.txt: cannot read it"),
+            std::string::npos);
+  EXPECT_NE(load_message({}, test::temp_dir()).find("is a folder"), std::string::npos);
+  const std::string bad = test::write_temp_file("bad-keys.txt", "sk-a tpm=many\n");
+  EXPECT_NE(load_message({}, bad).find(bad + " line 1: tpm"), std::string::npos);
+}
+
+// A reload that brings no key keeps the ring checking its keys; a ring
+// that never had keys may stay without.
+TEST(ApiKeyring, ReplaceNeverTurnsCheckingOff) {
+  ApiKeyring ring(std::vector<ApiKey>{{"team-a", "sk-a", {}}});
+  EXPECT_THROW(ring.replace({}), Error);
+  EXPECT_TRUE(ring.enabled());
+  EXPECT_NE(ring.metrics_text().find("key=\"team-a\""), std::string::npos);
+  ring.replace(std::vector<ApiKey>{{"team-b", "sk-b", {}}});
+  EXPECT_TRUE(ring.enabled());
+  ApiKeyring open_ring(std::vector<ApiKey>{});
+  EXPECT_FALSE(open_ring.enabled());
+  open_ring.replace({});
+  EXPECT_FALSE(open_ring.enabled());
 }
 
 // Nanoseconds per comparison of `guess` with `key`: the fastest of many

@@ -137,6 +137,20 @@ TEST(Protocol, ChatMessagesAndExtras) {
   EXPECT_EQ(std::get<RequestError>(image).param, "messages[0].content");
 }
 
+// The template's extra variables: tools and documents, which a
+// chat_template_kwargs of the same name overrides.
+TEST(Protocol, ChatTemplateKwargsWinOverToolsAndDocuments) {
+  auto v = parse_chat_request(Json::parse(
+      R"({"messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":{"name":"f"}}],
+          "documents":[{"text":"d"}],"chat_template_kwargs":{"documents":"mine","x":1}})"));
+  ASSERT_TRUE(std::holds_alternative<ChatRequest>(v)) << std::get<RequestError>(v).message;
+  const Json& extra = std::get<ChatRequest>(v).template_extra;
+  EXPECT_EQ(extra["documents"], "mine");
+  EXPECT_EQ(extra["x"], 1);
+  EXPECT_EQ(extra["tools"][0]["function"]["name"], "f");
+  EXPECT_EQ(extra.size(), 3u);
+}
+
 TEST(Protocol, MessageRolesAndEmptyAssistantTurns) {
   auto v = parse_chat_request(Json::parse(R"({"messages":[{"role":"developer","content":"Be brief."},
       {"role":"user","content":"hi"},{"role":"assistant","content":null},{"role":"user","content":"again"}]})"));
