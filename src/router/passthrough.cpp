@@ -36,7 +36,6 @@ class RawStream final : public http::Producer {
       : ctx_(ctx), dispatch_(std::move(d)), exchange_(std::move(x)), key_(std::move(key)),
         records_responses_(records_responses) {}
   void start(std::shared_ptr<http::Waker> waker) override { waker_ = std::move(waker); }
-  bool poll_may_block() const override { return true; }  // a half-read chunk's frame waits briefly
   void cancel() override {
     exchange_.reset();  // dropping the exchange cancels the worker's request
     dispatch_.reset();

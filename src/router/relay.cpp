@@ -52,8 +52,8 @@ struct ChoiceState {
 // sent (never waiting for it: the transport wakes the relay when the
 // worker's socket is readable), resumes on another worker when its own has
 // failed, and sends a keep-alive comment when the stream has been quiet for
-// a heartbeat. Its polls may block (a resume connects to a worker): they run
-// on a handler thread.
+// a heartbeat. Only a poll that resumes may block (it connects to a worker):
+// that one runs on a handler thread, the others on the I/O thread.
 class StreamRelay final : public http::Producer {
  public:
   StreamRelay(RouterContext& ctx, StreamStart s);
@@ -61,7 +61,8 @@ class StreamRelay final : public http::Producer {
   Progress poll(http::Response& res, Clock::time_point& wake_at) override;
   // The client's connection ended: a worker still streaming is cancelled.
   void cancel() override;
-  bool poll_may_block() const override { return true; }
+  // Reads never wait (read_body with no wait); a resume connects to a worker.
+  bool poll_may_block() const override { return !s_.exchange && !finished_; }
 
  private:
   void step(std::string& out);

@@ -379,8 +379,10 @@ UpstreamExchange::Read UpstreamExchange::take_chunked(std::string& out, Ms wait)
       if (r == Read::kEnd) fail("the answer was cut off");
       if (r == Read::kIdle) return r;
     }
+    if (in_trailers_) return take_trailers(wait);
     if (chunk_needs_crlf_) {
-      while (in_.size() < 2) need(wait);
+      while (in_.size() < 2)
+        if (!more(wait)) return Read::kIdle;
       if (in_.compare(0, 2, "\r\n") != 0) fail("bad chunked encoding");
       in_.erase(0, 2);
       chunk_needs_crlf_ = false;
@@ -389,27 +391,45 @@ UpstreamExchange::Read UpstreamExchange::take_chunked(std::string& out, Ms wait)
     size_t eol;
     while ((eol = in_.find("\r\n")) == std::string::npos) {
       if (in_.size() > kMaxChunkLine) fail("bad chunked encoding");
-      need(wait);
+      if (!more(wait)) return Read::kIdle;
     }
     uint64_t size = 0;
     const auto [end, ec] = std::from_chars(in_.data(), in_.data() + eol, size, 16);
     if (ec != std::errc() || (end != in_.data() + eol && *end != ';')) fail("bad chunk size");
     in_.erase(0, eol + 2);
     if (size == 0) {
-      // Trailers (none from kvlm) up to the empty line.
-      for (;;) {
-        while ((eol = in_.find("\r\n")) == std::string::npos) {
-          if (in_.size() > kMaxHeadBytes) fail("bad chunked trailer");
-          need(wait);
-        }
-        in_.erase(0, eol + 2);
-        if (eol == 0) break;
-      }
-      done_ = true;
-      return Read::kEnd;
+      in_trailers_ = true;
+      return take_trailers(wait);
     }
     remaining_ = static_cast<int64_t>(size);
   }
+}
+
+// The trailers after the last chunk (none from kvlm), up to the empty line.
+UpstreamExchange::Read UpstreamExchange::take_trailers(Ms wait) {
+  for (;;) {
+    size_t eol;
+    while ((eol = in_.find("\r\n")) == std::string::npos) {
+      if (in_.size() > kMaxHeadBytes) fail("bad chunked trailer");
+      if (!more(wait)) return Read::kIdle;
+    }
+    in_.erase(0, eol + 2);
+    if (eol == 0) break;
+  }
+  in_trailers_ = false;
+  done_ = true;
+  return Read::kEnd;
+}
+
+bool UpstreamExchange::more(Ms wait) {
+  if (wait.count() > 0) {
+    need(wait);
+    return true;
+  }
+  // Without a wait the frame's rest is awaited by the caller's next read.
+  const Read r = fill(Ms(0));
+  if (r == Read::kEnd) fail("the answer was cut off");
+  return r == Read::kData;
 }
 
 std::string UpstreamExchange::read_all(Ms idle_timeout) {

@@ -97,7 +97,8 @@ class UpstreamExchange {
   enum class Read { kData, kEnd, kIdle };
   // Appends the body's next bytes to `out`, waiting up to `wait` for one:
   // kData (bytes appended), kEnd (the body has ended; nothing appended) or
-  // kIdle (nothing came in time; call again).
+  // kIdle (nothing came in time; call again). With a wait of 0 it never
+  // blocks, not even on a chunk's half-read framing (an event loop's read).
   Read read_body(std::string& out, std::chrono::milliseconds wait);
   // The rest of the body; a wait of `idle_timeout` without a byte is a failure.
   std::string read_all(std::chrono::milliseconds idle_timeout);
@@ -116,6 +117,11 @@ class UpstreamExchange {
   // fill() where the body needs more bytes: a failure at the end or past the wait.
   void need(std::chrono::milliseconds timeout);
   Read take_chunked(std::string& out, std::chrono::milliseconds timeout);
+  Read take_trailers(std::chrono::milliseconds timeout);
+  // More bytes for a frame begun: need(wait) when waiting is allowed; with
+  // no wait, false when none have come (the caller returns kIdle, its
+  // state kept for the next read).
+  bool more(std::chrono::milliseconds wait);
   [[noreturn]] void fail(const std::string& what) const;
 
   UpstreamLink& link_;
@@ -129,6 +135,7 @@ class UpstreamExchange {
   enum class Body { kLength, kChunked, kUntilClose } body_ = Body::kLength;
   int64_t remaining_ = 0;  // kLength: bytes left; kChunked: of the current chunk
   bool chunk_needs_crlf_ = false;
+  bool in_trailers_ = false;  // the last chunk has come; its trailers are being read
   bool done_ = false;       // the body has ended
   bool keep_alive_ = true;
 };

@@ -51,15 +51,18 @@ void AnswerPump::schedule_poll() {
     return;
   }
   polling_ = true;
-  if (res_.producer->poll_may_block()) {
-    asio::post(*shared_.handler_pool, [self = shared_from_this()] { self->poll_now(); });
+  // Asked before each poll: a producer may block only now and then (the
+  // router's relay while it resumes on another worker).
+  const bool on_pool = res_.producer->poll_may_block();
+  if (on_pool) {
+    asio::post(*shared_.handler_pool, [self = shared_from_this()] { self->poll_now(true); });
   } else {
-    asio::post(io_, [self = shared_from_this()] { self->poll_now(); });
+    asio::post(io_, [self = shared_from_this()] { self->poll_now(false); });
   }
 }
 
-// On the executor, or a handler thread for producers whose polls may block.
-void AnswerPump::poll_now() {
+// On the executor, or a handler thread for a poll that may block.
+void AnswerPump::poll_now(bool on_pool) {
   Producer& p = *res_.producer;
   auto wake_at = Clock::time_point::max();
   Producer::Progress progress = Producer::Progress::kPending;
@@ -74,7 +77,7 @@ void AnswerPump::poll_now() {
     log_error("http: an answer failed while it was produced: {}", e.what());
     failed = true;
   }
-  if (!p.poll_may_block()) return on_polled(progress, wake_at, failed);
+  if (!on_pool) return on_polled(progress, wake_at, failed);
   asio::post(io_, [self = shared_from_this(), progress, wake_at, failed] { self->on_polled(progress, wake_at, failed); });
 }
 

@@ -55,7 +55,7 @@ class AnswerPump : public std::enable_shared_from_this<AnswerPump> {
  private:
   friend class PumpWaker;
   void schedule_poll();
-  void poll_now();
+  void poll_now(bool on_pool);
   void on_polled(Producer::Progress progress, Clock::time_point wake_at, bool failed);
   void take_output();
   void kick_write();

@@ -89,8 +89,9 @@ class Producer {
   virtual Progress poll(Response& res, Clock::time_point& wake_at) = 0;
   // The client is gone (or too slow): stop the work behind the answer.
   virtual void cancel() = 0;
-  // True when poll() may wait on I/O (the router's upstream connects): it
-  // then runs on a handler thread rather than the connection's I/O thread.
+  // True when the next poll() may wait on I/O (the router's relay when it
+  // must connect to another worker): it then runs on a handler thread
+  // rather than the connection's I/O thread. Asked before every poll.
   virtual bool poll_may_block() const { return false; }
 };
 

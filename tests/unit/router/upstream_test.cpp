@@ -10,6 +10,11 @@
 #include <mutex>
 #include <thread>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <httplib.h>
 
 #include "common/error.h"
@@ -175,6 +180,57 @@ TEST_F(UpstreamTest, AbortsRacingExchangesThatEnd) {
   done = true;
   health.join();
   EXPECT_EQ(num_ended, 200);
+}
+
+// A worker whose chunk framing arrives in pieces: a read with no wait comes
+// back idle in the middle of a chunk's size line, its CRLF or the trailers
+// (the router's event loop reads so, and must never block on a frame), and
+// the body comes out whole once the rest arrives.
+TEST(UpstreamFrames, AReadWithNoWaitNeverBlocksOnAHalfReadFrame) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(listener, 1), 0);
+  socklen_t len = sizeof(addr);
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  // The pieces, each sent once the client has read everything before it.
+  const std::vector<std::string> pieces = {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1", "0\r\n0123456789abcdef\r",
+                                           "\n0\r\nX-Trailer: a", "\r\n\r\n"};
+  std::atomic<size_t> next{0};
+  std::thread worker([&] {
+    const int fd = ::accept(listener, nullptr, nullptr);
+    char buf[4096];
+    ::recv(fd, buf, sizeof(buf), 0);  // the request
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      while (next.load() < i) std::this_thread::sleep_for(1ms);
+      ::send(fd, pieces[i].data(), pieces[i].size(), MSG_NOSIGNAL);
+    }
+    std::this_thread::sleep_for(100ms);
+    ::close(fd);
+  });
+  UpstreamLink link(parse_worker_url("http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port))));
+  next = 1;  // the head and half a size line go out with the first piece
+  UpstreamExchange x(link, UpstreamRequest{}, {});
+  std::string body;
+  int num_idle_mid_frame = 0;
+  for (size_t piece = 1; piece < pieces.size(); ++piece) {
+    std::this_thread::sleep_for(20ms);  // the last piece has arrived
+    while (x.read_body(body, 0ms) == UpstreamExchange::Read::kData) {}
+    ++num_idle_mid_frame;  // came back without the frame's rest
+    next = piece + 1;
+  }
+  auto r = UpstreamExchange::Read::kIdle;
+  for (int i = 0; i < 200 && r != UpstreamExchange::Read::kEnd; ++i) {
+    std::this_thread::sleep_for(5ms);
+    r = x.read_body(body, 0ms);
+  }
+  worker.join();
+  ::close(listener);
+  EXPECT_EQ(r, UpstreamExchange::Read::kEnd);
+  EXPECT_EQ(body, "0123456789abcdef");
+  EXPECT_EQ(num_idle_mid_frame, 3);
 }
 
 TEST(UpstreamUrl, ParsesWorkerUrls) {
