@@ -213,6 +213,23 @@ TEST_F(HttpFront, HeadsPastTheLimitsGet431) {
   EXPECT_GE(refused(*server_, "header_too_large") + refused(*server_, "too_many_headers"), 3);
 }
 
+TEST(HttpCaps, AnIdleKeptAliveConnectionHoldsNoKeySlot) {
+  const std::string keys = test::write_temp_file("one_at_a_time.keys", "sk-one name=one concurrent=1\n");
+  test::ServerProcess server({"-m", model(), "-t", "1", "--api-key-file", keys});
+  const std::string request = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-one\r\n"
+                              "Content-Length: " + std::to_string(kBody.size()) + "\r\n\r\n" + kBody;
+  // A request on a connection that then stays open, idle.
+  const int kept = test::connect_socket(server.port());
+  test::send_all(kept, request);
+  EXPECT_TRUE(eventually([&] { return test::receive_until_close(kept, Ms(50)).bytes.find("text_completion") != std::string::npos; }));
+  // The key's one slot is free for another connection.
+  std::string other = request;
+  other.insert(other.find("\r\n\r\n"), "\r\nConnection: close");
+  const Answer a = first_answer(exchange(server.port(), other).bytes);
+  EXPECT_EQ(a.status, 200) << a.body;
+  test::close_socket(kept);
+}
+
 TEST(HttpCaps, ConnectionsPastTheClientCapGet503WhileOtherAddressesGoOn) {
   test::ServerProcess server({"-m", model(), "-t", "1", "--max-connections", "40", "--max-connections-per-client", "5"});
   std::vector<int> held;

@@ -117,6 +117,8 @@ asio::awaitable<bool> Connection::wait_readable() {
 asio::awaitable<Connection::ReadResult> Connection::read_request(bool first) {
   const ServerLimits& l = shared_.limits;
   const auto opened = Clock::now();
+  // Before waiting: a kept-alive connection holds nothing of its last
+  // request, not its body nor its API key's concurrency slot (req.key_ticket).
   parser_.reset();
   if (in_.empty()) {
     // A new connection has header_timeout for its first request; a kept-alive
