@@ -182,17 +182,20 @@ Json ResponseWriter::response(const char* status, Json output, const Json& usage
   return r;
 }
 
-Json ResponseWriter::output_of(const ChoiceAnswer& a) {
+Json ResponseWriter::output_of(const ChoiceAnswer& a, bool cut) {
   Json out = Json::array();
   if (!a.reasoning.empty()) out.push_back(reasoning_item(item_id("rs"), a.reasoning));
   if (!a.content.empty() || a.calls.empty()) out.push_back(message_item(item_id("msg"), a.content, "completed"));
   for (const AnsweredCall& c : a.calls) out.push_back(call_item(item_id("fc"), c, "completed"));
+  // The token limit cut the item being written, which is the last: a message
+  // or a call (a thinking-only answer ends with an empty message).
+  if (cut) out.back()["status"] = "incomplete";
   return out;
 }
 
 Json ResponseWriter::whole(const ChoiceAnswer& a, const AnswerEnd& end, const AnswerUsage& usage) {
-  const char* status = end.reason == AnswerEnd::Reason::kLength ? "incomplete" : "completed";
-  Json r = response(status, output_of(a), usage_json(usage));
+  const bool cut = end.reason == AnswerEnd::Reason::kLength;
+  Json r = response(cut ? "incomplete" : "completed", output_of(a, cut), usage_json(usage));
   if (done_) done_(r, a);
   return r;
 }

@@ -63,10 +63,13 @@ class ResponseWriter : public AnswerWriter {
  private:
   enum class Item { kNone, kReasoning, kMessage, kFunctionCall };
   Json response(const char* status, Json output, const Json& usage) const;
-  Json output_of(const ChoiceAnswer& a);
+  // The output items of an answer; `cut`: max_output_tokens ended it.
+  Json output_of(const ChoiceAnswer& a, bool cut);
   std::string event(const char* type, Json data);
   std::string open(Item kind, Json item);
-  std::string close();
+  // Closes the open item with `status` (a message's or a call's:
+  // "completed", or "incomplete" for the one the token limit cut).
+  std::string close(const char* status = "completed");
 
   std::string id_, model_;
   int64_t created_;
