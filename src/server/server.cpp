@@ -141,6 +141,7 @@ Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Imp
   });
   post("/v1/responses", route(handle_responses, Access::kMetered));
   get(R"(/v1/responses/([A-Za-z0-9_-]+))", route(handle_get_response, Access::kKey));
+  get(R"(/v1/responses/([A-Za-z0-9_-]+)/input_items)", route(handle_response_input_items, Access::kKey));
   s.routes.del(R"(/v1/responses/([A-Za-z0-9_-]+))", route(handle_delete_response, Access::kKey));
   get("/v1/models", route(handle_models, Access::kKey));
   get(R"(/v1/models/(.+))", route(handle_model, Access::kKey));

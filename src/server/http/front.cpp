@@ -92,7 +92,7 @@ RouteHandler with_access(FrontDoor& door, Access access, RouteHandler handler) {
     } else if (access == Access::kStatus && metrics_key) {
       // the monitor's key
     } else if (access != Access::kPublic && door.keys.enabled()) {
-      std::shared_ptr<KeyState> key = door.keys.find(req);
+      std::shared_ptr<KeyState> key = door.keys.find(req, &req.key_name);
       if (!key) return send_unauthorized(res);
       if (access == Access::kMetered) {
         auto admitted = door.keys.admit(key, res);
