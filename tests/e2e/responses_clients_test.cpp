@@ -1,14 +1,17 @@
-// OpenAI's Responses API as real clients drive it (issue 61): the Vercel AI
-// SDK's chat, whose later turns send the earlier
+// OpenAI's Responses API and Anthropic's routes as real clients drive them
+// (issue 61): the Vercel AI SDK's chat, whose later turns send the earlier
 // answers back as item_reference input items, answers its third turn as the
 // same conversation sent as plain messages does; an item the token limit cut
 // says so (a message and a function call, whole, streamed and in the final
 // event); a response's input items page both ways through the openai
 // client (tests/npm/responses_clients.mjs). Item references resolve from a
 // Redis another server shares; with API keys a key reads only its own
-// responses and items. stories260K with Qwen2.5's template.
+// responses and items. The @anthropic-ai/sdk client raises its error class
+// for each refusal and reads Anthropic's model list
+// (tests/npm/anthropic_errors.mjs). stories260K with Qwen2.5's template.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <set>
 
@@ -187,6 +190,61 @@ TEST(ResponsesClients, AKeyReadsOnlyTheResponsesAndItemsStoredUnderIt) {
   ASSERT_TRUE(del);
   EXPECT_EQ(del->status, 404);
   EXPECT_EQ(get_status(server.port(), "/v1/responses/" + id, "sk-a"), 200) << "another key's delete left it";
+}
+
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
+  ~ScopedEnv() { ::unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+void expect_raised(const Json& r, const char* cls, int status, const char* type) {
+  SCOPED_TRACE(r.dump());
+  EXPECT_EQ(r["class"], cls);
+  EXPECT_EQ(r["status"], status);
+  EXPECT_EQ(r["type"], type);
+  EXPECT_EQ(r["envelope"], "error");
+}
+
+TEST(AnthropicClients, EachRefusalRaisesItsSdkClassAndTheModelListIsAnthropics) {
+  ASSERT_TRUE(std::filesystem::exists(std::string(KVLM_SOURCE_DIR) + "/tests/npm/node_modules/@anthropic-ai/sdk"))
+      << "tests/npm/node_modules/@anthropic-ai/sdk is missing: run npm ci --prefix tests/npm";
+  const std::string keys =
+      test::write_temp_file("anthropic_keys.txt", "sk-main name=main\nsk-limited name=limited rpm=1\n");
+  const ScopedEnv slow("KVLM_FAULT", "kind=delay,ms=30");  // a 200-token stream holds the sequence for 6 s
+  test::ServerProcess server(serve_args({"--served-model-name", "kvlm", "--api-key-file", keys, "--max-seqs", "1",
+                                         "--max-queued-requests", "0"}));
+  ASSERT_GT(server.port(), 0);
+  const Json j = run_script("anthropic_errors.mjs", server.url(), server);
+  ASSERT_TRUE(j.is_object());
+  expect_raised(j["not_found_route"], "NotFoundError", 404, "not_found_error");
+  expect_raised(j["not_found_model"], "NotFoundError", 404, "not_found_error");
+  expect_raised(j["bad_request"], "BadRequestError", 400, "invalid_request_error");
+  expect_raised(j["authentication"], "AuthenticationError", 401, "authentication_error");
+  EXPECT_EQ(j["limited_first"]["class"], "ok") << j["limited_first"];
+  expect_raised(j["rate_limit"], "RateLimitError", 429, "rate_limit_error");
+  expect_raised(j["overloaded"], "OverloadedError", 529, "overloaded_error");
+  ASSERT_EQ(j["models"].size(), 1u) << j["models"];
+  EXPECT_EQ(j["models"][0]["type"], "model");
+  EXPECT_EQ(j["models"][0]["id"], "kvlm");
+  EXPECT_EQ(j["models"][0]["display_name"], "kvlm");
+  EXPECT_EQ(j["models"][0]["created_at"].get<std::string>().size(), 20u) << j["models"];  // 2025-01-01T00:00:00Z
+  EXPECT_EQ(j["model"], j["models"][0]);
+  expect_raised(j["model_missing"], "NotFoundError", 404, "not_found_error");
+
+  // OpenAI's clients see OpenAI's list and errors, as before.
+  httplib::Client c("127.0.0.1", server.port());
+  const httplib::Headers key = {{"Authorization", "Bearer sk-main"}};
+  auto models = c.Get("/v1/models", key);
+  ASSERT_TRUE(models);
+  EXPECT_EQ(Json::parse(models->body)["object"], "list") << models->body;
+  auto missing = c.Get("/v1/responses/resp_nope", key);
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+  EXPECT_TRUE(Json::parse(missing->body)["error"].contains("code")) << missing->body;
 }
 
 }  // namespace

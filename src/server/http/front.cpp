@@ -186,6 +186,7 @@ void RouteTable::handle(http::Request& req, http::Response& res) const {
 }
 
 void RouteTable::decorate(const http::Request& req, http::Response& res) const {
+  if (shaper_) shaper_(req, res);
   if (cors_origins_.empty()) return;
   const auto origin = allowed_origin(cors_origins_, req);
   if (!origin) return;
