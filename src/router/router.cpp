@@ -76,6 +76,7 @@ void Router::Impl::add_routes() {
   routes.post("/v1/messages", route(handle_messages_passthrough, Access::kMetered));
   routes.post("/v1/responses", route(handle_responses_passthrough, Access::kMetered));
   routes.get(R"(/v1/responses/([A-Za-z0-9_-]+))", route(handle_stored_response, Access::kKey));
+  routes.get(R"(/v1/responses/([A-Za-z0-9_-]+)/input_items)", route(handle_stored_response, Access::kKey));
   routes.del(R"(/v1/responses/([A-Za-z0-9_-]+))", route(handle_stored_response, Access::kKey));
   routes.get("/v1/models", route(handle_proxied, Access::kKey));
   routes.get(R"(/v1/models/([^/]+))", route(handle_proxied, Access::kKey));
