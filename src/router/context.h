@@ -92,7 +92,8 @@ void pass_through(const UpstreamExchange& x, std::string body, http::Response& r
 std::optional<std::string> read_whole(RouterContext& ctx, UpstreamExchange& x, const http::Request& req);
 
 // Whether a worker's answer means "try another worker" rather than "this is
-// the answer": 503 (draining, its queue full) before anything was sent.
+// the answer": 503 (draining, its queue full; 529 on Anthropic's routes)
+// before anything was sent.
 bool worth_another_worker(int status);
 
 // Route handlers (forward.cpp, relay.cpp, status.cpp).

@@ -88,6 +88,6 @@ void observe_usage(RouterContext& ctx, const Dispatch& d, const Json& usage) {
              usage.value("prompt_tokens", 0), d.decision().reason);
 }
 
-bool worth_another_worker(int status) { return status == 503 || status == 502; }
+bool worth_another_worker(int status) { return status == 503 || status == 502 || status == 529; }
 
 }  // namespace kvlm::router

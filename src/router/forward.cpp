@@ -171,7 +171,8 @@ void handle_proxied(RouterContext& ctx, const http::Request& req, http::Response
   PromptInfo none;
   std::set<std::string> tried;
   std::string last_error;
-  const std::string target = req.path;
+  // The query too: Anthropic's model list pages by it.
+  const std::string target = req.query.empty() ? req.path : req.path + "?" + req.query;
   for (int32_t attempt = 0; attempt < ctx.config.max_attempts; ++attempt) {
     std::unique_ptr<Dispatch> d;
     {
@@ -185,8 +186,11 @@ void handle_proxied(RouterContext& ctx, const http::Request& req, http::Response
     }
     Worker& w = d->worker();
     try {
-      UpstreamExchange x(w.link, upstream_request(ctx, req.method, target, req.method == "POST" ? req.body : ""),
-                         upstream_timeouts(ctx));
+      UpstreamRequest up = upstream_request(ctx, req.method, target, req.method == "POST" ? req.body : "");
+      // An Anthropic client's model list is Anthropic's (anthropic/models.h).
+      if (const std::string* v = http::find_header(req.headers, "anthropic-version"))
+        up.headers.emplace_back("anthropic-version", *v);
+      UpstreamExchange x(w.link, std::move(up), upstream_timeouts(ctx));
       std::string body = x.read_all(Ms(static_cast<int64_t>(ctx.config.request_timeout_s * 1000)));
       ctx.workers.report_success(w);
       if (x.status() == 200) charge_tokens(req, body_usage_total(body));  // embeddings: the client key's tokens

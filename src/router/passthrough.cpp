@@ -24,6 +24,20 @@ std::optional<std::string> response_id_in(std::string_view text) {
   return std::string(text.substr(start, end - start));
 }
 
+// Remembers the worker (and the client's key) of a Response and of each of
+// its output items, so that a follow-up naming either reaches it.
+void remember_response(RouterContext& ctx, const Json& response, const std::string& worker,
+                       const std::string& key_name) {
+  if (!response.is_object()) return;
+  if (const auto id = response.find("id"); id != response.end() && id->is_string())
+    ctx.response_owners.remember(id->get<std::string>(), {worker, key_name});
+  const auto output = response.find("output");
+  if (output == response.end() || !output->is_array()) return;
+  for (const Json& item : *output)
+    if (const auto id = item.is_object() ? item.find("id") : item.end(); id != item.end() && id->is_string())
+      ctx.response_owners.remember(id->get<std::string>(), {worker, key_name});
+}
+
 // A stream being copied from a worker to the client, as the transport's
 // Producer: each poll copies what the worker has sent (the transport wakes
 // it when the worker's socket is readable); the worker's claim and exchange
@@ -32,9 +46,9 @@ std::optional<std::string> response_id_in(std::string_view text) {
 class RawStream final : public http::Producer {
  public:
   RawStream(RouterContext& ctx, std::unique_ptr<Dispatch> d, std::unique_ptr<UpstreamExchange> x,
-            std::shared_ptr<KeyTicket> key, bool records_responses)
-      : ctx_(ctx), dispatch_(std::move(d)), exchange_(std::move(x)), key_(std::move(key)),
-        records_responses_(records_responses) {}
+            const http::Request& req, bool records_responses)
+      : ctx_(ctx), dispatch_(std::move(d)), exchange_(std::move(x)), key_(req.key_ticket),
+        key_name_(req.key_name), records_responses_(records_responses), records_items_(records_responses) {}
   void start(std::shared_ptr<http::Waker> waker) override { waker_ = std::move(waker); }
   void cancel() override {
     exchange_.reset();  // dropping the exchange cancels the worker's request
@@ -69,7 +83,10 @@ class RawStream final : public http::Producer {
         }
         last_byte_ = Clock::now();
         const std::string_view more(out.data() + before, out.size() - before);
-        for (const SseEvent& ev : sse_.feed(more)) usage_.feed_event(ev.data);
+        for (const SseEvent& ev : sse_.feed(more)) {
+          usage_.feed_event(ev.data);
+          if (records_items_) note_items(ev.data);
+        }
         if (records_responses_) note_response_id(more);
       }
     } catch (const Error& e) {
@@ -84,7 +101,7 @@ class RawStream final : public http::Producer {
   void note_response_id(std::string_view more) {
     head_ += more;
     if (std::optional<std::string> id = response_id_in(head_)) {
-      ctx_.response_owners.remember(*id, dispatch_->worker().url());
+      ctx_.response_owners.remember(*id, {dispatch_->worker().url(), key_name_});
       records_responses_ = false;
     } else if (head_.size() > 16384) {
       records_responses_ = false;  // not a Response stream as expected: stop looking
@@ -92,12 +109,26 @@ class RawStream final : public http::Producer {
     if (!records_responses_) head_.clear();
   }
 
+  // The final event holds the whole Response: its items' ids. (Quoted: a
+  // text delta holding these words has its quotes escaped.)
+  void note_items(const std::string& data) {
+    if (data.find("\"response.completed\"") == std::string::npos &&
+        data.find("\"response.incomplete\"") == std::string::npos)
+      return;
+    const Json event = openai::parse_json_or_discarded(data);
+    if (event.is_object() && event.contains("response"))
+      remember_response(ctx_, event["response"], dispatch_->worker().url(), key_name_);
+    records_items_ = false;
+  }
+
   RouterContext& ctx_;
   std::unique_ptr<Dispatch> dispatch_;
   std::unique_ptr<UpstreamExchange> exchange_;
   std::shared_ptr<KeyTicket> key_;
+  std::string key_name_;  // the client's key, whose the Response is
   std::shared_ptr<http::Waker> waker_;
   bool records_responses_ = false;  // until the Response's id has been seen
+  bool records_items_ = false;      // until the final event has been seen
   std::string head_;                // the stream's first bytes, while looking for it
   SseReader sse_;
   UsageTally usage_;
@@ -111,18 +142,18 @@ void relay_raw_stream(RouterContext& ctx, std::unique_ptr<Dispatch> d, std::uniq
   res.set_header("X-Accel-Buffering", "no");
   d->started();
   res.stream("text/event-stream",
-             std::make_unique<RawStream>(ctx, std::move(d), std::move(x), req.key_ticket, records_responses));
+             std::make_unique<RawStream>(ctx, std::move(d), std::move(x), req, records_responses));
 }
 
 // The owner of a stored Response, if the router knows it and it can take
 // the request: every other worker is excluded from the choice.
 std::unique_ptr<Dispatch> dispatch_to_owner(RouterContext& ctx, PromptInfo& prompt, const std::string& response_id) {
   if (response_id.empty()) return nullptr;
-  const std::optional<std::string> owner = ctx.response_owners.owner(response_id);
+  const std::optional<ResponseOwners::Owner> owner = ctx.response_owners.owner(response_id);
   if (!owner) return nullptr;
   std::set<std::string> others;
   for (const auto& w : ctx.workers.all())
-    if (w->url() != *owner) others.insert(w->url());
+    if (w->url() != owner->worker_url) others.insert(w->url());
   return dispatch(ctx, prompt, others);
 }
 
@@ -157,7 +188,7 @@ void handle_passthrough(RouterContext& ctx, const http::Request& req, http::Resp
       }
       d->started();
       if (options.records_responses && x->status() == 200)
-        if (std::optional<std::string> id = response_id_in(*body)) ctx.response_owners.remember(*id, w.url());
+        remember_response(ctx, openai::parse_json_or_discarded(*body), w.url(), req.key_name);
       if (x->status() == 200) charge_tokens(req, body_usage_total(*body));  // the client key's tokens per minute
       return pass_through(*x, std::move(*body), res);
     } catch (const Error& e) {
@@ -208,17 +239,53 @@ void handle_messages_passthrough(RouterContext& ctx, const http::Request& req, h
   handle_passthrough(ctx, req, res, {.prompt_view = body.is_discarded() ? nullptr : &view});
 }
 
+namespace {
+
+// Whether the router knows the Response or item `id` as another key's: the
+// client is answered as if there were none (the worker cannot tell the
+// router's clients apart: it sees the router's key).
+bool foreign(const RouterContext& ctx, const http::Request& req, const std::string& id) {
+  const std::optional<ResponseOwners::Owner> owner = ctx.response_owners.owner(id);
+  return owner && !owner->key_name.empty() && owner->key_name != req.key_name;
+}
+
+// The 404 a worker answers for an id it does not hold (routes_responses.cpp).
+void send_not_found(http::Response& res, const char* what, const std::string& id, std::string param) {
+  openai::RequestError e{404, fmt::format("{} with id '{}' not found.", what, id), std::move(param)};
+  e.code = "not_found";
+  send_error(res, e);
+}
+
+}  // namespace
+
 void handle_responses_passthrough(RouterContext& ctx, const http::Request& req, http::Response& res) {
   const Json body = openai::parse_json_or_discarded(req.body);
   PassthroughOptions o{.records_responses = true};
-  if (body.is_object())
-    if (const auto it = body.find("previous_response_id"); it != body.end() && it->is_string())
+  if (body.is_object()) {
+    if (const auto it = body.find("previous_response_id"); it != body.end() && it->is_string()) {
       o.owner_of = it->get<std::string>();
+      if (foreign(ctx, req, o.owner_of)) return send_not_found(res, "Response", o.owner_of, "previous_response_id");
+    }
+    // Item references (the AI SDK's earlier turns): the first one's worker
+    // holds the conversation, when no previous_response_id says which.
+    const auto input = body.find("input");
+    for (size_t i = 0; input != body.end() && input->is_array() && i < input->size(); ++i) {
+      const Json& item = (*input)[i];
+      if (!item.is_object() || item.value("type", "") != "item_reference" || !item.contains("id") ||
+          !item["id"].is_string())
+        continue;
+      const std::string id = item["id"];
+      if (foreign(ctx, req, id)) return send_not_found(res, "Item", id, fmt::format("input[{}].id", i));
+      if (o.owner_of.empty()) o.owner_of = id;
+    }
+  }
   handle_passthrough(ctx, req, res, o);
 }
 
 void handle_stored_response(RouterContext& ctx, const http::Request& req, http::Response& res) {
-  handle_passthrough(ctx, req, res, {.owner_of = req.matches.size() > 1 ? req.matches[1] : std::string()});
+  const std::string id = req.matches.size() > 1 ? req.matches[1] : std::string();
+  if (foreign(ctx, req, id)) return send_not_found(res, "Response", id, "response_id");
+  handle_passthrough(ctx, req, res, {.owner_of = id});
 }
 
 }  // namespace kvlm::router

@@ -17,14 +17,17 @@ namespace kvlm::router {
 // streams are not resumed, unlike /v1/completions and /v1/chat/completions).
 struct PassthroughOptions {
   const Json* prompt_view = nullptr;  // the request as a chat completion's body; null: only load decides
-  std::string owner_of;               // a stored Response's id: its worker first (ResponseOwners)
+  std::string owner_of{};             // a stored Response's id: its worker first (ResponseOwners)
   bool records_responses = false;     // remember the worker of the Response this answer creates
 };
 void handle_passthrough(RouterContext& ctx, const http::Request& req, http::Response& res,
                         const PassthroughOptions& options);
 
 // The routes: POST /v1/messages (its prompt read as a chat's), POST
-// /v1/responses, GET and DELETE /v1/responses/{id}.
+// /v1/responses (to the worker of its previous_response_id, else of its
+// first item_reference), GET and DELETE /v1/responses/{id} and GET
+// /v1/responses/{id}/input_items (to the Response's worker). A Response or
+// item the router knows under another of its keys is a 404 here.
 void handle_messages_passthrough(RouterContext& ctx, const http::Request& req, http::Response& res);
 void handle_responses_passthrough(RouterContext& ctx, const http::Request& req, http::Response& res);
 void handle_stored_response(RouterContext& ctx, const http::Request& req, http::Response& res);

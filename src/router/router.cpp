@@ -10,7 +10,7 @@
 #include "router/context.h"
 #include "router/monitor.h"
 #include "router/passthrough.h"
-#include "server/anthropic/messages.h"
+#include "server/anthropic/models.h"
 #include "server/http/body_memory.h"
 #include "server/http/front.h"
 
@@ -73,15 +73,10 @@ void Router::Impl::add_routes() {
   routes.post("/v1/completions", route(completions, Access::kMetered));
   routes.post("/v1/chat/completions", route(chat, Access::kMetered));
   // Their streams are copied through, not resumed (router/passthrough.h).
-  // Anthropic's clients read errors in Anthropic's shape: the router's own
-  // too (the key check's 401, no worker's 503), as kvlm serve answers them.
-  routes.post("/v1/messages", [inner = route(handle_messages_passthrough, Access::kMetered)](http::Request& req,
-                                                                                            http::Response& res) {
-    inner(req, res);
-    anthropic::rewrite_error(res.status, res.body);
-  });
+  routes.post("/v1/messages", route(handle_messages_passthrough, Access::kMetered));
   routes.post("/v1/responses", route(handle_responses_passthrough, Access::kMetered));
   routes.get(R"(/v1/responses/([A-Za-z0-9_-]+))", route(handle_stored_response, Access::kKey));
+  routes.get(R"(/v1/responses/([A-Za-z0-9_-]+)/input_items)", route(handle_stored_response, Access::kKey));
   routes.del(R"(/v1/responses/([A-Za-z0-9_-]+))", route(handle_stored_response, Access::kKey));
   routes.get("/v1/models", route(handle_proxied, Access::kKey));
   routes.get(R"(/v1/models/([^/]+))", route(handle_proxied, Access::kKey));
@@ -103,6 +98,10 @@ Router::Router(RouterConfig config, std::unique_ptr<PromptReader> prompts) {
   s.ctx.keys = &s.door.keys;
   s.add_routes();
   s.routes.set_cors_origins(c.cors_origins);
+  // Anthropic's clients read errors in Anthropic's shape: the router's own
+  // too (the key check's 401, no worker's 503, a 404 under /v1/messages), as
+  // kvlm serve answers them.
+  s.routes.set_shaper(anthropic::shape_error);
   http::ServerLimits limits = c.http;
   limits.retry_after_s = c.retry_after_s;
   s.http = make_http_server(limits, s.routes, c.ssl_cert_file, c.ssl_key_file);

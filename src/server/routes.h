@@ -112,10 +112,11 @@ void handle_completions(ServerContext& ctx, const http::Request& req, http::Resp
 void handle_chat_completions(ServerContext& ctx, const http::Request& req, http::Response& res);
 // POST /v1/messages, Anthropic's Messages API (routes_messages.cpp).
 void handle_messages(ServerContext& ctx, const http::Request& req, http::Response& res);
-// POST /v1/responses, GET and DELETE /v1/responses/{id}: OpenAI's Responses
-// API (routes_responses.cpp).
+// POST /v1/responses, GET and DELETE /v1/responses/{id}, GET
+// /v1/responses/{id}/input_items: OpenAI's Responses API (routes_responses.cpp).
 void handle_responses(ServerContext& ctx, const http::Request& req, http::Response& res);
 void handle_get_response(ServerContext& ctx, const http::Request& req, http::Response& res);
+void handle_response_input_items(ServerContext& ctx, const http::Request& req, http::Response& res);
 void handle_delete_response(ServerContext& ctx, const http::Request& req, http::Response& res);
 void handle_models(ServerContext& ctx, const http::Request& req, http::Response& res);
 // POST /v1/embeddings (routes_embeddings.cpp), and the pooling it uses:

@@ -9,6 +9,7 @@
 #include "common/memory_budget.h"
 #include "constrain/grammar_cache.h"
 #include "engine/engine.h"
+#include "server/anthropic/models.h"
 #include "server/metrics_text.h"
 #include "server/openai/fields.h"
 #include "server/openai/json_text.h"
@@ -24,18 +25,29 @@ namespace {
 
 // The model object of one served name (each alias is listed as its own
 // model, as OpenAI lists every model a key may use).
-Json model_json(const ServerContext& ctx, const std::string& name) {
+// When the models were "created": the server's start.
+int64_t models_created() {
   static const int64_t created = static_cast<int64_t>(std::time(nullptr));
+  return created;
+}
+
+Json model_json(const ServerContext& ctx, const std::string& name) {
   return Json{{"id", name},
               {"object", "model"},
-              {"created", created},
+              {"created", models_created()},
               {"owned_by", "kvlm"},
               {"max_model_len", ctx.engine.max_model_len()}};
 }
 
 }  // namespace
 
-void handle_models(ServerContext& ctx, const http::Request&, http::Response& res) {
+// An Anthropic client (anthropic-version) gets Anthropic's list.
+void handle_models(ServerContext& ctx, const http::Request& req, http::Response& res) {
+  if (anthropic::asks_anthropic(req)) {
+    auto page = anthropic::model_page(ctx.model_names, models_created(), req);
+    if (auto* e = std::get_if<openai::RequestError>(&page)) return send_error(res, *e);
+    return res.set_content(openai::dump_json(std::get<Json>(page)), "application/json");
+  }
   Json data = Json::array();
   for (const std::string& name : ctx.model_names) data.push_back(model_json(ctx, name));
   res.set_content(openai::dump_json(Json{{"object", "list"}, {"data", std::move(data)}}), "application/json");
@@ -44,8 +56,12 @@ void handle_models(ServerContext& ctx, const http::Request&, http::Response& res
 void handle_model(ServerContext& ctx, const http::Request& req, http::Response& res) {
   // The route's pattern captures the rest of the path: ids may hold '/' ("org/model").
   const std::string id = req.matches.size() > 1 ? req.matches[1] : "";
-  for (const std::string& name : ctx.model_names)
-    if (name == id) return res.set_content(openai::dump_json(model_json(ctx, name)), "application/json");
+  for (const std::string& name : ctx.model_names) {
+    if (name != id) continue;
+    const Json model = anthropic::asks_anthropic(req) ? anthropic::model_json(name, models_created())
+                                                      : model_json(ctx, name);
+    return res.set_content(openai::dump_json(model), "application/json");
+  }
   send_model_not_found(res, id);
 }
 

@@ -20,7 +20,7 @@
 #include "server/metrics_text.h"
 #include "server/openai/json_text.h"
 #include "kvstore/redis_cluster.h"
-#include "server/anthropic/messages.h"
+#include "server/anthropic/models.h"
 #include "server/http/body_memory.h"
 #include "server/routes.h"
 #include "tokenizer/tokenizer.h"
@@ -134,13 +134,10 @@ Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Imp
   auto get = [&s](const std::string& path, RouteHandler h) { s.routes.get(path, std::move(h)); };
   post("/v1/completions", route(handle_completions, Access::kMetered));
   post("/v1/chat/completions", route(handle_chat_completions, Access::kMetered));
-  // Anthropic's clients read errors in Anthropic's shape, the key check's 401 too.
-  post("/v1/messages", [inner = route(handle_messages, Access::kMetered)](http::Request& req, http::Response& res) {
-    inner(req, res);
-    anthropic::rewrite_error(res.status, res.body);
-  });
+  post("/v1/messages", route(handle_messages, Access::kMetered));
   post("/v1/responses", route(handle_responses, Access::kMetered));
   get(R"(/v1/responses/([A-Za-z0-9_-]+))", route(handle_get_response, Access::kKey));
+  get(R"(/v1/responses/([A-Za-z0-9_-]+)/input_items)", route(handle_response_input_items, Access::kKey));
   s.routes.del(R"(/v1/responses/([A-Za-z0-9_-]+))", route(handle_delete_response, Access::kKey));
   get("/v1/models", route(handle_models, Access::kKey));
   get(R"(/v1/models/(.+))", route(handle_model, Access::kKey));
@@ -153,6 +150,9 @@ Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Imp
   get("/v1/kv/events", route(handle_kv_events, Access::kKey));
   add_web_routes(s.routes);
   s.routes.set_cors_origins(s.config.cors_origins);
+  // Anthropic's clients read errors on its routes in Anthropic's shape: the
+  // key check's 401, a 404 under /v1/messages, a failure found later too.
+  s.routes.set_shaper(anthropic::shape_error);
   http::ServerLimits limits = s.config.http;
   if (limits.handler_threads <= 0) limits.handler_threads = std::max(32, 2 * engine.config().max_seqs + 8);
   limits.retry_after_s = s.config.retry_after_s;

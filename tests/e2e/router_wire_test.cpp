@@ -1,10 +1,15 @@
 // Anthropic Messages and OpenAI Responses through kvlm router: a Messages
 // answer, whole and streamed, is what a worker answers; a stored Response
 // is found again through the router whichever worker the policy would
-// pick (GET, a follow-up by previous_response_id from its cached KV,
-// DELETE), because the router sends its id back to the worker that
-// stored it.
+// pick (GET, its input items, a follow-up by previous_response_id from its
+// cached KV or by item_reference to one of its items, DELETE), because the
+// router sends its id back to the worker that stored it; with the router's
+// keys, only the key that stored it reaches it. The router's own errors on
+// Anthropic's routes are Anthropic's.
 #include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
 
 #include <httplib.h>
 
@@ -123,6 +128,102 @@ TEST_F(RouterWire, AStoredResponseIsFoundThroughTheRouter) {
   ASSERT_TRUE(del);
   EXPECT_EQ(del->status, 200) << del->body;
   EXPECT_EQ(test::http_get(router, "/v1/responses/" + id).status, 404);
+}
+
+std::string message_id(const Json& response) {
+  for (const Json& item : response["output"])
+    if (item["type"] == "message") return item["id"];
+  return "";
+}
+
+// A request whose input refers to the stored message `id` by item_reference.
+Json referring_to(const std::string& id) {
+  return {{"model", "kvlm"}, {"max_output_tokens", 4}, {"temperature", 0}, {"store", false},
+          {"input", Json::array({Json{{"role", "user"}, {"content", "Once upon a time"}},
+                                 Json{{"type", "item_reference"}, {"id", id}},
+                                 Json{{"role", "user"}, {"content", "And then?"}}})}};
+}
+
+TEST_F(RouterWire, ItemReferencesAndInputItemsReachTheWorkerThatStoredThem) {
+  const int router = fleet_->router_port();
+  const Json ask = {{"model", "kvlm"}, {"input", "Once upon a time"}, {"max_output_tokens", 4}, {"temperature", 0}};
+  const test::HttpAnswer whole = test::http_post(router, "/v1/responses", ask);
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  Json streamed = ask;
+  streamed["stream"] = true;
+  const auto events = test::http_stream(router, "/v1/responses", streamed);
+  ASSERT_FALSE(events.empty());
+  // Round-robin would send these to every worker in turn; only the owner
+  // holds the item (its id from the whole answer, or from the stream's last event).
+  for (const Json& response : {whole.json(), events.back()["response"]}) {
+    const std::string id = message_id(response);
+    ASSERT_FALSE(id.empty()) << response.dump();
+    for (int k = 0; k < 3; ++k) {
+      const test::HttpAnswer next = test::http_post(router, "/v1/responses", referring_to(id));
+      EXPECT_EQ(next.status, 200) << next.body;
+    }
+    for (int k = 0; k < 3; ++k) {
+      const test::HttpAnswer items = test::http_get(router, "/v1/responses/" + response["id"].get<std::string>() +
+                                                                "/input_items?order=asc&limit=5");
+      ASSERT_EQ(items.status, 200) << items.body;
+      EXPECT_EQ(items.json()["data"].size(), 1u) << items.body;
+    }
+  }
+}
+
+TEST_F(RouterWire, ItsOwnErrorsOnAnthropicsRoutesAreAnthropics) {
+  httplib::Client c("127.0.0.1", fleet_->router_port());
+  const std::string body = R"({"model": "kvlm", "messages": [{"role": "user", "content": "Hi"}]})";
+  auto count = c.Post("/v1/messages/count_tokens", body, "application/json");
+  ASSERT_TRUE(count);
+  EXPECT_EQ(count->status, 404);
+  EXPECT_EQ(Json::parse(count->body)["error"]["type"], "not_found_error") << count->body;
+  auto get = c.Get("/v1/messages");
+  ASSERT_TRUE(get);
+  EXPECT_EQ(get->status, 405);
+  EXPECT_EQ(Json::parse(get->body)["type"], "error") << get->body;
+  auto models = c.Get("/v1/models", httplib::Headers{{"anthropic-version", "2023-06-01"}});
+  ASSERT_TRUE(models);
+  ASSERT_EQ(models->status, 200) << models->body;
+  EXPECT_EQ(Json::parse(models->body)["data"][0]["type"], "model") << models->body;
+  EXPECT_EQ(Json::parse(models->body)["first_id"], "kvlm") << models->body;
+}
+
+TEST(RouterKeys, AKeyReachesOnlyTheResponsesAndItemsItStored) {
+  Fleet fleet({.num_workers = 1,
+               .worker_args = {"--served-model-name", "kvlm"},
+               .router_args = {"--api-key", "sk-a", "--api-key", "sk-b"}});
+  httplib::Client c("127.0.0.1", fleet.router_port());
+  c.set_read_timeout(60);
+  const auto post = [&](const Json& body, const std::string& key) {
+    return c.Post("/v1/responses", httplib::Headers{{"Authorization", "Bearer " + key}}, body.dump(),
+                  "application/json");
+  };
+  const Json ask = {{"model", "kvlm"}, {"input", "Once upon a time"}, {"max_output_tokens", 4}};
+  httplib::Result first = post(ask, "sk-a");
+  for (int i = 0; i < 100 && (!first || first->status != 200); ++i) {  // until the router sees its worker
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    first = post(ask, "sk-a");
+  }
+  ASSERT_TRUE(first);
+  ASSERT_EQ(first->status, 200) << first->body;
+  const Json mine = Json::parse(first->body);
+  const std::string id = mine["id"];
+  for (const std::string& path : {"/v1/responses/" + id, "/v1/responses/" + id + "/input_items"}) {
+    auto theirs = c.Get(path, httplib::Headers{{"Authorization", "Bearer sk-b"}});
+    ASSERT_TRUE(theirs);
+    EXPECT_EQ(theirs->status, 404) << path;
+    auto own = c.Get(path, httplib::Headers{{"Authorization", "Bearer sk-a"}});
+    ASSERT_TRUE(own);
+    EXPECT_EQ(own->status, 200) << path;
+  }
+  auto refused = post(referring_to(message_id(mine)), "sk-b");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 404) << refused->body;
+  EXPECT_EQ(Json::parse(refused->body)["error"]["param"], "input[1].id") << refused->body;
+  auto follow = post({{"model", "kvlm"}, {"input", "And then?"}, {"previous_response_id", id}}, "sk-b");
+  ASSERT_TRUE(follow);
+  EXPECT_EQ(follow->status, 404) << follow->body;
 }
 
 }  // namespace

@@ -194,7 +194,8 @@ Json error_body(const openai::RequestError& e) {
                      : e.status == 403 ? "permission_error"
                      : e.status == 404 ? "not_found_error"
                      : e.status == 429 ? "rate_limit_error"
-                     : e.status == 503 ? "overloaded_error"
+                     : e.status == 413 ? "request_too_large"
+                     : e.status == 503 || e.status == 529 ? "overloaded_error"
                      : e.status >= 500 ? "api_error"
                                        : "invalid_request_error";
   return {{"type", "error"}, {"error", {{"type", type}, {"message", e.message}}}};

@@ -248,12 +248,13 @@ bool ApiKeyring::enabled() const {
   return !by_name_.empty();
 }
 
-std::shared_ptr<KeyState> ApiKeyring::find(const http::Request& req) const {
+std::shared_ptr<KeyState> ApiKeyring::find(const http::Request& req, std::string* name) const {
   const std::string value = presented(req);
   std::lock_guard lock(mu_);
   std::shared_ptr<KeyState> found;
-  for (const auto& [name, state] : by_name_)  // every key compared: no early exit on a match
+  for (const auto& [key_name, state] : by_name_)  // every key compared: no early exit on a match
     if (same_secret(value, state->key().secret)) found = state;
+  if (found && name) *name = found->key().name;  // under mu_: a reload sets keys under it
   return found;
 }
 

@@ -80,8 +80,8 @@ class ApiKeyring {
   bool enabled() const;  // false: no key configured, every request passes
 
   // The key `req` presents, or null (missing or wrong; also null when the
-  // ring is not enabled).
-  std::shared_ptr<KeyState> find(const http::Request& req) const;
+  // ring is not enabled). `name`, when given, gets the key's name.
+  std::shared_ptr<KeyState> find(const http::Request& req, std::string* name = nullptr) const;
 
   // A generation request under `key`'s limits: a ticket, or nullopt with
   // `res` answered 429 (Retry-After, an OpenAI error naming the limit).

@@ -92,7 +92,7 @@ RouteHandler with_access(FrontDoor& door, Access access, RouteHandler handler) {
     } else if (access == Access::kStatus && metrics_key) {
       // the monitor's key
     } else if (access != Access::kPublic && door.keys.enabled()) {
-      std::shared_ptr<KeyState> key = door.keys.find(req);
+      std::shared_ptr<KeyState> key = door.keys.find(req, &req.key_name);
       if (!key) return send_unauthorized(res);
       if (access == Access::kMetered) {
         auto admitted = door.keys.admit(key, res);
@@ -186,6 +186,7 @@ void RouteTable::handle(http::Request& req, http::Response& res) const {
 }
 
 void RouteTable::decorate(const http::Request& req, http::Response& res) const {
+  if (shaper_) shaper_(req, res);
   if (cors_origins_.empty()) return;
   const auto origin = allowed_origin(cors_origins_, req);
   if (!origin) return;

@@ -92,7 +92,14 @@ class RouteTable {
   // answered 204 allowing GET and POST with Authorization, Content-Type and
   // the headers it asks for. Without origins nothing is added.
   void set_cors_origins(std::vector<std::string> origins) { cors_origins_ = std::move(origins); }
-  // Adds the CORS headers an answer to `req` carries (the transport's decorator).
+  // Called on every answer before its head is written (errors of handlers,
+  // of this table and of the transport, and answers made later included):
+  // how an API's routes give their errors their own shape
+  // (anthropic::shape_error).
+  using Shaper = std::function<void(const http::Request& req, http::Response& res)>;
+  void set_shaper(Shaper shaper) { shaper_ = std::move(shaper); }
+  // The shaper's changes, then the CORS headers an answer to `req` carries
+  // (the transport's decorator).
   void decorate(const http::Request& req, http::Response& res) const;
 
  private:
@@ -105,6 +112,7 @@ class RouteTable {
   void add(const std::string& method, const std::string& path, RouteHandler handler);
   std::vector<Route> routes_;
   std::vector<std::string> cors_origins_;
+  Shaper shaper_;
 };
 
 // GET / and the chat page's files (no key: the page asks for one).

@@ -48,6 +48,10 @@ struct Request {
   // until the answer has been written; its tokens are charged where the
   // answer's usage becomes known.
   std::shared_ptr<KeyTicket> key_ticket;
+  // The name of the API key the request presented (set by with_access on
+  // every route behind a key): whose stored responses it may read. "" when
+  // the server has no keys.
+  std::string key_name;
   // Set by the transport when the client hangs up while the request is
   // being answered (shared: the transport writes, handlers read).
   std::shared_ptr<std::atomic<bool>> gone = std::make_shared<std::atomic<bool>>(false);

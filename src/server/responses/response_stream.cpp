@@ -36,7 +36,7 @@ std::string ResponseWriter::open(Item kind, Json item) {
   return out;
 }
 
-std::string ResponseWriter::close() {
+std::string ResponseWriter::close(const char* status) {
   if (open_ == Item::kNone) return "";
   const size_t index = items_.size();
   const Json id = open_item_["id"];
@@ -55,12 +55,12 @@ std::string ResponseWriter::close() {
     const Json part = {{"type", "output_text"}, {"text", open_text_}, {"annotations", Json::array()}};
     out += event("response.content_part.done", {{"item_id", id}, {"output_index", index}, {"content_index", 0}, {"part", part}});
     item["content"] = Json::array({part});
-    item["status"] = "completed";
+    item["status"] = status;
   } else {
     out += event("response.function_call_arguments.done",
                  {{"item_id", id}, {"output_index", index}, {"arguments", open_text_}});
     item["arguments"] = open_text_;
-    item["status"] = "completed";
+    item["status"] = status;
   }
   out += event("response.output_item.done", {{"output_index", index}, {"item", item}});
   items_.push_back(std::move(item));
@@ -102,12 +102,14 @@ std::string ResponseWriter::stream_piece(const ChoiceDelta& piece, const ChoiceA
 
 std::string ResponseWriter::stream_end(const ChoiceAnswer& a, const AnswerEnd& end, const AnswerUsage& usage) {
   std::string out;
-  // No output at all is one empty message, as the whole answer gives it.
-  if (items_.empty() && open_ == Item::kNone)
+  // No answer (nothing, or only thinking) is one empty message, as the
+  // whole answer gives it.
+  if (a.content.empty() && a.calls.empty())
     out += open(Item::kMessage, {{"type", "message"}, {"id", item_id("msg")}, {"status", "in_progress"},
                                  {"role", "assistant"}, {"content", Json::array()}});
-  out += close();
   const bool cut = end.reason == AnswerEnd::Reason::kLength;
+  // The open item is the one the token limit cut; those closed before it are whole.
+  out += close(cut ? "incomplete" : "completed");
   Json r = response(cut ? "incomplete" : "completed", items_, usage_json(usage));
   if (done_) done_(r, a);
   return out + event(cut ? "response.incomplete" : "response.completed", {{"response", std::move(r)}});

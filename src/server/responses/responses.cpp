@@ -4,6 +4,8 @@
 
 #include "server/openai/fields.h"
 #include "server/openai/json_text.h"
+#include "server/responses/input_items.h"
+#include "tokenizer/unicode.h"
 
 namespace kvlm::responses {
 
@@ -64,14 +66,46 @@ void add_item(const Json& item, const std::string& param, Json& out) {
   }
 }
 
-Json input_messages(const Json& body) {
+// The stored item an item_reference names, or the 404 that names its id.
+Json referenced_item(const Json& ref, const std::string& param, const ItemLookup& lookup) {
+  const Json* id = openai::field(ref, "id");
+  if (!id || !id->is_string()) invalid_field(param + ".id", fmt::format("'{}.id' must be an item's id", param));
+  const std::string& name = id->get_ref<const std::string&>();
+  std::optional<Json> item = lookup(name);
+  if (!item) {
+    openai::RequestError e{404, fmt::format("Item with id '{}' not found.", unicode::sanitize_utf8(name)),
+                           param + ".id"};
+    e.code = "not_found";
+    throw openai::FieldError{std::move(e)};
+  }
+  return std::move(*item);
+}
+
+// The request's input as chat messages (r.input) and as listed items
+// (r.input_items), item references resolved.
+void read_input(const Json& body, const ItemLookup& lookup, Request& r) {
   const Json* input = openai::field(body, "input");
   if (!input) invalid_field("input", "'input' is required");
-  if (input->is_string()) return Json::array({Json{{"role", "user"}, {"content", *input}}});
+  r.input = Json::array();
+  r.input_items = Json::array();
+  if (input->is_string()) {
+    r.input.push_back({{"role", "user"}, {"content", *input}});
+    r.input_items.push_back(listed_item(r.input.back()));
+    return;
+  }
   if (!input->is_array()) invalid_field("input", "'input' must be a string or a list of items");
-  Json out = Json::array();
-  for (size_t i = 0; i < input->size(); ++i) add_item((*input)[i], fmt::format("input[{}]", i), out);
-  return out;
+  for (size_t i = 0; i < input->size(); ++i) {
+    const Json& item = (*input)[i];
+    const std::string param = fmt::format("input[{}]", i);
+    if (item.is_object() && item.value("type", "") == "item_reference") {
+      Json stored = referenced_item(item, param, lookup);
+      add_item(stored, param, r.input);
+      r.input_items.push_back(std::move(stored));  // under its own id
+    } else {
+      add_item(item, param, r.input);
+      r.input_items.push_back(listed_item(item));
+    }
+  }
 }
 
 // tools, tool_choice and text.format into the chat body `out`.
@@ -115,12 +149,12 @@ void chat_tools_and_format(const Json& body, Json& out) {
   }
 }
 
-Request to_request(const Json& body) {
+Request to_request(const Json& body, const ItemLookup& lookup) {
   if (!body.is_object()) invalid_field("body", "the body must be a JSON object");
   if (openai::bool_field(body, "background").value_or(false))
     invalid_field("background", "'background': kvlm answers in the foreground only", "unsupported_parameter");
   Request r;
-  r.input = input_messages(body);
+  read_input(body, lookup, r);
   r.instructions = openai::string_field(body, "instructions");
   r.previous_response_id = openai::string_field(body, "previous_response_id");
   r.store = openai::bool_field(body, "store").value_or(true);
@@ -159,8 +193,8 @@ Json call_item(std::string id, const AnsweredCall& c, const char* status) {
 
 }  // namespace
 
-std::variant<Request, openai::RequestError> read_request(const Json& body) {
-  return openai::validated<Request>([&] { return to_request(body); });
+std::variant<Request, openai::RequestError> read_request(const Json& body, const ItemLookup& lookup) {
+  return openai::validated<Request>([&] { return to_request(body, lookup); });
 }
 
 Json assistant_messages(const ChoiceAnswer& a) {
@@ -182,17 +216,20 @@ Json ResponseWriter::response(const char* status, Json output, const Json& usage
   return r;
 }
 
-Json ResponseWriter::output_of(const ChoiceAnswer& a) {
+Json ResponseWriter::output_of(const ChoiceAnswer& a, bool cut) {
   Json out = Json::array();
   if (!a.reasoning.empty()) out.push_back(reasoning_item(item_id("rs"), a.reasoning));
   if (!a.content.empty() || a.calls.empty()) out.push_back(message_item(item_id("msg"), a.content, "completed"));
   for (const AnsweredCall& c : a.calls) out.push_back(call_item(item_id("fc"), c, "completed"));
+  // The token limit cut the item being written, which is the last: a message
+  // or a call (a thinking-only answer ends with an empty message).
+  if (cut) out.back()["status"] = "incomplete";
   return out;
 }
 
 Json ResponseWriter::whole(const ChoiceAnswer& a, const AnswerEnd& end, const AnswerUsage& usage) {
-  const char* status = end.reason == AnswerEnd::Reason::kLength ? "incomplete" : "completed";
-  Json r = response(status, output_of(a), usage_json(usage));
+  const bool cut = end.reason == AnswerEnd::Reason::kLength;
+  Json r = response(cut ? "incomplete" : "completed", output_of(a, cut), usage_json(usage));
   if (done_) done_(r, a);
   return r;
 }

@@ -8,6 +8,7 @@
 //   input items: messages (input_text,       | messages (developer: system)
 //     output_text), function_call,           | assistant tool_calls,
 //     function_call_output; reasoning items  | tool messages; dropped
+//   item_reference {id}                      | the stored item it names, as above
 //   instructions                             | a system message first (not stored)
 //   tools[] {type: function, name, ...}      | function tools
 //   tool_choice, parallel_tool_calls         | the same
@@ -30,14 +31,20 @@ namespace kvlm::responses {
 using Json = openai::Json;
 
 struct Request {
-  Json chat;      // the chat request body, without messages
-  Json input;     // this request's input as chat messages
+  Json chat;         // the chat request body, without messages
+  Json input;        // this request's input as chat messages
+  Json input_items;  // this request's input as items with ids (input_items.h), references resolved
   std::optional<std::string> instructions;
   std::optional<std::string> previous_response_id;
   bool store = true;
   Json echo;  // the fields a response object repeats (tools, tool_choice, text, ...)
 };
-std::variant<Request, openai::RequestError> read_request(const Json& body);
+// The stored item an item_reference names (its id), or nullopt when there
+// is none this request may read.
+using ItemLookup = std::function<std::optional<Json>(const std::string& id)>;
+// The request, or the error that refuses it: a 400 naming the field, or a
+// 404 naming an item_reference's id that `lookup` does not find.
+std::variant<Request, openai::RequestError> read_request(const Json& body, const ItemLookup& lookup);
 
 // A response's usage object (input_tokens_details.cached_tokens: the prompt
 // tokens the prefix cache or a KV tier served).
@@ -63,10 +70,13 @@ class ResponseWriter : public AnswerWriter {
  private:
   enum class Item { kNone, kReasoning, kMessage, kFunctionCall };
   Json response(const char* status, Json output, const Json& usage) const;
-  Json output_of(const ChoiceAnswer& a);
+  // The output items of an answer; `cut`: max_output_tokens ended it.
+  Json output_of(const ChoiceAnswer& a, bool cut);
   std::string event(const char* type, Json data);
   std::string open(Item kind, Json item);
-  std::string close();
+  // Closes the open item with `status` (a message's or a call's:
+  // "completed", or "incomplete" for the one the token limit cut).
+  std::string close(const char* status = "completed");
 
   std::string id_, model_;
   int64_t created_;
