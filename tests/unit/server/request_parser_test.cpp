@@ -71,7 +71,9 @@ TEST(RequestParser, AContentLengthBodyTheSameHoweverTheBytesAreSplit) {
     EXPECT_EQ(p.request.path, "/v1/completions");
     EXPECT_EQ(p.request.body, "{\"prompt\":\"a\"");
     // The pipelined request stays for the next parse (by content, at any split).
-    if (step == 0) EXPECT_EQ(p.rest, "}GET /next HTTP/1.1\r\n\r\n");
+    if (step == 0) {
+      EXPECT_EQ(p.rest, "}GET /next HTTP/1.1\r\n\r\n");
+    }
   }
 }
 
