@@ -180,8 +180,8 @@ asio::awaitable<Connection::ReadResult> Connection::read_request(bool first) {
   co_return ReadResult::kRequest;
 }
 
-asio::awaitable<bool> Connection::write_all(const std::string& bytes) {
-  arm(Clock::now() + shared_.limits.write_timeout, Refusal::kSlowReader);
+// All of `bytes` written, over TLS or not; the write's error ("" on success).
+asio::awaitable<boost::system::error_code> Connection::write_bytes(const std::string& bytes) {
   boost::system::error_code ec;
   size_t n = 0;
   if (tls_) {
@@ -189,6 +189,12 @@ asio::awaitable<bool> Connection::write_all(const std::string& bytes) {
   } else {
     std::tie(ec, n) = co_await asio::async_write(socket_, asio::buffer(bytes), kTuple);
   }
+  co_return ec;
+}
+
+asio::awaitable<bool> Connection::write_all(const std::string& bytes) {
+  arm(Clock::now() + shared_.limits.write_timeout, Refusal::kSlowReader);
+  const boost::system::error_code ec = co_await write_bytes(bytes);
   disarm();
   if (ec && timed_out_) shared_.stats.count(Refusal::kSlowReader);
   co_return !ec;
@@ -217,13 +223,7 @@ asio::awaitable<void> Connection::refuse(int status, const std::string& message,
   if (parser_.head_done() && shared_.decorate) shared_.decorate(parser_.request(), res);
   const std::string bytes = head_of(parser_.request(), res, res.body.size(), false, true) + res.body;
   arm(Clock::now() + kRefusalWrite, std::nullopt);
-  boost::system::error_code ec;
-  size_t n = 0;
-  if (tls_) {
-    std::tie(ec, n) = co_await asio::async_write(*tls_, asio::buffer(bytes), kTuple);
-  } else {
-    std::tie(ec, n) = co_await asio::async_write(socket_, asio::buffer(bytes), kTuple);
-  }
+  const boost::system::error_code ec = co_await write_bytes(bytes);
   if (ec || tls_) co_return;
   boost::system::error_code ignored;
   socket_.shutdown(tcp::socket::shutdown_send, ignored);

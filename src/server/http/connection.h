@@ -95,6 +95,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   asio::awaitable<bool> wait_readable();
   asio::awaitable<bool> answer(Request& req);
   asio::awaitable<bool> write_answer(Request& req, Response& res);
+  asio::awaitable<boost::system::error_code> write_bytes(const std::string& bytes);
   asio::awaitable<bool> write_all(const std::string& bytes);
   asio::awaitable<void> refuse(int status, const std::string& message, const char* code);
   void send_async(std::string bytes, std::function<void(bool)> done);

@@ -81,19 +81,21 @@ const char* refusal_name(Refusal r) {
   return "unknown";
 }
 
+namespace {
+
+// One metric's HELP and TYPE lines and its single sample.
+std::string single_metric(const char* name, const char* type, const char* help, int64_t value) {
+  return fmt::format("# HELP {0} {1}\n# TYPE {0} {2}\n{0} {3}\n", name, help, type, value);
+}
+
+}  // namespace
+
 std::string stats_metrics_text(const ServerStats& s) {
-  std::string out =
-      "# HELP kvlm_http_connections_open HTTP connections open now\n# TYPE kvlm_http_connections_open gauge\n";
-  out += fmt::format("kvlm_http_connections_open {}\n", s.num_open.load());
-  out += "# HELP kvlm_http_connections_accepted_total HTTP connections accepted\n"
-         "# TYPE kvlm_http_connections_accepted_total counter\n";
-  out += fmt::format("kvlm_http_connections_accepted_total {}\n", s.num_accepted.load());
-  out += "# HELP kvlm_http_requests_read_total HTTP requests read in full\n"
-         "# TYPE kvlm_http_requests_read_total counter\n";
-  out += fmt::format("kvlm_http_requests_read_total {}\n", s.num_requests.load());
-  out += "# HELP kvlm_http_idle_closed_total kept-alive connections closed after the keep-alive wait\n"
-         "# TYPE kvlm_http_idle_closed_total counter\n";
-  out += fmt::format("kvlm_http_idle_closed_total {}\n", s.num_idle_closed.load());
+  std::string out = single_metric("kvlm_http_connections_open", "gauge", "HTTP connections open now", s.num_open.load());
+  out += single_metric("kvlm_http_connections_accepted_total", "counter", "HTTP connections accepted", s.num_accepted.load());
+  out += single_metric("kvlm_http_requests_read_total", "counter", "HTTP requests read in full", s.num_requests.load());
+  out += single_metric("kvlm_http_idle_closed_total", "counter", "kept-alive connections closed after the keep-alive wait",
+                s.num_idle_closed.load());
   out += "# HELP kvlm_http_refused_total connections and requests the transport refused or dropped, by reason\n"
          "# TYPE kvlm_http_refused_total counter\n";
   for (size_t i = 0; i < static_cast<size_t>(Refusal::kCount); ++i)
