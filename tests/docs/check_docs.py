@@ -7,6 +7,7 @@
       there by their file names (the architecture is docs/ARCHITECTURE.md,
       the style docs/CONTRIBUTING.md); README.md and docs/*.md name no script
       of the shared folder's bench kit (its data, such as models, they may);
+      no file names an issue number (the word issue, a space, a number);
       and every relative link of README.md and docs/*.md names a file of the
       repository (and, with #anchor, a heading of that file).
 
@@ -41,10 +42,10 @@
 
   check_docs.py selftest KVLM
       Every check on a scratch repository with good and bad citations: each
-      bad one (an outside link, a shared bench script, a flag kvlm rejects, a
-      missing path, script and file name, a missing test, gtest filter, ctest
-      regex and label, an unknown --flag and KVLM_ name) must be reported on
-      its line, and nothing else.
+      bad one (an outside link, a shared bench script, an issue number, a
+      flag kvlm rejects, a missing path, script and file name, a missing
+      test, gtest filter, ctest regex and label, an unknown --flag and KVLM_
+      name) must be reported on its line, and nothing else.
 
 Failures name the file and line. Exit 0: all good; 1: a failure.
 """
@@ -61,6 +62,9 @@ OUTSIDE_DOCS = re.compile(re.escape(SHARED_DOCS) + r"|\b(DESIGN|STYLE)" + r"\.md
 # The shared folder's scripts (its bench kit) are not the repository's: a
 # document says what the repository's own bench/ does, or describes the step.
 # Its data (models, vocabularies, texts, templates, goldens) may be cited.
+# An issue tracker's numbers mean nothing to a reader of the repository: a
+# comment or document says what the work was, not which ticket asked for it.
+ISSUE_NUMBER = re.compile(r"\b[Ii]ssues? " + r"#?[0-9]+\b")
 SHARED_SCRIPTS = re.compile(r"\bshared/" + r"bench\b")
 TEXT_SUFFIXES = (".md", ".h", ".cpp", ".c", ".txt", ".cmake", ".sh", ".py", ".js", ".mjs", ".html",
                  ".css", ".json", ".supp", ".dict", ".cfg", ".yml", ".yaml")
@@ -121,6 +125,10 @@ def check_links(root):
             m = OUTSIDE_DOCS.search(line)
             if m:
                 problems.append(f"{os.path.relpath(path, root)}:{i}: points outside the repository "
+                                f"({m.group(0)}): {line.strip()}")
+            m = ISSUE_NUMBER.search(line)
+            if m:
+                problems.append(f"{os.path.relpath(path, root)}:{i}: names an issue number "
                                 f"({m.group(0)}): {line.strip()}")
     for path in doc_files(root):
         in_code = False
@@ -342,7 +350,8 @@ def gtest_names(root):
     """Every gtest test the sources of tests/ declare, as Suite.Name."""
     names = set()
     decl = re.compile(r"\b(?:TEST|TEST_F|TEST_P|TYPED_TEST|TYPED_TEST_P)\s*\(\s*(\w+)\s*,\s*(\w+)\s*\)")
-    jinja = re.compile(r"^\s*KVLM_JINJA_RENDER_SUITE\s*\(\s*(\w+)\s*,", re.M)  # tests/unit/chat/jinja_test_util.h
+    # A parametrised suite with one test, Renders (tests/unit/chat/jinja_test_util.h).
+    jinja = re.compile(r"^\s*KVLM_JINJA_RENDER_SUITE\s*\(\s*(\w+)\s*,", re.M)
     for rel in repo_files(root):
         if rel.startswith("tests" + os.sep) and rel.endswith((".cpp", ".h")):
             with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as f:
@@ -401,7 +410,8 @@ def script_flags(root):
                 rel.endswith((".py", ".sh", ".mjs", ".js")):
             with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as f:
                 text = f.read()
-            flags.update(re.findall(r"""(?:["'(|]|^\s*)(--[a-z][a-z0-9_-]*[a-z0-9])(?=[="'=)|\s])""", text, re.M))
+            flags.update(re.findall(r"""(?:["'(|]|^\s*)(--[a-z][a-z0-9_-]*[a-z0-9])(?=[="'=)|\s])""",
+                                    text, re.M))
     return flags
 
 
@@ -560,6 +570,7 @@ def selftest(kvlm):
                                             "add_test(NAME docs.Selftest COMMAND true)\n")
         write(root, "bench/ab.py", "p.add_argument('--rounds')\n")
         write(root, "docs/x.md", "# x\n\nThe kit: `../shared" + "/bench/membw.c`.\n")
+        write(root, "src/kv/note.h", "// As issue" + " 47 asked.\n")
         write(root, "README.md", "\n".join([
             "# t",
             "",
@@ -584,7 +595,7 @@ def selftest(kvlm):
             ""]))
         expected = [  # (check, the problem's start, a word it names)
             ("links", "README.md:3:", SHARED_DOCS), ("links", "README.md:3:", "link leaves"),
-            ("links", "docs/x.md:3:", "shared/bench"),
+            ("links", "docs/x.md:3:", "shared/bench"), ("links", "src/kv/note.h:1:", "issue number"),
             ("commands", "README.md:7:", "does not parse"),
             ("cited", "README.md:9:", "bench/gone.py"),
             ("cited", "README.md:10:", "Gone.*"),
