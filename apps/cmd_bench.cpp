@@ -44,7 +44,7 @@ struct BatchWork {
 };
 
 // The step thread's time during one run, by phase, and the share of it spent
-// outside the forward pass (the serial work issue 12 wants under 10%).
+// outside the forward pass (the serial work, to be kept under 10%).
 nlohmann::json step_profile_json(const StepTimes& before, const StepTimes& after) {
   const StepTimes d{after.schedule_s - before.schedule_s, after.forward_s - before.forward_s,
                     after.sample_s - before.sample_s, after.postprocess_s - before.postprocess_s};
@@ -313,8 +313,8 @@ nlohmann::json measure_model(const Model& model, const ModelBenchOptions& o, Rea
   return out;
 }
 
-// The decode limit: every weight byte a token reads (as the issue tables
-// count them: all of them, but only k of E experts' stacks in a MoE) plus
+// The decode limit: every weight byte a token reads (as docs/performance.md's
+// tables count them: all of them, but only k of E experts' stacks in a MoE) plus
 // the KV of the mean context of a tg run, read once per token at the
 // measured read bandwidth.
 void add_bandwidth_limit(nlohmann::json& out, const ModelConfig& c, DType kv, double bandwidth_gb_s) {

@@ -2,7 +2,7 @@
 // the automaton's states, the heap the compiled grammar keeps, and the peak
 // of resident memory while it compiles, per state and per alternative.
 //
-// The shapes are the ones hostile clients send (issue 47): a large anyOf of
+// The shapes are the ones hostile clients send: a large anyOf of
 // small objects, a oneOf of wide objects, an object with min/maxProperties,
 // a long enum, a repeated regex; --schema adds a JSON Schema file of yours.
 // Each shape compiles in this process, one after the other; the peak comes

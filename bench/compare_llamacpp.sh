@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # kvlm beside llama.cpp in one run, on TinyLlama-1.1B-shaped random weights:
-# every figure issue 12 asks for (prefill, decode against the bandwidth limit,
+# every CPU-speed figure we report (prefill, decode against the bandwidth limit,
 # the batch-8 step, decode at 4,096 tokens of context, serving, the step
 # thread's share). Commands run one after another, never side by side; compare
 # figures within one run only (the hosts we measure on are shared and noisy).
@@ -15,8 +15,9 @@
 # the weights are random, so their precision does not matter, only the types);
 # PARTS: of the five below; BENCH: part 1's llama-bench flags.
 #
-# LLAMA_BIN: llama.cpp's build/bin (../shared/bench/build_llamacpp.sh makes
-# it). OUT: a folder for the raw outputs; summary.txt there has the figures.
+# LLAMA_BIN: llama.cpp's build/bin (Release, -DGGML_NATIVE=ON -DGGML_OPENMP=ON,
+# targets llama-bench llama-server llama-perplexity llama-quantize).
+# OUT: a folder for the raw outputs; summary.txt there has the figures.
 # The models are made with `kvlm make-model` into MODELS if missing (about
 # 6 GB). About 13 minutes on 2 cores.
 set -euo pipefail

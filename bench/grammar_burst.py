@@ -41,9 +41,9 @@ def schema_body(schema):
             "response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": schema}}}
 
 
-# The shapes (47) and others of the same family: each is a request
-# body. Bodies differ per request (a salt property) unless `same` is set, so
-# a cache cannot serve them: the worst case for memory.
+# The hostile shapes (docs/performance.md) and others of their family: each
+# is a request body. Bodies differ per request (a salt property) unless
+# `same` is set, so a cache cannot serve them: the worst case for memory.
 def shapes():
     return {
         "anyof1500": lambda salt: schema_body({"anyOf": one_property_objects(1500) + [salt_schema(salt)]}),

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A chaos run of kvlm serve with a disk and a Redis KV tier (issue 42).
+"""A chaos run of kvlm serve with a disk and a Redis KV tier.
 
 Clients send greedy completions of a few long prompts without pause while
 the run, over and over: SIGKILLs the server and restarts it, SIGSTOPs Redis

@@ -2,7 +2,7 @@
 //
 // Waking a reader is a system call and often a context switch; with 64
 // streams a step woke 64 threads from the step thread, which made stream
-// delivery the largest serial cost around the forward pass (issue 12). The
+// delivery the largest serial cost around the forward pass. The
 // step thread now queues each step's deliveries as one batch and goes on
 // with the next step while this thread wakes the readers.
 //

@@ -1,4 +1,4 @@
-// The server's grammar and body limits over real HTTP (issue 47): a schema
+// The server's grammar and body limits over real HTTP: a schema
 // repeated compiles once, a grammar too large alone is a cached 400 naming
 // the field, a compilation that finds no free slot is a 503 with
 // Retry-After and a code naming the limit, a body too large once parsed is a

@@ -1,4 +1,4 @@
-// The disk tier under SIGKILL (issue 42): a record is whole and valid or
+// The disk tier under SIGKILL: a record is whole and valid or
 // absent after a kill at any moment of a write; a server restarted on a
 // tier its killed predecessors wrote never answers from wrong KV (greedy
 // outputs equal a cold run); with --kv-disk-fsync always a record's

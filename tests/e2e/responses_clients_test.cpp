@@ -1,5 +1,5 @@
-// OpenAI's Responses API and Anthropic's routes as real clients drive them
-// (issue 61): the Vercel AI SDK's chat, whose later turns send the earlier
+// OpenAI's Responses API and Anthropic's routes as real clients drive them:
+// the Vercel AI SDK's chat, whose later turns send the earlier
 // answers back as item_reference input items, answers its third turn as the
 // same conversation sent as plain messages does; an item the token limit cut
 // says so (a message and a function call, whole, streamed and in the final

@@ -1,4 +1,4 @@
-// Hostile structured output (issue 47): 64 concurrent requests whose
+// Hostile structured output: 64 concurrent requests whose
 // grammars are as costly as clients can make them (large anyOf/oneOf of
 // objects, an object with min/maxProperties, a long enum, a repeated regex,
 // strict tools), each different so that no cache helps, against a real

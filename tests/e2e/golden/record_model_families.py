@@ -3,8 +3,8 @@
 families, into model_families.json beside this script, which
 tests/e2e/model_families_test.cpp compares kvlm against.
 
-Usage (from the repository root, with llama.cpp built by
-../shared/bench/build_llamacpp.sh from a mirror of github:ggerganov/llama.cpp):
+Usage (from the repository root, with llama.cpp built from its source as
+docs/CONTRIBUTING.md says, "Benchmark beside llama.cpp"):
   python3 tests/e2e/golden/record_model_families.py build/kvlm /tmp/llamacpp/build/bin SHARED_DIR COMMIT
 
 For each family it writes the model with `kvlm make-model` (a fixed seed:

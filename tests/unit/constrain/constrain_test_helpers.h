@@ -23,7 +23,8 @@ inline bool matches(const std::shared_ptr<const Program>& p, std::string_view s)
 
 inline constexpr int64_t kMiB = 1 << 20;
 
-// anyOf of n objects {"f<salt>I": integer}, the shape of issue 47.
+// anyOf of n objects {"f<salt>I": integer}: the costliest hostile shape
+// (docs/performance.md, "Memory under hostile structured output").
 inline Json any_of_objects(int n, const std::string& salt = "") {
   Json list = Json::array();
   for (int i = 0; i < n; ++i) {
