@@ -140,7 +140,6 @@ EngineConfig make_engine_config(const EngineOptions& o) {
   c.max_batched_tokens = o.max_batched_tokens;
   c.max_seqs = o.max_seqs;
   c.prefix_caching = !o.no_prefix_cache;
-  c.kv_budget = make_kv_budget(o, nullptr, false);
   c.kv_events = o.kv_events;
   c.speculative = make_speculative_config(o);
   return c;

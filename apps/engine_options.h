@@ -60,6 +60,7 @@ KvBudget make_kv_budget(const EngineOptions& o, const ModelConfig* model, bool a
 void add_engine_options(CLI::App& app, EngineOptions& o);
 // "f16" / "bf16" / "f32" / "q8_0" / "q4_0" -> DType; Error(kInvalidArgument) naming --kv-type otherwise.
 DType parse_kv_type(const std::string& name);
+// Everything but the KV budget, which needs the model (start_engine makes it).
 EngineConfig make_engine_config(const EngineOptions& o);
 // --speculate and its flags; Error(kInvalidArgument) naming the flag. With
 // --draft-model, mode kDraft and no proposer yet: start_engine loads the

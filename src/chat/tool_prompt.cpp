@@ -93,8 +93,11 @@ std::string reply_format(ToolCallFormat f) {
 std::string tools_system_prompt(ToolCallFormat f, const Json& tools) {
   std::string text = "You can call these tools (each with the JSON Schema of its arguments):\n";
   for (const Json& t : tools) text += t.dump() + "\n";
-  text += "\n" + reply_format(f) +
-          "where TOOL_NAME is one of the tools above and {ARGUMENTS} a JSON object valid against its schema. "
+  // Appended piece by piece: GCC 12 warns (-Wrestrict, a false positive) on
+  // a literal + std::string temporary here.
+  text += '\n';
+  text += reply_format(f);
+  text += "where TOOL_NAME is one of the tools above and {ARGUMENTS} a JSON object valid against its schema. "
           "The tool results come back in the next message.";
   return text;
 }

@@ -489,12 +489,16 @@ void write_canonical(const Json& s, std::string& out) {
   out += '{';
   for (size_t i = 0; i < keys.size(); ++i) {
     const auto& [k, v] = keys[i];
-    out += (i ? "," : "") + Json(*k).dump() + ":";
+    if (i) out += ',';
+    out += Json(*k).dump();
+    out += ':';
     if (kSchemaMaps.count(*k) && v->is_object()) {
       out += '{';
       size_t j = 0;
       for (const auto& [name, sub] : v->items()) {  // in order: the output spells properties so
-        out += (j++ ? "," : "") + Json(name).dump() + ":";
+        if (j++) out += ',';
+        out += Json(name).dump();
+        out += ':';
         write_canonical(sub, out);
       }
       out += '}';
