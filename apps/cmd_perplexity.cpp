@@ -55,6 +55,88 @@ int perplexity_with_budget(const EngineOptions& o, const std::string& text_path,
   return 0;
 }
 
+// The negative log-likelihoods of the scored tokens, summed.
+struct NllSum {
+  double nll = 0, nll2 = 0;
+  int64_t count = 0;
+  void add(double v) {
+    nll += v;
+    nll2 += v * v;
+    ++count;
+  }
+  double perplexity() const { return std::exp(nll / count); }
+  // The perplexity's standard error, as llama.cpp reports it.
+  double perplexity_error() const {
+    double mean = nll / count;
+    double var = nll2 / count - mean * mean;
+    double err = count > 1 && var > 0 ? std::sqrt(var / (count - 1)) : 0;
+    return std::exp(mean) * err;
+  }
+};
+
+// -log p(target) under one row of logits, in double.
+double token_nll(const float* row, int32_t vocab, int32_t target) {
+  double max_logit = row[0];
+  for (int32_t i = 1; i < vocab; ++i) max_logit = std::max<double>(max_logit, row[i]);
+  double sum = 0;
+  for (int32_t i = 0; i < vocab; ++i) sum += std::exp(row[i] - max_logit);
+  return -(row[target] - max_logit - std::log(sum));
+}
+
+// Scores every chunk's second half, each chunk alone from BOS.
+NllSum score_plain_chunks(SequenceEvaluator& eval, int32_t vocab, const Tokenizer& tokenizer,
+                          const std::vector<int32_t>& tokens, int n_ctx, int num_chunks) {
+  const int first = n_ctx / 2;
+  NllSum sum;
+  // A terminal gets a bar with the perplexity so far; a log gets one
+  // "[chunk]ppl" per chunk, as llama.cpp prints it.
+  const bool tty = ProgressBar::enabled();
+  std::optional<ProgressBar> bar;
+  if (tty) bar.emplace("perplexity", num_chunks, "chunks");
+  for (int c = 0; c < num_chunks; ++c) {
+    std::vector<int32_t> chunk(tokens.begin() + static_cast<size_t>(c) * n_ctx,
+                               tokens.begin() + static_cast<size_t>(c + 1) * n_ctx);
+    if (auto bos = tokenizer.bos_id(); bos && tokenizer.add_bos()) chunk[0] = *bos;
+    eval.reset();
+    const std::vector<float>& logits = eval.eval(chunk, /*all_logits=*/true);
+    for (int j = first; j < n_ctx - 1; ++j)
+      sum.add(token_nll(&logits[static_cast<size_t>(j) * vocab], vocab, chunk[j + 1]));
+    if (tty) {
+      bar->set_note(fmt::format("PPL {:.4f}", sum.perplexity()));
+      bar->advance();
+    } else {
+      fmt::print(stderr, "[{}]{:.4f} ", c + 1, sum.perplexity());
+    }
+  }
+  return sum;
+}
+
+// Without a KV budget: the model alone through a SequenceEvaluator.
+int perplexity_plain(const std::string& model_path, const std::string& text_path, int n_ctx, int max_chunks,
+                     int threads, const std::string& kv_type, const std::string& quantize) {
+  set_num_threads(threads);
+  const DType kv_dtype = parse_kv_type(kv_type);
+  if (n_ctx < 4) throw_error(ErrorCode::kInvalidArgument, "--ctx-size {} is too small", n_ctx);
+  auto model = load_model(model_path, ModelLoadOptions{n_ctx, quantize.empty() ? std::nullopt : std::optional<DType>(parse_weight_type(quantize, false))});
+  auto tokenizer = Tokenizer::from_metadata(model->gguf().metadata());
+  const std::string text = read_file_bytes(text_path);
+  const std::vector<int32_t> tokens = tokenizer->encode(text, /*add_special=*/true, /*parse_special=*/false);
+  int num_chunks = static_cast<int>(tokens.size() / n_ctx);
+  if (max_chunks > 0) num_chunks = std::min(num_chunks, max_chunks);
+  if (num_chunks == 0)
+    throw_error(ErrorCode::kInvalidArgument, "the text has {} tokens, fewer than one chunk of {}", tokens.size(), n_ctx);
+  fmt::print(stderr, "perplexity: {} tokens, {} chunks of {}\n", tokens.size(), num_chunks, n_ctx);
+
+  SequenceEvaluator eval(*model, n_ctx, kv_dtype);
+  auto t0 = std::chrono::steady_clock::now();
+  const NllSum sum = score_plain_chunks(eval, model->config().vocab_size, *tokenizer, tokens, n_ctx, num_chunks);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  fmt::print(stderr, "\n{} tokens scored, {:.1f} tokens/s evaluated\n", sum.count,
+             static_cast<double>(num_chunks) * n_ctx / secs);
+  fmt::print("PPL = {:.4f} +/- {:.4f}\n", sum.perplexity(), sum.perplexity_error());
+  return 0;
+}
+
 }  // namespace
 
 int cmd_perplexity(int argc, char** argv) {
@@ -80,65 +162,7 @@ int cmd_perplexity(int argc, char** argv) {
     budget_options.max_model_len = n_ctx + 1;
     return perplexity_with_budget(budget_options, text_path, n_ctx, max_chunks);
   }
-
-  set_num_threads(threads);
-  const DType kv_dtype = parse_kv_type(kv_type);
-  if (n_ctx < 4) throw_error(ErrorCode::kInvalidArgument, "--ctx-size {} is too small", n_ctx);
-  auto model = load_model(model_path, ModelLoadOptions{n_ctx, quantize.empty() ? std::nullopt : std::optional<DType>(parse_weight_type(quantize, false))});
-  auto tokenizer = Tokenizer::from_metadata(model->gguf().metadata());
-  const std::string text = read_file_bytes(text_path);
-  const std::vector<int32_t> tokens = tokenizer->encode(text, /*add_special=*/true, /*parse_special=*/false);
-  int num_chunks = static_cast<int>(tokens.size() / n_ctx);
-  if (max_chunks > 0) num_chunks = std::min(num_chunks, max_chunks);
-  if (num_chunks == 0)
-    throw_error(ErrorCode::kInvalidArgument, "the text has {} tokens, fewer than one chunk of {}", tokens.size(), n_ctx);
-  fmt::print(stderr, "perplexity: {} tokens, {} chunks of {}\n", tokens.size(), num_chunks, n_ctx);
-
-  const int32_t vocab = model->config().vocab_size;
-  SequenceEvaluator eval(*model, n_ctx, kv_dtype);
-  const int first = n_ctx / 2;
-  double nll = 0, nll2 = 0;
-  int64_t count = 0;
-  auto t0 = std::chrono::steady_clock::now();
-  // A terminal gets a bar with the perplexity so far; a log gets one
-  // "[chunk]ppl" per chunk, as llama.cpp prints it.
-  const bool tty = ProgressBar::enabled();
-  std::optional<ProgressBar> bar;
-  if (tty) bar.emplace("perplexity", num_chunks, "chunks");
-  for (int c = 0; c < num_chunks; ++c) {
-    std::vector<int32_t> chunk(tokens.begin() + static_cast<size_t>(c) * n_ctx,
-                               tokens.begin() + static_cast<size_t>(c + 1) * n_ctx);
-    if (auto bos = tokenizer->bos_id(); bos && tokenizer->add_bos()) chunk[0] = *bos;
-    eval.reset();
-    const std::vector<float>& logits = eval.eval(chunk, /*all_logits=*/true);
-    for (int j = first; j < n_ctx - 1; ++j) {
-      const float* row = &logits[static_cast<size_t>(j) * vocab];
-      double max_logit = row[0];
-      for (int32_t i = 1; i < vocab; ++i) max_logit = std::max<double>(max_logit, row[i]);
-      double sum = 0;
-      for (int32_t i = 0; i < vocab; ++i) sum += std::exp(row[i] - max_logit);
-      double v = -(row[chunk[j + 1]] - max_logit - std::log(sum));
-      nll += v;
-      nll2 += v * v;
-      ++count;
-    }
-    if (tty) {
-      bar->set_note(fmt::format("PPL {:.4f}", std::exp(nll / count)));
-      bar->advance();
-    } else {
-      fmt::print(stderr, "[{}]{:.4f} ", c + 1, std::exp(nll / count));
-    }
-  }
-  bar.reset();
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  double mean = nll / count;
-  double var = nll2 / count - mean * mean;
-  double err = count > 1 && var > 0 ? std::sqrt(var / (count - 1)) : 0;
-  double ppl = std::exp(mean);
-  fmt::print(stderr, "\n{} tokens scored, {:.1f} tokens/s evaluated\n", count,
-             static_cast<double>(num_chunks) * n_ctx / secs);
-  fmt::print("PPL = {:.4f} +/- {:.4f}\n", ppl, ppl * err);
-  return 0;
+  return perplexity_plain(model_path, text_path, n_ctx, max_chunks, threads, kv_type, quantize);
 }
 
 }  // namespace kvlm::apps

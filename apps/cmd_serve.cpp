@@ -83,17 +83,59 @@ std::string advertised_url(const std::string& advertise, const std::string& host
   return fmt::format("http://{}:{}", host, port);
 }
 
-}  // namespace
+// Every flag of kvlm serve, as parsed, before it becomes a ServerConfig.
+struct ServeFlags {
+  EngineOptions engine;
+  ServerConfig server;
+  FrontDoorFlags door;
+  HttpFlags http;
+  std::string reasoning_format = "separate";
+  std::string generation_config = "auto";
+  int64_t grammar_wait_ms = 2000;
+  int64_t heartbeat_ms = 1000;
+  router::RegistryConfig registry;
+  std::string advertise;
+  int64_t register_ttl_ms = 3000;
+  double drain_timeout_s = 30;
+};
 
-int cmd_serve(int argc, char** argv) {
-  CLI::App app{"Serve the OpenAI-compatible API (completions, chat completions, SSE, metrics)", "kvlm serve"};
-  EngineOptions eo;
-  add_engine_options(app, eo);
-  ServerConfig sc;
+// How answers are shaped when a request leaves it open: thinking, sampling
+// defaults, embeddings' pooling.
+void add_answer_options(CLI::App& app, ServeFlags& f) {
+  app.add_option("--reasoning-format", f.reasoning_format,
+                 "a thinking model's <think> section: 'separate' answers it in reasoning_content, 'none' leaves it "
+                 "in the content (a request's reasoning_format wins)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "separate"}));
+  app.add_option("--generation-config", f.generation_config,
+                 "'auto': sampling fields a request leaves unset take the model's defaults (generation_config.json, "
+                 "GGUF general.sampling.*); 'none': OpenAI's (temperature 1, top_p 1)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "none"}));
+  app.add_option("--pooling", f.server.pooling,
+                 "/v1/embeddings: pool a prompt's final hidden states by their mean or the last token's "
+                 "(default: the model's pooling_type, else last)")
+      ->check(CLI::IsMember({"mean", "last"}));
+}
+
+// Registration in a router's registry (docs/router.md).
+void add_registry_options(CLI::App& app, ServeFlags& f) {
+  app.add_option("--register", f.registry.url,
+                 "register in a router's registry: redis://HOST:PORT[/DB] or redis+cluster://HOST:PORT,...");
+  app.add_option("--advertise", f.advertise, "the URL routers reach this server at (default: http://HOST:PORT)");
+  app.add_option("--registry-name", f.registry.name, "the fleet's name in the registry")->capture_default_str();
+  app.add_option("--registry-password-file", f.registry.password_file, "the registry's Redis password (first line)");
+  app.add_option("--register-ttl-ms", f.register_ttl_ms, "the registration lives this long without a heartbeat")
+      ->capture_default_str();
+}
+
+// The flags in the order --help lists them.
+void add_serve_options(CLI::App& app, ServeFlags& f) {
+  add_engine_options(app, f.engine);
+  ServerConfig& sc = f.server;
   app.add_option("--host", sc.host, "address to listen on")->capture_default_str();
   app.add_option("--port", sc.port, "port (0: any free port)")->capture_default_str();
-  FrontDoorFlags door;
-  add_front_door_options(app, door);
+  add_front_door_options(app, f.door);
   app.add_option("--served-model-name", sc.model_names,
                  "a name requests may give the model; repeat for aliases (default: the file's general.name)")
       ->take_all()
@@ -104,95 +146,77 @@ int cmd_serve(int argc, char** argv) {
       ->allow_extra_args(false);
   app.add_option("--chat-template-file", sc.chat_template_file, "Jinja chat template to use instead of the model's");
   add_limit_options(app, sc);
-  HttpFlags http_flags;
-  add_http_options(app, sc.http, http_flags, "default: enough to parse every running and queued request at once");
-  std::string reasoning_format = "separate";
-  app.add_option("--reasoning-format", reasoning_format,
-                 "a thinking model's <think> section: 'separate' answers it in reasoning_content, 'none' leaves it "
-                 "in the content (a request's reasoning_format wins)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"none", "separate"}));
-  std::string generation_config = "auto";
-  app.add_option("--generation-config", generation_config,
-                 "'auto': sampling fields a request leaves unset take the model's defaults (generation_config.json, "
-                 "GGUF general.sampling.*); 'none': OpenAI's (temperature 1, top_p 1)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "none"}));
-  app.add_option("--pooling", sc.pooling,
-                 "/v1/embeddings: pool a prompt's final hidden states by their mean or the last token's "
-                 "(default: the model's pooling_type, else last)")
-      ->check(CLI::IsMember({"mean", "last"}));
-  int64_t grammar_wait_ms = 2000;
-  add_grammar_options(app, sc, grammar_wait_ms);
-  app.add_flag("--kv-events", eo.kv_events,
+  add_http_options(app, sc.http, f.http, "default: enough to parse every running and queued request at once");
+  add_answer_options(app, f);
+  add_grammar_options(app, sc, f.grammar_wait_ms);
+  app.add_flag("--kv-events", f.engine.kv_events,
                "publish the prefix cache's changes on GET /v1/kv/events, for kvlm router's kv-aware routing");
-  int64_t heartbeat_ms = 1000;
-  app.add_option("--sse-heartbeat-ms", heartbeat_ms, "idle time before a stream gets an SSE keep-alive comment")
+  app.add_option("--sse-heartbeat-ms", f.heartbeat_ms, "idle time before a stream gets an SSE keep-alive comment")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{3600000}));
-  router::RegistryConfig registry;
-  std::string advertise;
-  int64_t register_ttl_ms = 3000;
-  app.add_option("--register", registry.url,
-                 "register in a router's registry: redis://HOST:PORT[/DB] or redis+cluster://HOST:PORT,...");
-  app.add_option("--advertise", advertise, "the URL routers reach this server at (default: http://HOST:PORT)");
-  app.add_option("--registry-name", registry.name, "the fleet's name in the registry")->capture_default_str();
-  app.add_option("--registry-password-file", registry.password_file, "the registry's Redis password (first line)");
-  app.add_option("--register-ttl-ms", register_ttl_ms, "the registration lives this long without a heartbeat")
-      ->capture_default_str();
-  double drain_timeout_s = 30;
-  app.add_option("--drain-timeout", drain_timeout_s,
+  add_registry_options(app, f);
+  app.add_option("--drain-timeout", f.drain_timeout_s,
                  "on SIGTERM/SIGINT, seconds to let running requests finish before cancelling them")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  KVLM_PARSE(app, argc, argv);
-  apply_http_flags(http_flags, sc.http);
-  sc.sse_heartbeat = std::chrono::milliseconds(heartbeat_ms);
-  sc.separate_reasoning = reasoning_format == "separate";
-  sc.model_sampling_defaults = generation_config == "auto";
-  sc.responses_redis_url = eo.tiers.redis;
-  sc.responses_redis_password_file = eo.tiers.redis_password_file;
-  sc.responses_redis_ttl_s = eo.tiers.redis_ttl_s;
-  sc.grammar_wait = std::chrono::milliseconds(grammar_wait_ms);
-  apply_key_environment(door);
-  check_front_door_flags(door);
-  sc.api_keys = door.api_keys;
-  sc.api_key_file = door.api_key_file;
-  sc.metrics_key = door.metrics_key;
-  sc.ssl_cert_file = door.ssl_cert_file;
-  sc.ssl_key_file = door.ssl_key_file;
+}
 
-  // SIGINT/SIGTERM stop the server from a waiting thread (a handler must not
-  // touch it); a client that hangs up must not kill us with SIGPIPE.
+// The parsed flags folded into the server's config. The front door's flags
+// are checked here, before the model loads, so a mistake costs no wait.
+void finish_server_config(ServeFlags& f) {
+  ServerConfig& sc = f.server;
+  apply_http_flags(f.http, sc.http);
+  sc.sse_heartbeat = std::chrono::milliseconds(f.heartbeat_ms);
+  sc.separate_reasoning = f.reasoning_format == "separate";
+  sc.model_sampling_defaults = f.generation_config == "auto";
+  sc.responses_redis_url = f.engine.tiers.redis;
+  sc.responses_redis_password_file = f.engine.tiers.redis_password_file;
+  sc.responses_redis_ttl_s = f.engine.tiers.redis_ttl_s;
+  sc.grammar_wait = std::chrono::milliseconds(f.grammar_wait_ms);
+  apply_key_environment(f.door);
+  check_front_door_flags(f.door);
+  sc.api_keys = f.door.api_keys;
+  sc.api_key_file = f.door.api_key_file;
+  sc.metrics_key = f.door.metrics_key;
+  sc.ssl_cert_file = f.door.ssl_cert_file;
+  sc.ssl_key_file = f.door.ssl_key_file;
+}
+
+// SIGINT/SIGTERM stop the server from a waiting thread (a handler must not
+// touch it); a client that hangs up must not kill us with SIGPIPE. Call
+// before any thread starts: the blocked set is inherited by every thread.
+sigset_t block_stop_signals() {
   std::signal(SIGPIPE, SIG_IGN);
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);  // inherited by every thread started below
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   block_reload_signal();
+  return stop_signals;
+}
 
-  auto engine = start_engine(eo);
-  if (sc.model_names.empty()) {
-    std::string name = engine->model().config().name;
-    if (name.empty()) name = std::filesystem::path(eo.model_path).stem().string();
-    sc.model_names.push_back(std::move(name));
-  }
-  Server server(*engine, sc);
-  server.bind();
-  ReloadOnSighup reload([&server] { server.reload_api_keys(); });
-  std::unique_ptr<router::RegistryMember> member;
-  if (!registry.url.empty()) {
-    registry.ttl = std::chrono::milliseconds(register_ttl_ms);
-    member = std::make_unique<router::RegistryMember>(registry, advertised_url(advertise, sc.host, server.port()));
-  }
+// Without --served-model-name the model answers to its general.name, else
+// to its file's name.
+void default_model_name(ServerConfig& sc, const Engine& engine, const std::string& model_path) {
+  if (!sc.model_names.empty()) return;
+  std::string name = engine.model().config().name;
+  if (name.empty()) name = std::filesystem::path(model_path).stem().string();
+  sc.model_names.push_back(std::move(name));
+}
+
+void print_listening(const ServerConfig& sc, const Server& server, const Engine& engine) {
   fmt::print(stderr, "kvlm serve: listening on {}://{}:{} (model {}, context {}, KV pool {} blocks of {})\n",
-             sc.ssl_cert_file.empty() ? "http" : "https", sc.host, server.port(), fmt::join(sc.model_names, ", "), engine->max_model_len(), engine->metrics().num_kv_blocks,
-             engine->config().block_size);
+             sc.ssl_cert_file.empty() ? "http" : "https", sc.host, server.port(), fmt::join(sc.model_names, ", "),
+             engine.max_model_len(), engine.metrics().num_kv_blocks, engine.config().block_size);
   std::fflush(stderr);
+}
 
-  // First signal: drain (health 503, new work 503, running work finishes or
-  // is cancelled at the deadline), then stop. Second signal: exit at once.
+// Runs the server until it stops. First signal: drain (health 503, new work
+// 503, running work finishes or is cancelled at the deadline), then stop.
+// Second signal: exit at once.
+void serve_until_stopped(Server& server, const Engine& engine, router::RegistryMember* member,
+                         const sigset_t& stop_signals, double drain_timeout_s) {
   std::atomic<bool> exiting{false};
   std::thread drainer;
   std::thread waiter([&] {
@@ -205,7 +229,7 @@ int cmd_serve(int argc, char** argv) {
       if (member) member->leave();  // routers stop sending here at their next look
       const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(drain_timeout_s * 1000));
       const size_t num_cancelled = server.drain(timeout);
-      report_drained(*engine, num_cancelled);
+      report_drained(engine, num_cancelled);
       server.stop();
     });
     sigwait(&stop_signals, &sig);
@@ -220,6 +244,31 @@ int cmd_serve(int argc, char** argv) {
   pthread_kill(waiter.native_handle(), SIGTERM);
   waiter.join();
   if (drainer.joinable()) drainer.join();
+}
+
+}  // namespace
+
+int cmd_serve(int argc, char** argv) {
+  CLI::App app{"Serve the OpenAI-compatible API (completions, chat completions, SSE, metrics)", "kvlm serve"};
+  ServeFlags f;
+  add_serve_options(app, f);
+  KVLM_PARSE(app, argc, argv);
+  finish_server_config(f);
+  const sigset_t stop_signals = block_stop_signals();
+
+  auto engine = start_engine(f.engine);
+  default_model_name(f.server, *engine, f.engine.model_path);
+  Server server(*engine, f.server);
+  server.bind();
+  ReloadOnSighup reload([&server] { server.reload_api_keys(); });
+  std::unique_ptr<router::RegistryMember> member;
+  if (!f.registry.url.empty()) {
+    f.registry.ttl = std::chrono::milliseconds(f.register_ttl_ms);
+    member = std::make_unique<router::RegistryMember>(f.registry,
+                                                      advertised_url(f.advertise, f.server.host, server.port()));
+  }
+  print_listening(f.server, server, *engine);
+  serve_until_stopped(server, *engine, member.get(), stop_signals, f.drain_timeout_s);
   return 0;
 }
 

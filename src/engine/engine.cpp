@@ -43,21 +43,52 @@ int64_t default_kv_budget_bytes() {
   return std::min<int64_t>(quarter, int64_t{4} << 30);
 }
 
-}  // namespace
+// The pool's size in blocks from the flags: --kv-mem bytes, else --ctx
+// tokens, else max_seqs full-length sequences within a memory budget.
+int64_t kv_pool_blocks(const EngineConfig& config, int64_t num_groups, int64_t block_bytes, int32_t model_len) {
+  if (config.kv_mem_bytes > 0) return config.kv_mem_bytes / block_bytes;
+  // Every group keeps its own blocks; a full group needs ceil(tokens / bs).
+  if (config.kv_tokens > 0) return num_groups * ((config.kv_tokens + config.block_size - 1) / config.block_size);
+  // The pool is mapped lazily, so unused capacity costs address space only.
+  const int64_t blocks_per_seq = num_groups * ((model_len + config.block_size - 1) / config.block_size);
+  int64_t num_blocks = blocks_per_seq * config.max_seqs;
+  const int64_t budget = default_kv_budget_bytes();
+  if (num_blocks * block_bytes > budget) num_blocks = std::max<int64_t>(blocks_per_seq, budget / block_bytes);
+  return num_blocks;
+}
 
+}  // namespace
 
 Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> tokenizer, EngineConfig config,
                const Clock& clock)
     : model_(std::move(model)), tokenizer_(std::move(tokenizer)), config_(config), clock_(clock) {
   set_num_threads(config_.num_threads);
-  const ModelConfig& mc = model_->config();
+  check_config();
+  size_kv_pool();
+  build_scheduler_and_runner();
+  if (config_.tiers) open_tiers();
+  if (config_.kv_events) {
+    kv_events_ = std::make_unique<KvEventLog>();
+    scheduler_->kv_manager().record_kv_events(true);
+  }
+  choose_proposer();
+  metrics_.num_kv_blocks = num_kv_blocks_;
+  metrics_.block_size = config_.block_size;
+  deliverer_ = std::make_unique<StreamDeliverer>();
+  thread_ = std::thread([this] { loop(); });
+}
+
+void Engine::check_config() const {
   if (config_.block_size < 1 || config_.block_size > 1024)
     throw_error(ErrorCode::kInvalidArgument, "block size {} must be in [1, 1024]", config_.block_size);
   KvStorage::check_dtype(*model_, config_.kv_dtype, config_.block_size);
   if (config_.max_batched_tokens < 1)
     throw_error(ErrorCode::kInvalidArgument, "max batched tokens must be positive");
   if (config_.max_seqs < 1) throw_error(ErrorCode::kInvalidArgument, "max seqs must be positive");
+}
 
+int32_t Engine::trained_context_len() const {
+  const ModelConfig& mc = model_->config();
   int32_t model_len = config_.max_model_len > 0 ? config_.max_model_len : mc.context_length;
   if (auto max_pos = model_->max_positions(); max_pos && model_len > *max_pos) {
     // Learned position tables (GPT-2) end at the trained context.
@@ -66,31 +97,21 @@ Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> tokenize
                   config_.max_model_len, *max_pos, mc.arch_name);
     model_len = *max_pos;
   }
-  const auto groups = model_->kv_groups();
+  return model_len;
+}
+
+void Engine::size_kv_pool() {
+  int32_t model_len = trained_context_len();
+  const int64_t num_groups = static_cast<int64_t>(model_->kv_groups().size());
   const size_t block_bytes = KvStorage::bytes_per_block(*model_, config_.kv_dtype, config_.block_size);
-  int64_t num_blocks = 0;
-  const int64_t blocks_per_seq =
-      static_cast<int64_t>(groups.size()) * ((model_len + config_.block_size - 1) / config_.block_size);
-  if (config_.kv_mem_bytes > 0) {
-    num_blocks = config_.kv_mem_bytes / static_cast<int64_t>(block_bytes);
-  } else if (config_.kv_tokens > 0) {
-    // Every group keeps its own blocks; a full group needs ceil(tokens / bs).
-    num_blocks = static_cast<int64_t>(groups.size()) * ((config_.kv_tokens + config_.block_size - 1) / config_.block_size);
-  } else {
-    // Room for max_seqs full-length sequences, within a memory budget. The
-    // pool is mapped lazily, so unused capacity costs address space only.
-    num_blocks = blocks_per_seq * config_.max_seqs;
-    const int64_t budget = default_kv_budget_bytes();
-    if (num_blocks * static_cast<int64_t>(block_bytes) > budget)
-      num_blocks = std::max<int64_t>(blocks_per_seq, budget / static_cast<int64_t>(block_bytes));
-  }
+  const int64_t num_blocks = kv_pool_blocks(config_, num_groups, static_cast<int64_t>(block_bytes), model_len);
   if (num_blocks < 1)
     throw_error(ErrorCode::kInvalidArgument,
                 "the KV pool holds no block: one block of {} tokens takes {} bytes", config_.block_size, block_bytes);
   if (num_blocks > (1 << 30)) throw_error(ErrorCode::kInvalidArgument, "KV pool of {} blocks is too large", num_blocks);
   num_kv_blocks_ = static_cast<int32_t>(num_blocks);
   // A request must fit in the pool alone, or it could never finish.
-  int64_t pool_tokens = num_blocks / static_cast<int64_t>(groups.size()) * config_.block_size;
+  int64_t pool_tokens = num_blocks / num_groups * config_.block_size;
   if (pool_tokens < model_len) {
     log_info("context limited to {} tokens by the KV pool (model: {})", pool_tokens, model_len);
     model_len = static_cast<int32_t>(pool_tokens);
@@ -99,7 +120,9 @@ Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> tokenize
   log_info("KV pool: {} blocks of {} tokens ({:.1f} MiB, {}), context {} tokens per request", num_kv_blocks_,
            config_.block_size, static_cast<double>(num_blocks) * block_bytes / 1048576.0,
            dtype_name(config_.kv_dtype), max_model_len_);
+}
 
+void Engine::build_scheduler_and_runner() {
   SchedulerConfig sc;
   sc.max_num_batched_tokens = config_.max_batched_tokens;
   sc.max_num_seqs = config_.max_seqs;
@@ -109,21 +132,21 @@ Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> tokenize
   kc.block_size = config_.block_size;
   kc.enable_prefix_caching = config_.prefix_caching;
   kc.group_windows.clear();
-  for (const auto& g : groups) kc.group_windows.push_back(g.window);
+  for (const auto& g : model_->kv_groups()) kc.group_windows.push_back(g.window);
   scheduler_ = std::make_unique<Scheduler>(sc, kc);
   runner_ = std::make_unique<ModelRunner>(*model_, config_.kv_dtype, config_.block_size, num_kv_blocks_);
-  if (config_.tiers) {
-    if (groups.size() != 1)
-      throw_error(ErrorCode::kInvalidArgument, "KV tiers need a model whose layers share one KV cache; {} has sliding-window layers",
-                  mc.arch_name);
-    if (!config_.prefix_caching) throw_error(ErrorCode::kInvalidArgument, "KV tiers need prefix caching");
-    tiers_ = TierStack::open(*config_.tiers);
-    scheduler_->kv_manager().record_published(true);
-  }
-  if (config_.kv_events) {
-    kv_events_ = std::make_unique<KvEventLog>();
-    scheduler_->kv_manager().record_kv_events(true);
-  }
+}
+
+void Engine::open_tiers() {
+  if (model_->kv_groups().size() != 1)
+    throw_error(ErrorCode::kInvalidArgument, "KV tiers need a model whose layers share one KV cache; {} has sliding-window layers",
+                model_->config().arch_name);
+  if (!config_.prefix_caching) throw_error(ErrorCode::kInvalidArgument, "KV tiers need prefix caching");
+  tiers_ = TierStack::open(*config_.tiers);
+  scheduler_->kv_manager().record_published(true);
+}
+
+void Engine::choose_proposer() {
   if (config_.speculative.proposer) {
     proposer_ = config_.speculative.proposer;
   } else if (config_.speculative.mode == SpeculateMode::kNgram) {
@@ -135,10 +158,6 @@ Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> tokenize
   if (config_.speculative.num_spec_tokens < 0 || config_.speculative.num_spec_tokens > 64)
     throw_error(ErrorCode::kInvalidArgument, "spec tokens {} must be in [0, 64] (0: adaptive)",
                 config_.speculative.num_spec_tokens);
-  metrics_.num_kv_blocks = num_kv_blocks_;
-  metrics_.block_size = config_.block_size;
-  deliverer_ = std::make_unique<StreamDeliverer>();
-  thread_ = std::thread([this] { loop(); });
 }
 
 Engine::~Engine() {

@@ -277,6 +277,16 @@ class Engine {
 
  private:
   struct Live;  // per-request engine-thread state (sampler, detokenizer, stats)
+  // The constructor's parts (engine.cpp), in its order; each throws
+  // kvlm::Error for a config it cannot run.
+  void check_config() const;
+  // The config's max_model_len, else the model's context, within the
+  // positions a learned position table holds.
+  int32_t trained_context_len() const;
+  void size_kv_pool();  // sets num_kv_blocks_ and max_model_len_
+  void build_scheduler_and_runner();
+  void open_tiers();
+  void choose_proposer();
   void loop();
   void step();
   void admit_inbox();

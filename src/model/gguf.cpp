@@ -124,104 +124,146 @@ class GgufParser {
     return v;
   }
 
+  // A GGUF file: header, metadata (general.alignment among it), tensor
+  // infos, then the aligned data section the infos point into.
   std::unique_ptr<GgufFile> parse(std::unique_ptr<MappedFile> file) {
     auto out = std::unique_ptr<GgufFile>(new GgufFile());
+    const HeaderCounts counts = read_header(*out);
+    const uint64_t alignment_at = read_metadata(*out, counts.num_kv);
+    set_alignment(*out, alignment_at);
+    const std::vector<uint64_t> info_offsets = read_tensor_infos(*out, counts.num_tensors);
+    place_tensor_data(*out, info_offsets);
+    check_regions(*out, info_offsets);
+    out->path_ = file->path();
+    out->file_ = std::move(file);
+    return out;
+  }
+
+  struct HeaderCounts {
+    uint64_t num_tensors = 0;
+    uint64_t num_kv = 0;
+  };
+
+  // Magic, version and the two counts, each checked against the bytes left
+  // so a lying count fails here rather than after a huge reserve.
+  HeaderCounts read_header(GgufFile& out) {
     uint32_t magic = read<uint32_t>("magic");
     if (std::memcmp(&magic, "GGUF", 4) != 0) fail(0, "bad magic (not a GGUF file)");
     uint64_t at = pos_;
-    out->version_ = read<uint32_t>("version");
-    if (out->version_ != 2 && out->version_ != 3)
-      fail(at, "unsupported GGUF version {} (kvlm reads versions 2 and 3)", out->version_);
+    out.version_ = read<uint32_t>("version");
+    if (out.version_ != 2 && out.version_ != 3)
+      fail(at, "unsupported GGUF version {} (kvlm reads versions 2 and 3)", out.version_);
+    HeaderCounts counts;
     at = pos_;
-    uint64_t num_tensors = read<uint64_t>("tensor count");
-    if (num_tensors > (size_ - pos_) / 24)  // each tensor info takes >= 24 bytes
-      fail(at, "tensor count {} cannot fit in the file", num_tensors);
+    counts.num_tensors = read<uint64_t>("tensor count");
+    if (counts.num_tensors > (size_ - pos_) / 24)  // each tensor info takes >= 24 bytes
+      fail(at, "tensor count {} cannot fit in the file", counts.num_tensors);
     at = pos_;
-    uint64_t num_kv = read<uint64_t>("metadata count");
-    if (num_kv > (size_ - pos_) / 12)  // each key/value takes >= 12 bytes
-      fail(at, "metadata count {} cannot fit in the file", num_kv);
+    counts.num_kv = read<uint64_t>("metadata count");
+    if (counts.num_kv > (size_ - pos_) / 12)  // each key/value takes >= 12 bytes
+      fail(at, "metadata count {} cannot fit in the file", counts.num_kv);
+    return counts;
+  }
 
-    uint64_t alignment_at = 0;  // where general.alignment's type is, for its errors
+  // The key/value pairs. Returns where general.alignment's type is (0: not
+  // given), for set_alignment's errors.
+  uint64_t read_metadata(GgufFile& out, uint64_t num_kv) {
+    uint64_t alignment_at = 0;
     for (uint64_t i = 0; i < num_kv; ++i) {
       std::string key = read_string("metadata key");
       uint64_t type_at = pos_;
       uint32_t type = read<uint32_t>("metadata type");
       if (type > static_cast<uint32_t>(MetaType::kF64))
         fail(type_at, "metadata '{}': unknown value type {}", key, type);
-      if (out->metadata_.has(key)) fail(type_at, "duplicate metadata key '{}'", key);
+      if (out.metadata_.has(key)) fail(type_at, "duplicate metadata key '{}'", key);
       if (key == "general.alignment") alignment_at = type_at;
       MetaValue v = read_value(static_cast<MetaType>(type), key, 0);
-      out->metadata_.set(std::move(key), std::move(v));
+      out.metadata_.set(std::move(key), std::move(v));
     }
+    return alignment_at;
+  }
 
-    if (const MetaValue* a = out->metadata_.find("general.alignment")) {
-      if (!a->is_integer())
-        fail(alignment_at, "general.alignment must be an unsigned integer, not a {}", meta_type_name(a->type));
-      const int64_t align = a->as_int("general.alignment");
-      if (align <= 0 || (align & (align - 1)) != 0 || align > (1 << 20))
-        fail(alignment_at, "general.alignment {} is not a power of two up to 2^20", align);
-      out->alignment_ = static_cast<uint64_t>(align);
-    }
+  void set_alignment(GgufFile& out, uint64_t alignment_at) const {
+    const MetaValue* a = out.metadata_.find("general.alignment");
+    if (!a) return;
+    if (!a->is_integer())
+      fail(alignment_at, "general.alignment must be an unsigned integer, not a {}", meta_type_name(a->type));
+    const int64_t align = a->as_int("general.alignment");
+    if (align <= 0 || (align & (align - 1)) != 0 || align > (1 << 20))
+      fail(alignment_at, "general.alignment {} is not a power of two up to 2^20", align);
+    out.alignment_ = static_cast<uint64_t>(align);
+  }
 
-    out->tensors_.reserve(num_tensors);
+  // Every tensor's info, names unique. Returns where each info starts, for
+  // the errors of the checks that come after.
+  std::vector<uint64_t> read_tensor_infos(GgufFile& out, uint64_t num_tensors) {
+    out.tensors_.reserve(num_tensors);
     std::vector<uint64_t> info_offsets;
     for (uint64_t i = 0; i < num_tensors; ++i) {
-      GgufTensor t;
       info_offsets.push_back(pos_);
-      t.name = read_string("tensor name");
-      uint64_t dims_at = pos_;
-      uint32_t num_dims = read<uint32_t>("tensor dims");
-      if (num_dims == 0 || num_dims > kMaxDims)
-        fail(dims_at, "tensor '{}': {} dimensions (1 to {} allowed)", t.name, num_dims, kMaxDims);
-      uint64_t num_elements = 1;
-      for (uint32_t d = 0; d < num_dims; ++d) {
-        uint64_t dim_at = pos_;
-        uint64_t dim = read<uint64_t>("tensor dim");
-        if (dim == 0 || dim > (1ull << 40) || num_elements > (1ull << 50) / dim)
-          fail(dim_at, "tensor '{}': dimension {} = {} is absurd", t.name, d, dim);
-        num_elements *= dim;
-        t.dims.push_back(static_cast<int64_t>(dim));
-      }
-      uint64_t type_at = pos_;
-      uint32_t ggml_type = read<uint32_t>("tensor type");
-      auto dtype = dtype_from_ggml(ggml_type);
-      if (!dtype) {
-        if (ggml_type > 64) fail(type_at, "tensor '{}': unknown tensor type {}", t.name, ggml_type);
-        throw_error(ErrorCode::kUnsupported,
-                    "{}: tensor '{}' has type {} ({}); kvlm reads F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K",
-                    path_, printable(t.name), ggml_type_name(ggml_type), ggml_type);
-      }
-      t.dtype = *dtype;
-      const DTypeInfo& info = dtype_info(t.dtype);
-      if (t.dims[0] % info.block_size != 0)
-        fail(type_at, "tensor '{}': row length {} is not a multiple of the {} block size {}", t.name,
-             t.dims[0], info.name, info.block_size);
-      t.num_bytes = row_bytes(t.dtype, t.dims[0]) * (num_elements / static_cast<uint64_t>(t.dims[0]));
-      uint64_t off_at = pos_;
-      t.offset = read<uint64_t>("tensor offset");
-      if (t.offset % out->alignment_ != 0)
-        fail(off_at, "tensor '{}': data offset {} is not aligned to {}", t.name, t.offset, out->alignment_);
-      if (out->tensor_index_.count(t.name)) fail(info_offsets.back(), "duplicate tensor name '{}'", t.name);
-      out->tensor_index_.emplace(t.name, out->tensors_.size());
-      out->tensors_.push_back(std::move(t));
+      GgufTensor t = read_tensor_info(out.alignment_);
+      if (out.tensor_index_.count(t.name)) fail(info_offsets.back(), "duplicate tensor name '{}'", t.name);
+      out.tensor_index_.emplace(t.name, out.tensors_.size());
+      out.tensors_.push_back(std::move(t));
     }
+    return info_offsets;
+  }
 
-    uint64_t data_offset = (pos_ + out->alignment_ - 1) / out->alignment_ * out->alignment_;
-    if (num_tensors > 0 && data_offset > size_)
+  // One tensor's name, shape, type and data offset (relative to the data
+  // section); its byte count follows from the type and shape.
+  GgufTensor read_tensor_info(uint64_t alignment) {
+    GgufTensor t;
+    t.name = read_string("tensor name");
+    uint64_t dims_at = pos_;
+    uint32_t num_dims = read<uint32_t>("tensor dims");
+    if (num_dims == 0 || num_dims > kMaxDims)
+      fail(dims_at, "tensor '{}': {} dimensions (1 to {} allowed)", t.name, num_dims, kMaxDims);
+    uint64_t num_elements = 1;
+    for (uint32_t d = 0; d < num_dims; ++d) {
+      uint64_t dim_at = pos_;
+      uint64_t dim = read<uint64_t>("tensor dim");
+      if (dim == 0 || dim > (1ull << 40) || num_elements > (1ull << 50) / dim)
+        fail(dim_at, "tensor '{}': dimension {} = {} is absurd", t.name, d, dim);
+      num_elements *= dim;
+      t.dims.push_back(static_cast<int64_t>(dim));
+    }
+    uint64_t type_at = pos_;
+    uint32_t ggml_type = read<uint32_t>("tensor type");
+    auto dtype = dtype_from_ggml(ggml_type);
+    if (!dtype) {
+      if (ggml_type > 64) fail(type_at, "tensor '{}': unknown tensor type {}", t.name, ggml_type);
+      throw_error(ErrorCode::kUnsupported,
+                  "{}: tensor '{}' has type {} ({}); kvlm reads F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K",
+                  path_, printable(t.name), ggml_type_name(ggml_type), ggml_type);
+    }
+    t.dtype = *dtype;
+    const DTypeInfo& info = dtype_info(t.dtype);
+    if (t.dims[0] % info.block_size != 0)
+      fail(type_at, "tensor '{}': row length {} is not a multiple of the {} block size {}", t.name,
+           t.dims[0], info.name, info.block_size);
+    t.num_bytes = row_bytes(t.dtype, t.dims[0]) * (num_elements / static_cast<uint64_t>(t.dims[0]));
+    uint64_t off_at = pos_;
+    t.offset = read<uint64_t>("tensor offset");
+    if (t.offset % alignment != 0)
+      fail(off_at, "tensor '{}': data offset {} is not aligned to {}", t.name, t.offset, alignment);
+    return t;
+  }
+
+  // The data section starts at the first aligned offset after the infos;
+  // every tensor's bytes must lie inside the file.
+  void place_tensor_data(GgufFile& out, const std::vector<uint64_t>& info_offsets) const {
+    uint64_t data_offset = (pos_ + out.alignment_ - 1) / out.alignment_ * out.alignment_;
+    if (!out.tensors_.empty() && data_offset > size_)
       fail(pos_, "data section starts at {} past the end of the file ({} bytes)", data_offset, size_);
-    out->data_offset_ = data_offset;
-    for (size_t i = 0; i < out->tensors_.size(); ++i) {
-      GgufTensor& t = out->tensors_[i];
+    out.data_offset_ = data_offset;
+    for (size_t i = 0; i < out.tensors_.size(); ++i) {
+      GgufTensor& t = out.tensors_[i];
       uint64_t avail = size_ - data_offset;
       if (t.offset > avail || t.num_bytes > avail - t.offset)
         fail(info_offsets[i], "tensor '{}': data [{}, {}) lies past the end of the file ({} bytes)",
              t.name, data_offset + t.offset, data_offset + t.offset + t.num_bytes, size_);
       t.data = data_ + data_offset + t.offset;
     }
-    check_regions(*out, info_offsets);
-    out->path_ = file->path();
-    out->file_ = std::move(file);
-    return out;
   }
 
   // Each tensor's bytes, for its type and shape, must end before the next

@@ -56,6 +56,14 @@ class Sampler {
     float p;
   };
   double draw();  // uniform in [0, 1): the one use of rng_ per sampling call
+  // The steps of sample(), in its order; each works on candidates_.
+  void load_candidates(std::span<const float> logits);  // one per id, logit biased
+  void apply_penalties(std::span<const int32_t> history);
+  int32_t argmax_candidate() const;  // over the changed logits, by id
+  void keep_top_k();                 // sorts candidates_ by logit, most likely first
+  void keep_top_p_and_min_p();       // needs candidates_ sorted and p at temperature 1
+  void softmax(float temperature);   // candidates_[0] has the largest logit
+  int32_t draw_candidate(std::optional<int32_t> draft);
   SamplingParams params_;
   std::mt19937_64 rng_;
   std::vector<Candidate> candidates_;  // scratch, reused

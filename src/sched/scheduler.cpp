@@ -171,9 +171,16 @@ SchedulerOutput Scheduler::schedule() {
   SchedulerOutput out;
   out.kv_ops = kv_.take_ops();
   int32_t budget = config_.max_num_batched_tokens;
-  bool preempted = false;
+  const bool preempted = schedule_running(out, budget);
+  // After a preemption the pool is known to be short, and admitting would
+  // only steal blocks back from the preempted.
+  if (!preempted) schedule_waiting(out, budget);
+  out.released_tables.swap(released_tables_);  // this call's preemptions included
+  return out;
+}
 
-  // 1. Running requests, oldest first: decodes and unfinished prompt chunks.
+bool Scheduler::schedule_running(SchedulerOutput& out, int32_t& budget) {
+  bool preempted = false;
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Request* r = running_[i];
     // A decode with proposals verifies them in the same step, if the pool has
@@ -191,32 +198,39 @@ SchedulerOutput Scheduler::schedule() {
     const int32_t num_new = std::min({r->num_tokens() - r->num_computed_tokens, budget,
                                       kv_.max_new_tokens(r->id, r->kv_budget)});
     KVLM_ASSERT(num_new > 0, "a running request with nothing to compute");
-    bool fits = true;
-    while (!kv_.allocate(r->id, num_new)) {
-      // The newest request gives way: it has the least work to lose.
-      Request* victim = running_.back();
-      running_.pop_back();
-      preempt(*victim);
-      out.preempted.push_back(victim->id);
-      preempted = true;
-      if (victim == r) {
-        fits = false;
-        break;
-      }
-    }
-    if (!fits) break;  // r was the last running request: nothing left here
+    const AllocateResult result = allocate_or_preempt(*r, num_new, out);
+    if (result.preempted) preempted = true;
+    if (!result.fits) break;  // r was the last running request: nothing left here
     out.seqs.push_back(make_seq(*r, num_new));
     out.num_tokens += num_new;
     budget -= num_new;
     ++i;
   }
+  return preempted;
+}
 
-  // 2. Waiting requests in FIFO order. After a preemption the pool is known to
-  // be short, and admitting would only steal blocks back from the preempted.
+Scheduler::AllocateResult Scheduler::allocate_or_preempt(Request& r, int32_t num_new, SchedulerOutput& out) {
+  AllocateResult result;
+  while (!kv_.allocate(r.id, num_new)) {
+    // The newest request gives way: it has the least work to lose.
+    Request* victim = running_.back();
+    running_.pop_back();
+    preempt(*victim);
+    out.preempted.push_back(victim->id);
+    result.preempted = true;
+    if (victim == &r) {
+      result.fits = false;
+      break;
+    }
+  }
+  return result;
+}
+
+void Scheduler::schedule_waiting(SchedulerOutput& out, int32_t& budget) {
   PromptBlocksInFlight in_flight(kv_);
   for (const ScheduledSeq& s : out.seqs) in_flight.add(*requests_.at(s.id), static_cast<int32_t>(s.new_tokens.size()));
   size_t next = 0;
-  while (!preempted && budget > 0 && next < waiting_.size() && num_running() < config_.max_num_seqs) {
+  while (budget > 0 && next < waiting_.size() && num_running() < config_.max_num_seqs) {
     // A new request always needs a fresh block (a hit leaves its last token
     // to compute): with none free, skip hashing its prompt.
     if (kv_.pool().num_free_blocks() == 0) break;
@@ -237,19 +251,21 @@ SchedulerOutput Scheduler::schedule() {
     if (!kv_.allocate(r->id, num_new, &hit, r->kv_budget)) break;
     waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(next));
     in_flight.add(*r, num_new, hit.num_tokens);
-    if (!r->admitted_once) {
-      r->num_cached_tokens = hit.num_tokens;
-      r->admitted_once = true;
-    }
-    r->num_computed_tokens = hit.num_tokens;
-    r->status = RequestStatus::kRunning;
-    running_.push_back(r);
+    admit_running(*r, hit.num_tokens);
     out.seqs.push_back(make_seq(*r, num_new));
     out.num_tokens += num_new;
     budget -= num_new;
   }
-  out.released_tables.swap(released_tables_);  // this call's preemptions included
-  return out;
+}
+
+void Scheduler::admit_running(Request& r, int32_t num_hit_tokens) {
+  if (!r.admitted_once) {
+    r.num_cached_tokens = num_hit_tokens;
+    r.admitted_once = true;
+  }
+  r.num_computed_tokens = num_hit_tokens;
+  r.status = RequestStatus::kRunning;
+  running_.push_back(&r);
 }
 
 std::vector<std::unique_ptr<Request>> Scheduler::update(const SchedulerOutput& out, std::span<const int32_t> sampled,

@@ -131,6 +131,20 @@ class Scheduler {
 
  private:
   class PromptBlocksInFlight;  // scheduler.cpp: shared prefixes computed this step
+  // schedule()'s two passes over `budget` tokens: the running requests
+  // (oldest first: decodes and unfinished prompt chunks; true if one was
+  // preempted), then the waiting ones in FIFO order.
+  bool schedule_running(SchedulerOutput& out, int32_t& budget);
+  void schedule_waiting(SchedulerOutput& out, int32_t& budget);
+  struct AllocateResult {
+    bool fits = true;        // r got its blocks (false: r itself was preempted)
+    bool preempted = false;  // some request was preempted for them
+  };
+  // num_new slots for running request r, preempting the newest running
+  // requests (r last) until they fit; victims are listed in out.preempted.
+  AllocateResult allocate_or_preempt(Request& r, int32_t num_new, SchedulerOutput& out);
+  // A waiting request becomes running with its prefix hit computed.
+  void admit_running(Request& r, int32_t num_hit_tokens);
   ScheduledSeq make_seq(const Request& r, int32_t num_new, std::span<const int32_t> drafts = {});
   // How many of r's proposals a decode step may verify within `budget`.
   int32_t num_drafts_allowed(const Request& r, int32_t budget) const;

@@ -14,22 +14,8 @@ Value Renderer::eval(const Expr& e) {
   switch (e.kind) {
     case ExprKind::kLiteral: return static_cast<const LiteralExpr&>(e).value;
     case ExprKind::kName: return lookup(static_cast<const NameExpr&>(e).name);
-    case ExprKind::kList: {
-      const auto& x = static_cast<const ListExpr&>(e);
-      std::vector<Value> items;
-      items.reserve(x.items.size());
-      for (const auto& item : x.items) items.push_back(eval(*item));
-      return x.is_tuple ? Value::make_tuple(std::move(items)) : Value::make_list(std::move(items));
-    }
-    case ExprKind::kDict: {
-      const auto& x = static_cast<const DictExpr&>(e);
-      Value d = Value::make_dict();
-      for (const auto& [key, value] : x.items) {
-        Value k = eval(*key);
-        d.dict().set(k, eval(*value));
-      }
-      return d;
-    }
+    case ExprKind::kList: return eval_list(static_cast<const ListExpr&>(e));
+    case ExprKind::kDict: return eval_dict(static_cast<const DictExpr&>(e));
     case ExprKind::kAttr: {
       const auto& x = static_cast<const AttrExpr&>(e);
       Value obj = eval(*x.object);
@@ -68,21 +54,8 @@ Value Renderer::eval(const Expr& e) {
       Value lhs = eval(*x.lhs);
       return lhs.truthy() ? lhs : eval(*x.rhs);
     }
-    case ExprKind::kCond: {
-      const auto& x = static_cast<const CondExpr&>(e);
-      if (eval(*x.cond).truthy()) return eval(*x.then);
-      if (x.otherwise) return eval(*x.otherwise);
-      return Value::undefined("the inline if-expression evaluated to false and no else section was defined");
-    }
-    case ExprKind::kCall: {
-      const auto& x = static_cast<const CallExpr&>(e);
-      Value callee = eval(*x.callee);
-      CallArgs args = eval_args(x.args);
-      pos_ = e.pos;
-      if (callee.is_undefined()) callee.fail_undefined();
-      if (!callee.is_callable()) throw_runtime("'{}' object is not callable", callee.type_name());
-      return callee.callable().fn(args);
-    }
+    case ExprKind::kCond: return eval_cond(static_cast<const CondExpr&>(e));
+    case ExprKind::kCall: return eval_call(static_cast<const CallExpr&>(e));
     case ExprKind::kFilter: {
       const auto& x = static_cast<const FilterExpr&>(e);
       Value operand = eval(*x.operand);
@@ -93,6 +66,38 @@ Value Renderer::eval(const Expr& e) {
     case ExprKind::kTest: return Value(eval_test(static_cast<const TestExpr&>(e)));
   }
   return Value::none();
+}
+
+Value Renderer::eval_list(const ListExpr& e) {
+  std::vector<Value> items;
+  items.reserve(e.items.size());
+  for (const auto& item : e.items) items.push_back(eval(*item));
+  return e.is_tuple ? Value::make_tuple(std::move(items)) : Value::make_list(std::move(items));
+}
+
+Value Renderer::eval_dict(const DictExpr& e) {
+  Value d = Value::make_dict();
+  for (const auto& [key, value] : e.items) {
+    Value k = eval(*key);
+    d.dict().set(k, eval(*value));
+  }
+  return d;
+}
+
+// Only the branch taken is evaluated, as Python's conditional expression.
+Value Renderer::eval_cond(const CondExpr& e) {
+  if (eval(*e.cond).truthy()) return eval(*e.then);
+  if (e.otherwise) return eval(*e.otherwise);
+  return Value::undefined("the inline if-expression evaluated to false and no else section was defined");
+}
+
+Value Renderer::eval_call(const CallExpr& e) {
+  Value callee = eval(*e.callee);
+  CallArgs args = eval_args(e.args);
+  pos_ = e.pos;
+  if (callee.is_undefined()) callee.fail_undefined();
+  if (!callee.is_callable()) throw_runtime("'{}' object is not callable", callee.type_name());
+  return callee.callable().fn(args);
 }
 
 Value Renderer::eval_compare(const CompareExpr& e) {

@@ -59,16 +59,108 @@ std::string format_number(const Value& v, const Spec& spec, char type) {
   return buf;
 }
 
+// The arguments of a % format, taken in order by conversions and `*`
+// widths unless the format names mapping keys.
+class PercentArgs {
+ public:
+  explicit PercentArgs(const Value& args)
+      : positional_(args.is_tuple() ? args.list().items : std::vector<Value>{args}) {}
+  const Value& take() {
+    if (next_ >= positional_.size()) throw_runtime("not enough arguments for format string");
+    return positional_[next_++];
+  }
+  bool all_taken() const { return next_ >= positional_.size(); }
+
+ private:
+  std::vector<Value> positional_;
+  size_t next_ = 0;
+};
+
+// "%(key)..." at fmt_str[i] (just past the '%'): the mapping's value for
+// key, with i moved past the ')'; null without a key.
+const Value* read_mapping_key(std::string_view fmt_str, size_t& i, const Value& args) {
+  if (fmt_str[i] != '(') return nullptr;
+  size_t close = fmt_str.find(')', i);
+  if (close == std::string_view::npos) throw_runtime("incomplete format key");
+  if (!args.is_mapping()) throw_runtime("format requires a mapping");
+  std::string key(fmt_str.substr(i + 1, close - i - 1));
+  const Value* mapped = args.dict().find_str(key);
+  if (mapped == nullptr) throw_runtime("KeyError: '{}'", key);
+  i = close + 1;
+  return mapped;
+}
+
+// A width or precision: digits, or '*' for the next argument.
+int read_spec_number(std::string_view fmt_str, size_t& i, PercentArgs& args) {
+  if (i < fmt_str.size() && fmt_str[i] == '*') {
+    ++i;
+    const Value& v = args.take();
+    if (!v.is_int()) throw_runtime("* wants int");
+    return static_cast<int>(v.as_int());
+  }
+  int n = 0;
+  while (i < fmt_str.size() && fmt_str[i] >= '0' && fmt_str[i] <= '9') n = n * 10 + (fmt_str[i++] - '0');
+  return n;
+}
+
+// Flags, width, precision and length modifiers, leaving i at the conversion.
+Spec read_percent_spec(std::string_view fmt_str, size_t& i, PercentArgs& args) {
+  Spec spec;
+  for (; i < fmt_str.size(); ++i) {
+    char c = fmt_str[i];
+    if (c == '-') spec.align = '<';
+    else if (c == '+' || c == ' ') spec.sign = (spec.sign == '+') ? '+' : c;
+    else if (c == '#') spec.alt = true;
+    else if (c == '0') spec.zero = true;
+    else break;
+  }
+  if (spec.align == '<') spec.zero = false;
+  if (i < fmt_str.size() && (fmt_str[i] == '*' || (fmt_str[i] >= '1' && fmt_str[i] <= '9')))
+    spec.width = read_spec_number(fmt_str, i, args);
+  if (i < fmt_str.size() && fmt_str[i] == '.') {
+    ++i;
+    spec.precision = read_spec_number(fmt_str, i, args);
+  }
+  while (i < fmt_str.size() && (fmt_str[i] == 'h' || fmt_str[i] == 'l' || fmt_str[i] == 'L')) ++i;
+  if (i >= fmt_str.size()) throw_runtime("incomplete format");
+  return spec;
+}
+
+// One conversion's text before padding; text conversions turn off zero padding.
+std::string convert_percent(char conv, const Value& v, Spec& spec) {
+  std::string body;
+  switch (conv) {
+    case 's':
+    case 'r':
+    case 'a': {
+      body = conv == 's' ? to_str(v) : to_repr(v);
+      if (spec.precision >= 0) {
+        std::u32string chars = decode_utf8(body);
+        if (chars.size() > static_cast<size_t>(spec.precision)) body = encode_utf8(chars.substr(0, static_cast<size_t>(spec.precision)));
+      }
+      spec.zero = false;
+      break;
+    }
+    case 'c':
+      if (v.is_string() && utf8_length(v.as_string()) == 1) body = v.as_string();
+      else if (v.is_int()) append_utf8(body, static_cast<char32_t>(v.as_int()));
+      else throw_runtime("%c requires int or char");
+      spec.zero = false;
+      break;
+    case 'd': case 'i': case 'u': body = format_number(v, spec, 'd'); break;
+    case 'x': case 'X': case 'o': case 'f': case 'F': case 'e': case 'E': case 'g': case 'G':
+      body = format_number(v, spec, conv);
+      break;
+    default: throw_runtime("unsupported format character '{}'", conv);
+  }
+  return body;
+}
+
 }  // namespace
 
 std::string percent_format(std::string_view fmt_str, const Value& args) {
-  std::vector<Value> positional = args.is_tuple() ? args.list().items : std::vector<Value>{args};
-  size_t next_arg = 0;
+  PercentArgs positional(args);
   bool used_mapping = false;
-  auto take = [&]() -> const Value& {
-    if (next_arg >= positional.size()) throw_runtime("not enough arguments for format string");
-    return positional[next_arg++];
-  };
   std::string out;
   for (size_t i = 0; i < fmt_str.size(); ++i) {
     if (fmt_str[i] != '%') {
@@ -76,79 +168,19 @@ std::string percent_format(std::string_view fmt_str, const Value& args) {
       continue;
     }
     if (++i >= fmt_str.size()) throw_runtime("incomplete format");
-    const Value* mapped = nullptr;
-    if (fmt_str[i] == '(') {
-      size_t close = fmt_str.find(')', i);
-      if (close == std::string_view::npos) throw_runtime("incomplete format key");
-      if (!args.is_mapping()) throw_runtime("format requires a mapping");
-      std::string key(fmt_str.substr(i + 1, close - i - 1));
-      mapped = args.dict().find_str(key);
-      if (mapped == nullptr) throw_runtime("KeyError: '{}'", key);
-      used_mapping = true;
-      i = close + 1;
-    }
-    Spec spec;
-    for (; i < fmt_str.size(); ++i) {
-      char c = fmt_str[i];
-      if (c == '-') spec.align = '<';
-      else if (c == '+' || c == ' ') spec.sign = (spec.sign == '+') ? '+' : c;
-      else if (c == '#') spec.alt = true;
-      else if (c == '0') spec.zero = true;
-      else break;
-    }
-    if (spec.align == '<') spec.zero = false;
-    auto read_num = [&]() {
-      if (i < fmt_str.size() && fmt_str[i] == '*') {
-        ++i;
-        const Value& v = take();
-        if (!v.is_int()) throw_runtime("* wants int");
-        return static_cast<int>(v.as_int());
-      }
-      int n = 0;
-      while (i < fmt_str.size() && fmt_str[i] >= '0' && fmt_str[i] <= '9') n = n * 10 + (fmt_str[i++] - '0');
-      return n;
-    };
-    if (i < fmt_str.size() && (fmt_str[i] == '*' || (fmt_str[i] >= '1' && fmt_str[i] <= '9'))) spec.width = read_num();
-    if (i < fmt_str.size() && fmt_str[i] == '.') {
-      ++i;
-      spec.precision = read_num();
-    }
-    while (i < fmt_str.size() && (fmt_str[i] == 'h' || fmt_str[i] == 'l' || fmt_str[i] == 'L')) ++i;
-    if (i >= fmt_str.size()) throw_runtime("incomplete format");
+    const Value* mapped = read_mapping_key(fmt_str, i, args);
+    if (mapped) used_mapping = true;
+    Spec spec = read_percent_spec(fmt_str, i, positional);
     char conv = fmt_str[i];
     if (conv == '%') {
       out.push_back('%');
       continue;
     }
-    const Value& v = mapped ? *mapped : take();
-    std::string body;
-    switch (conv) {
-      case 's':
-      case 'r':
-      case 'a': {
-        body = conv == 's' ? to_str(v) : to_repr(v);
-        if (spec.precision >= 0) {
-          std::u32string chars = decode_utf8(body);
-          if (chars.size() > static_cast<size_t>(spec.precision)) body = encode_utf8(chars.substr(0, static_cast<size_t>(spec.precision)));
-        }
-        spec.zero = false;
-        break;
-      }
-      case 'c':
-        if (v.is_string() && utf8_length(v.as_string()) == 1) body = v.as_string();
-        else if (v.is_int()) append_utf8(body, static_cast<char32_t>(v.as_int()));
-        else throw_runtime("%c requires int or char");
-        spec.zero = false;
-        break;
-      case 'd': case 'i': case 'u': body = format_number(v, spec, 'd'); break;
-      case 'x': case 'X': case 'o': case 'f': case 'F': case 'e': case 'E': case 'g': case 'G':
-        body = format_number(v, spec, conv);
-        break;
-      default: throw_runtime("unsupported format character '{}'", conv);
-    }
+    const Value& v = mapped ? *mapped : positional.take();
+    std::string body = convert_percent(conv, v, spec);
     out += pad(std::move(body), spec, '>');
   }
-  if (!used_mapping && !args.is_mapping() && next_arg < positional.size()) {
+  if (!used_mapping && !args.is_mapping() && !positional.all_taken()) {
     throw_runtime("not all arguments converted during string formatting");
   }
   return out;

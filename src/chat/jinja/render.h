@@ -64,6 +64,10 @@ class Renderer {
 
   // --- expressions (eval.cpp) ---
   Value eval(const Expr& e);
+  Value eval_list(const ListExpr& e);
+  Value eval_dict(const DictExpr& e);
+  Value eval_cond(const CondExpr& e);
+  Value eval_call(const CallExpr& e);
   Value eval_compare(const CompareExpr& e);
   CallArgs eval_args(const ArgList& args);
   Value eval_slice(const SliceExpr& e);

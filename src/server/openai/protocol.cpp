@@ -77,12 +77,27 @@ void parse_router_fields(const Json& body, GenerationOptions& o) {
   }
 }
 
-GenerationOptions parse_options(const Json& body, bool chat, constrain::GrammarCache* grammars) {
-  if (!body.is_object()) invalid("body", "the request body must be a JSON object");
-  GenerationOptions o;
-  o.model = string(body, "model").value_or("");
+// logit_bias: token ids (as strings) to numbers in [-100, 100].
+void parse_logit_bias(const Json& body, SamplingParams& s) {
+  const Json* bias = field(body, "logit_bias");
+  if (!bias) return;
+  if (!bias->is_object()) invalid("logit_bias", "'logit_bias' must map token ids to numbers");
+  for (const auto& [key, value] : bias->items()) {
+    const int32_t id = logit_bias_id(key);
+    if (!value.is_number())
+      invalid("logit_bias", fmt::format("'logit_bias' value for token {} must be a number", key));
+    const double b = value.get<double>();
+    if (!(b >= -100.0 && b <= 100.0))
+      invalid("logit_bias", fmt::format("'logit_bias' value for token {} must be between -100 and 100", key));
+    s.logit_bias.emplace_back(id, static_cast<float>(b));
+  }
+}
+
+// The sampling fields, with OpenAI's defaults: plain sampling at
+// temperature 1. GenerationOptions::given records which the request set, so
+// the model's own defaults can fill the rest.
+void parse_sampling(const Json& body, GenerationOptions& o) {
   SamplingParams& s = o.sampling;
-  // OpenAI's defaults: plain sampling at temperature 1.
   const auto temperature = number(body, "temperature", 0, 2);
   const auto top_p = number(body, "top_p", 0, 1);
   const auto top_k = integer(body, "top_k", -1, 1 << 20);
@@ -103,40 +118,35 @@ GenerationOptions parse_options(const Json& body, bool chat, constrain::GrammarC
   } else {
     s.seed = std::random_device{}();
   }
-  if (const Json* bias = field(body, "logit_bias")) {
-    if (!bias->is_object()) invalid("logit_bias", "'logit_bias' must map token ids to numbers");
-    for (const auto& [key, value] : bias->items()) {
-      const int32_t id = logit_bias_id(key);
-      if (!value.is_number())
-        invalid("logit_bias", fmt::format("'logit_bias' value for token {} must be a number", key));
-      const double b = value.get<double>();
-      if (!(b >= -100.0 && b <= 100.0))
-        invalid("logit_bias", fmt::format("'logit_bias' value for token {} must be between -100 and 100", key));
-      s.logit_bias.emplace_back(id, static_cast<float>(b));
+  parse_logit_bias(body, s);
+}
+
+// stop: a string or an array of strings.
+void parse_stop(const Json& body, GenerationOptions& o) {
+  const Json* stop = field(body, "stop");
+  if (!stop) return;
+  if (stop->is_string()) {
+    o.stop.push_back(stop->get<std::string>());
+  } else if (stop->is_array()) {
+    for (const Json& x : *stop) {
+      if (!x.is_string()) invalid("stop", "'stop' must be a string or an array of strings");
+      o.stop.push_back(x.get<std::string>());
     }
+  } else {
+    invalid("stop", "'stop' must be a string or an array of strings");
   }
-  const char* max_key = chat && field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
-  // Completions take 0: the prompt alone, scored with echo and logprobs.
-  if (auto n = integer(body, max_key, chat ? 1 : 0, 1 << 30)) o.max_tokens = static_cast<int32_t>(*n);
-  if (const Json* stop = field(body, "stop")) {
-    if (stop->is_string()) {
-      o.stop.push_back(stop->get<std::string>());
-    } else if (stop->is_array()) {
-      for (const Json& x : *stop) {
-        if (!x.is_string()) invalid("stop", "'stop' must be a string or an array of strings");
-        o.stop.push_back(x.get<std::string>());
-      }
-    } else {
-      invalid("stop", "'stop' must be a string or an array of strings");
-    }
-  }
+}
+
+void parse_stream(const Json& body, GenerationOptions& o) {
   o.stream = boolean(body, "stream").value_or(false);
   if (const Json* so = field(body, "stream_options")) {
     if (!so->is_object()) invalid("stream_options", "'stream_options' must be an object");
     if (!o.stream) invalid("stream_options", "'stream_options' is only allowed with stream: true");
     o.include_usage = boolean(*so, "include_usage").value_or(false);
   }
-  parse_choices(body, chat, o);
+}
+
+void parse_logprobs(const Json& body, bool chat, GenerationOptions& o) {
   if (chat) {
     // Chat: logprobs is a switch and top_logprobs the count, which needs the switch.
     const bool on = boolean(body, "logprobs").value_or(false);
@@ -146,9 +156,10 @@ GenerationOptions parse_options(const Json& body, bool chat, constrain::GrammarC
   } else {
     if (auto n = integer(body, "logprobs", 0, kMaxLogprobs)) o.logprobs = static_cast<int32_t>(*n);
   }
-  o.ignore_eos = boolean(body, "ignore_eos").value_or(false);
-  o.speculative = boolean(body, "speculative").value_or(true);
-  o.cache_salt = string(body, "cache_salt");
+}
+
+// kvlm's KV budget extensions (docs/kv-budgets.md).
+void parse_kv_budget(const Json& body, GenerationOptions& o) {
   if (auto n = integer(body, "kv_budget", 0, 1 << 30)) o.kv_budget = static_cast<int32_t>(*n);
   if (auto name = string(body, "kv_policy")) {
     o.kv_policy = parse_kv_policy(*name);
@@ -162,6 +173,26 @@ GenerationOptions parse_options(const Json& body, bool chat, constrain::GrammarC
   if (auto n = integer(body, "kv_sinks", 0, 1 << 20)) o.kv_sinks = static_cast<int32_t>(*n);
   if (auto n = integer(body, "kv_recent", 0, 1 << 30)) o.kv_recent = static_cast<int32_t>(*n);
   o.kv_shift = boolean(body, "kv_shift");
+}
+
+// The fields are read in a fixed order, so a request with several bad ones
+// is always refused for the same one.
+GenerationOptions parse_options(const Json& body, bool chat, constrain::GrammarCache* grammars) {
+  if (!body.is_object()) invalid("body", "the request body must be a JSON object");
+  GenerationOptions o;
+  o.model = string(body, "model").value_or("");
+  parse_sampling(body, o);
+  const char* max_key = chat && field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  // Completions take 0: the prompt alone, scored with echo and logprobs.
+  if (auto n = integer(body, max_key, chat ? 1 : 0, 1 << 30)) o.max_tokens = static_cast<int32_t>(*n);
+  parse_stop(body, o);
+  parse_stream(body, o);
+  parse_choices(body, chat, o);
+  parse_logprobs(body, chat, o);
+  o.ignore_eos = boolean(body, "ignore_eos").value_or(false);
+  o.speculative = boolean(body, "speculative").value_or(true);
+  o.cache_salt = string(body, "cache_salt");
+  parse_kv_budget(body, o);
   parse_router_fields(body, o);
   o.constraint = parse_constraint(body, grammars);
   return o;
