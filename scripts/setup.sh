@@ -79,6 +79,6 @@ if ((ONLY_KVLM)); then
   cmake --build "$BUILD_DIR" -j"$(nproc)" --target kvlm
 else
   cmake $(cmake_generator "$BUILD_DIR") -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DKVLM_UNITY_BUILD=ON \
-    -DKVLM_BUILD_TESTS=ON -DKVLM_BUILD_BENCH=ON >/dev/null
+    -DKVLM_BUILD_TESTS=ON -DKVLM_BUILD_BENCH=ON -DKVLM_WERROR=ON >/dev/null
   cmake --build "$BUILD_DIR" -j"$(nproc)"
 fi

@@ -73,7 +73,7 @@ asan_build() {
                  kvlm_unit_model kvlm_unit_engine kvlm_unit_chat kvlm_unit_constrain kvlm_unit_router kvlm_ops)
   if [[ ! -f build-fuzz/CMakeCache.txt ]]; then
     CC=clang-16 CXX=clang++-16 cmake $(cmake_generator build-fuzz) -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Release -DKVLM_FUZZ=ON -DKVLM_UNITY_BUILD=ON \
-      -DKVLM_BUILD_BENCH=OFF >/dev/null
+      -DKVLM_BUILD_BENCH=OFF -DKVLM_WERROR=ON >/dev/null
   fi
   cmake --build build-fuzz -j"$JOBS" --target "${targets[@]}" kvlm_fuzz_record kvlm_fuzz_openai \
     kvlm_fuzz_tokenizer kvlm_fuzz_jinja kvlm_fuzz_gguf kvlm_fuzz_router_stream kvlm_fuzz_http_request
@@ -98,7 +98,7 @@ tsan_build() {
     # slow for the drain and body-limit tests (they timed out), and leaving
     # the copies out saved no build time.
     CC=clang-16 CXX=clang++-16 cmake $(cmake_generator build-tsan) -S . -B build-tsan -DCMAKE_BUILD_TYPE=Release -DKVLM_TSAN=ON -DKVLM_UNITY_BUILD=ON \
-      -DKVLM_BUILD_BENCH=OFF >/dev/null
+      -DKVLM_BUILD_BENCH=OFF -DKVLM_WERROR=ON >/dev/null
   fi
   cmake --build build-tsan -j"$JOBS" --target kvlm kvlm_unit_engine kvlm_unit_router
 }

@@ -74,7 +74,6 @@ class ToolCallStream {
   std::vector<std::string> names_;
   std::string text_;  // the whole output so far
   size_t sent_ = 0;   // text_[0, sent_) has been returned as content
-  bool held_ = false;  // a call may have begun at sent_: content waits for the end
   std::vector<std::string> sent_args_;  // per call sent: its arguments so far
 };
 

@@ -45,7 +45,7 @@ inline constexpr size_t kNumKvPolicyKinds = 10;
 
 class KvAttentionTrace;
 class KvScorer;
-class KvSampleSink;
+struct KvSampleSink;
 
 // Every fixed policy, in the order tables list them (not oracle or learned:
 // they need a first pass or a trained file).

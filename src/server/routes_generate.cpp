@@ -133,7 +133,9 @@ void set_reasoning(const ServerContext& ctx, const openai::ChatRequest& r, Gener
   if (prompt_closes_reasoning(tail, m) || (!constrained && !r.thinking_budget)) return;
   // A budget of nothing opens no section (one the prompt opened is closed at once).
   if (!opened && r.thinking_budget == 0) return;
-  GenerateRequest::Thinking t{.close = m.close, .opened = opened};
+  GenerateRequest::Thinking t;
+  t.close = m.close;
+  t.opened = opened;
   t.close_tokens = tok.encode("\n" + m.close + "\n\n", /*add_special=*/false, /*parse_special=*/true);
   if (!opened) t.open_tokens = tok.encode(m.open + "\n", /*add_special=*/false, /*parse_special=*/true);
   t.budget = r.thinking_budget.value_or(-1);

@@ -21,7 +21,7 @@ namespace {
 
 #if KVLM_AVX2
 // Round half away from zero (C's roundf), the rounding of quantize_row_q8_0_ref.
-inline __m256 round_half_away(__m256 v) {
+[[maybe_unused]] inline __m256 round_half_away(__m256 v) {
   const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
   const __m256 frac = simd::abs_ps(_mm256_sub_ps(v, t));  // exact
   const __m256 up = _mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ);

@@ -37,21 +37,21 @@ namespace {
 // once per pass (with 4-row tiles, twice).
 #define KVLM_ZMM 1
 constexpr int kRows = 8;
-constexpr int kMaxTile = 6;
+[[maybe_unused]] constexpr int kMaxTile = 6;
 #else
 // 2 x 6 accumulators, 2 weight vectors and 1 activation vector: 15 of the 16
 // ymm registers, 8 loads per 12 FMAs; 2 rows divide the driver's 8-row chunks.
 #define KVLM_ZMM 0
 constexpr int kRows = 2;
-constexpr int kMaxTile = 6;
+[[maybe_unused]] constexpr int kMaxTile = 6;
 #endif
 // Rows whose weights of one column pass stay in L1 (one band), and the bytes
 // of weights per pass: 8 rows x 256 columns of F32 (512 of F16) is 8 KiB, a
 // token tile of 256 (512) columns 6 (12) KiB. The 8-lane partial sums wait in
 // memory between passes, which changes nothing in their order.
 constexpr int kBandRows = 8;
-constexpr int64_t kBandPassBytes = 8 * 1024;
-constexpr int kMaxTiles = 16;  // token tiles of partial sums held at a time
+[[maybe_unused]] constexpr int64_t kBandPassBytes = 8 * 1024;
+[[maybe_unused]] constexpr int kMaxTiles = 16;  // token tiles of partial sums held at a time
 static_assert(kBandRows % kRows == 0, "a band is whole row tiles");
 static_assert(kBandRows == kStripRows, "a band is one packed strip");
 
@@ -111,7 +111,7 @@ struct LoadBF16 {
 };
 
 // The fixed reduction of the 8 lanes: (l0 + l4) + (l2 + l6), then (l1 + l5) + (l3 + l7), summed.
-inline float hsum8(const float* l) {
+[[maybe_unused]] inline float hsum8(const float* l) {
   const float a0 = l[0] + l[4];
   const float a1 = l[1] + l[5];
   const float a2 = l[2] + l[6];
@@ -145,7 +145,7 @@ void run_scalar(const WeightMatrix& w, const MatmulActs& acts, int64_t row_begin
 // A band of kBandRows rows as its packed strip holds them (strip_of).
 // Column i (a multiple of 8) of row k starts at band_value(k, i) values into
 // the band; tail column n8 + j of row k at n8 * 8 + k * (n - n8) + j.
-constexpr int64_t kGroupValues = kBandRows * 8;  // one 8-column group of the band
+[[maybe_unused]] constexpr int64_t kGroupValues = kBandRows * 8;  // one 8-column group of the band
 inline int64_t band_value(int k, int64_t i) { return i * kBandRows + (k / 2) * 16 + (k % 2) * 8; }
 
 // The packed strip of 8 rows of `value_bytes` values (PackedWeights; the

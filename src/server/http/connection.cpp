@@ -275,6 +275,11 @@ bool asks_to_close(const Response& res) {
 
 }  // namespace
 
+asio::awaitable<void> Connection::handle_on_pool(Request& req, Response& res) {
+  call_handler(shared_, req, res);
+  co_return;
+}
+
 // Answers one request; false when the connection must close after it.
 asio::awaitable<bool> Connection::answer(Request& req) {
   boost::system::error_code ec;
@@ -286,10 +291,11 @@ asio::awaitable<bool> Connection::answer(Request& req) {
   handling_ = true;
   watch_hangup(req.gone);
   Response res;
-  co_await asio::co_spawn(*shared_.handler_pool, [&]() -> asio::awaitable<void> {
-    call_handler(shared_, req, res);
-    co_return;
-  }, asio::use_awaitable);
+  // A named awaitable, not a lambda: a lambda held across the co_await gave
+  // the coroutine frame a field of a type without linkage (GCC 12
+  // -Wsubobject-linkage).
+  asio::awaitable<void> handling = handle_on_pool(req, res);
+  co_await asio::co_spawn(*shared_.handler_pool, std::move(handling), asio::use_awaitable);
   bool keep_alive = false;
   if (!closed_) keep_alive = co_await write_answer(req, res);
   handling_ = false;

@@ -94,6 +94,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   asio::awaitable<bool> fill(size_t want);
   asio::awaitable<bool> wait_readable();
   asio::awaitable<bool> answer(Request& req);
+  // The handler's call, run on the handler pool (co_spawned there by answer).
+  asio::awaitable<void> handle_on_pool(Request& req, Response& res);
   asio::awaitable<bool> write_answer(Request& req, Response& res);
   asio::awaitable<boost::system::error_code> write_bytes(const std::string& bytes);
   asio::awaitable<bool> write_all(const std::string& bytes);
