@@ -200,11 +200,36 @@ void interleave_rows(const uint8_t* const* src, int num_chunks, Bytes32* out) {
 
 inline __m256i load(const Bytes32& b) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(&b)); }
 
-// 8 unsigned bytes (one per row) -> int16 pairs (s_k, s_k) in lane k, for madd.
-inline __m256i widen_scales_u8(const uint8_t* s) {
-  const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s)));
-  return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
-}
+// The dot step of tile_q4_k's sub-blocks: 8 groups of 4 products of a
+// row's unsigned quants (0..15) and a token's signed ones, summed, then
+// times the sub-block's 6-bit scale. Either way the same integers.
+//
+// maddubs: 8 groups x 2 products of at most 15 x 127 per int16 lane, no
+// overflow; madd widens them against the scale in both int16 halves.
+struct Q4KMaddubs {
+  static __m256i add(__m256i dots, __m256i q, __m256i x) { return _mm256_add_epi16(dots, _mm256_maddubs_epi16(q, x)); }
+  // 8 unsigned bytes (one per row) -> int16 pairs (s_k, s_k) in lane k, for madd.
+  static __m256i widen_scales(const uint8_t* s) {
+    const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s)));
+    return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
+  }
+  static __m256i scaled(__m256i dots, __m256i scales) { return _mm256_madd_epi16(dots, scales); }
+};
+
+#if KVLM_VNNI
+// vpdpbusd: the sub-block's 32 products per row summed exactly in int32,
+// then times its scale.
+struct Q4KVnni {
+  static __m256i add(__m256i dots, __m256i q, __m256i x) { return simd::dpbusd(dots, q, x); }
+  static __m256i widen_scales(const uint8_t* s) {
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s)));
+  }
+  static __m256i scaled(__m256i dots, __m256i scales) { return _mm256_mullo_epi32(dots, scales); }
+};
+using Q4KDot = Q4KVnni;
+#else
+using Q4KDot = Q4KMaddubs;
+#endif
 
 // The pair kernels' software prefetch for block b: the pair's block two on
 // (one stream), and the next pair's first blocks while this one ends (see
@@ -244,40 +269,18 @@ template <int C>
     for (int j = 0; j < 8; ++j) {  // sub-block j: values 32j .. 32j + 31
       const int v0 = 8 * (j / 2);
       const __m128i shift = _mm_cvtsi32_si128(4 * (j % 2));
-#if KVLM_VNNI
-      // The sub-block's 32 products per row summed exactly in int32, then
-      // times its scale: the same integers as the int16 route below.
-      __m256i d32[C];
+      __m256i dots[C];
 #pragma GCC unroll 8
-      for (int c = 0; c < C; ++c) d32[c] = _mm256_setzero_si256();
+      for (int c = 0; c < C; ++c) dots[c] = _mm256_setzero_si256();
 #pragma GCC unroll 8
       for (int v = 0; v < 8; ++v) {
         const __m256i q = _mm256_and_si256(_mm256_srl_epi16(load(blk.qs(v0 + v)), shift), low4);
 #pragma GCC unroll 8
-        for (int c = 0; c < C; ++c) {
-          d32[c] = simd::dpbusd(d32[c], q, simd::broadcast4(x[c][b].qs + 32 * j + 4 * v));
-        }
+        for (int c = 0; c < C; ++c) dots[c] = Q4KDot::add(dots[c], q, simd::broadcast4(x[c][b].qs + 32 * j + 4 * v));
       }
-      const __m256i sc32 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.scales(j))));
+      const __m256i sc = Q4KDot::widen_scales(blk.scales(j));
 #pragma GCC unroll 8
-      for (int c = 0; c < C; ++c) isum[c] = _mm256_add_epi32(isum[c], _mm256_mullo_epi32(d32[c], sc32));
-#else
-      // 8 groups x 2 products of at most 15 x 127 per int16 lane: no overflow.
-      __m256i p16[C];
-#pragma GCC unroll 8
-      for (int c = 0; c < C; ++c) p16[c] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-      for (int v = 0; v < 8; ++v) {
-        const __m256i q = _mm256_and_si256(_mm256_srl_epi16(load(blk.qs(v0 + v)), shift), low4);
-#pragma GCC unroll 8
-        for (int c = 0; c < C; ++c) {
-          p16[c] = _mm256_add_epi16(p16[c], _mm256_maddubs_epi16(q, simd::broadcast4(x[c][b].qs + 32 * j + 4 * v)));
-        }
-      }
-      const __m256i sc = widen_scales_u8(blk.scales(j));
-#pragma GCC unroll 8
-      for (int c = 0; c < C; ++c) isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(p16[c], sc));
-#endif
+      for (int c = 0; c < C; ++c) isum[c] = _mm256_add_epi32(isum[c], Q4KDot::scaled(dots[c], sc));
     }
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.d())));
     const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.dmin())));

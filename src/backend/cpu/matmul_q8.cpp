@@ -192,179 +192,10 @@ struct TokenActs {
   }
 };
 
-// acc[c] lane k += dot(row k of the strip, token t0 + c) over blocks [b0, b1)
-// (b0 == 0 starts the float chain at 0; later ranges go on where the last
-// call left it).
-template <int C>
-[[gnu::always_inline]] inline void tile_q8_0(StripAt strip, const MatmulActs& a, int64_t t0, int64_t b0, int64_t b1, __m256* acc_io) {
-  const PairedStrip<kQ8StripQuantBytes> s(strip);
-  const TokenActs<C> x(a, t0);
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc[C];
-#pragma GCC unroll 8
-  for (int c = 0; c < C; ++c) acc[c] = b0 == 0 ? _mm256_setzero_ps() : acc_io[c];
-  for (int64_t b = b0; b < b1; ++b) {
-    const uint8_t* q = s.q(b);
-    prefetch_tile<C, 8>(s, b);
-    __m256i isum[C];
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) isum[c] = _mm256_setzero_si256();
-    // Not unrolled: unrolled, GCC regroups the integer adds and spills.
-#pragma GCC unroll 1
-    for (int g = 0; g < 8; ++g) {
-      // maddubs multiplies unsigned by signed bytes: |w| times x with w's sign.
-      // |w| <= 128 and |x| <= 127, so a pair sum stays within int16.
-      const __m256i wv = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * g));
-      const __m256i aw = _mm256_sign_epi8(wv, wv);
-#pragma GCC unroll 8
-      for (int c = 0; c < C; ++c) {
-        const __m256i xs = _mm256_sign_epi8(simd::broadcast4(x.qs[c] + 32 * b + 4 * g), wv);
-        isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xs), ones));
-      }
-    }
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s.d(b))));
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) {
-      const __m256 scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(x.d[c] + b));
-      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), scale, acc[c]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int c = 0; c < C; ++c) acc_io[c] = acc[c];
-}
-
-// Q4_0: the nibbles stay unsigned (0..15) so maddubs needs no sign trick, and
-// the offset comes back as isum = nib . x - 8 sum(x), exact in integers. A
-// block's 8 products fit int16 (8 x 2 x 15 x 127 < 32768) before widening.
-template <int C>
-[[gnu::always_inline]] inline void tile_q4_0(StripAt strip, const MatmulActs& a, int64_t t0, int64_t b0, int64_t b1, __m256* acc_io) {
-  const PairedStrip<kQ4StripQuantBytes> s(strip);
-  const TokenActs<C> x(a, t0);
-  const __m256i ones = _mm256_set1_epi16(1);
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  __m256 acc[C];
-#pragma GCC unroll 8
-  for (int c = 0; c < C; ++c) acc[c] = b0 == 0 ? _mm256_setzero_ps() : acc_io[c];
-  for (int64_t b = b0; b < b1; ++b) {
-    const uint8_t* q = s.q(b);
-    prefetch_tile<C, 16>(s, b);
-    __m256i p16[C];
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) p16[c] = _mm256_setzero_si256();
-#pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v) {
-      const __m256i bytes = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * v));
-      const __m256i lo = _mm256_and_si256(bytes, low4);                         // values 4v..4v+3
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4);  // values 16+4v..
-#pragma GCC unroll 8
-      for (int c = 0; c < C; ++c) {
-        const int8_t* xb = x.qs[c] + 32 * b + 4 * v;
-        const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, simd::broadcast4(xb)),
-                                           _mm256_maddubs_epi16(hi, simd::broadcast4(xb + 16)));
-        p16[c] = _mm256_add_epi16(p16[c], p);
-      }
-    }
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s.d(b))));
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) {
-      const __m256i isum = _mm256_sub_epi32(_mm256_madd_epi16(p16[c], ones), _mm256_set1_epi32(8 * x.sum[c][b]));
-      const __m256 scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(x.d[c] + b));
-      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, acc[c]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int c = 0; c < C; ++c) acc_io[c] = acc[c];
-}
-
-#if KVLM_VNNI
-// Q8_0 with vpdpbusd (unsigned x signed bytes, summed in 4s into int32, no
-// intermediate saturation): the weights become unsigned as w + 128 (one xor
-// per weight vector, shared by the tile's tokens) and the bias comes back
-// out as 128 sum(x) per token and block, which the activations carry
-// (MatmulActs::q8_sum). Integer sums equal the maddubs kernel's, so the
-// float steps and the results are the same bits.
-template <int C>
-[[gnu::always_inline]] inline void tile_q8_0_vnni(StripAt strip, const MatmulActs& a, int64_t t0, int64_t b0, int64_t b1, __m256* acc_io) {
-  const PairedStrip<kQ8StripQuantBytes> s(strip);
-  const TokenActs<C> x(a, t0);
-  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
-  __m256 acc[C];
-#pragma GCC unroll 16
-  for (int c = 0; c < C; ++c) acc[c] = b0 == 0 ? _mm256_setzero_ps() : acc_io[c];
-  for (int64_t b = b0; b < b1; ++b) {
-    const uint8_t* q = s.q(b);
-    prefetch_tile<C, 8>(s, b);
-    __m256i isum[C];
-#pragma GCC unroll 16
-    for (int c = 0; c < C; ++c) isum[c] = _mm256_set1_epi32(-128 * x.sum[c][b]);
-#pragma GCC unroll 8
-    for (int g = 0; g < 8; ++g) {
-      const __m256i wu = _mm256_xor_si256(_mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * g)), bias);
-#pragma GCC unroll 16
-      for (int c = 0; c < C; ++c) {
-        isum[c] = simd::dpbusd(isum[c], wu, simd::broadcast4(x.qs[c] + 32 * b + 4 * g));
-      }
-    }
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s.d(b))));
-#pragma GCC unroll 16
-    for (int c = 0; c < C; ++c) {
-      const __m256 scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(x.d[c] + b));
-      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), scale, acc[c]);
-    }
-  }
-#pragma GCC unroll 16
-  for (int c = 0; c < C; ++c) acc_io[c] = acc[c];
-}
-
-// Q4_0 with vpdpbusd: the nibbles are the unsigned operand as they are, the
-// offset 8 comes back as 8 sum(x) per token, as in tile_q4_0.
-template <int C>
-[[gnu::always_inline]] inline void tile_q4_0_vnni(StripAt strip, const MatmulActs& a, int64_t t0, int64_t b0, int64_t b1, __m256* acc_io) {
-  const PairedStrip<kQ4StripQuantBytes> s(strip);
-  const TokenActs<C> x(a, t0);
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  __m256 acc[C];
-#pragma GCC unroll 16
-  for (int c = 0; c < C; ++c) acc[c] = b0 == 0 ? _mm256_setzero_ps() : acc_io[c];
-  for (int64_t b = b0; b < b1; ++b) {
-    const uint8_t* q = s.q(b);
-    prefetch_tile<C, 16>(s, b);
-    __m256i isum[C];
-#pragma GCC unroll 16
-    for (int c = 0; c < C; ++c) isum[c] = _mm256_set1_epi32(-8 * x.sum[c][b]);
-#pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v) {
-      const __m256i bytes = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * v));
-      const __m256i lo = _mm256_and_si256(bytes, low4);                         // values 4v..4v+3
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4);  // values 16+4v..
-#pragma GCC unroll 16
-      for (int c = 0; c < C; ++c) {
-        const int8_t* xb = x.qs[c] + 32 * b + 4 * v;
-        isum[c] = simd::dpbusd(isum[c], lo, simd::broadcast4(xb));
-        isum[c] = simd::dpbusd(isum[c], hi, simd::broadcast4(xb + 16));
-      }
-    }
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s.d(b))));
-#pragma GCC unroll 16
-    for (int c = 0; c < C; ++c) {
-      const __m256 scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(x.d[c] + b));
-      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), scale, acc[c]);
-    }
-  }
-#pragma GCC unroll 16
-  for (int c = 0; c < C; ++c) acc_io[c] = acc[c];
-}
-
-#if defined(__AVX512F__)
-// The two tiles above on 16 rows at once (for_each_strip_pair): strip a's 8
-// rows in the low 256 bits, strip b's in the high, the same integer sums and
-// float steps per lane. A zmm vpdpbusd does twice a ymm one's work for the
-// same activation broadcast and issue slot (on the Xeons we measure, ymm
-// VNNI reaches ~97 G and zmm ~130 G multiply-adds per second and core).
-//
-// The activations come block-major (MatmulActs::q8_tiles): a tile's C tokens
-// of one block lie side by side, so every operand is one pointer plus a
-// constant, and the tile needs three registers of addresses where it had
+#if KVLM_VNNI && defined(__AVX512F__)
+// The pair tiles' activations come block-major (MatmulActs::q8_tiles): a
+// tile's C tokens of one block lie side by side, so every operand is one
+// pointer plus a constant, and the tile needs three registers of addresses where it had
 // three per token (GCC kept 30 pointers on the stack and in xmm registers,
 // and rebuilt each block's start value through a general register). A block
 // sum starts from kFloatBias (matmul_impl.h) and ends as the float
@@ -398,65 +229,144 @@ template <int C>
     acc[c] = _mm512_fmadd_ps(sum, scale, acc[c]);
   }
 }
+#endif  // KVLM_VNNI && __AVX512F__
 
-template <int C>
-void pair_q8_0_vnni(StripAt first, StripAt second, const MatmulActs& a, int64_t t0, __m512* out, StripAt next,
-                    bool cold) {
-  const int64_t num_blocks = a.cols / 32;
-  using Strip = PairedStrip<kQ8StripQuantBytes>;
-  const Strip sa(first), sb(second);
-  TileBlocks x(a, t0);
-  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
-  const __m512i start = _mm512_set1_epi32(kFloatBias);
-  __m512 acc[C];
-#pragma GCC unroll 16
-  for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < num_blocks; ++b, x.at += x.stride) {
-    const uint8_t* qa = sa.q(b);
-    const uint8_t* qb = sb.q(b);
-    if (prefetch_far_tile<C>(cold)) {
-      prefetch_far(qa, Strip::kStride);
-    } else if (prefetch_strips<C>()) {
-      prefetch_pair<8>(sa, sb, first, second, next, b, num_blocks);
+// The integer part of a block, for the tile templates below: a Dot type is
+// one weight format met by one kind of int8 dot step (maddubs, or VNNI's
+// vpdpbusd) and provides
+//   kQuantBytes     quant bytes of a strip's block (PairedStrip)
+//   kPrefetchAhead  blocks between a load and the prefetch made for it
+//   block_sums<C>(q, x, b, isum)   isum[c] lane k = the exact int32 sum
+//                   dot(row k's block b, token c's block b), offsets taken out
+// and with AVX-512, for the pair tiles:
+//   kOffsetField    ActBlockQ8Tile's offset the sums carry (kFloatBias aside)
+//   pair_block_sums<C>(qa, qb, x, isum)   the same on 16 rows, from kFloatBias
+// Integer sums are exact whichever way a Dot takes them, so every Dot of a
+// format, and the scalar twin, gives the same bits.
+
+// Q8_0 with maddubs, which multiplies unsigned by signed bytes: |w| times x
+// with w's sign. |w| <= 128 and |x| <= 127, so a pair sum stays within int16.
+struct Q8Maddubs {
+  static constexpr int64_t kQuantBytes = kQ8StripQuantBytes;
+  static constexpr int64_t kPrefetchAhead = 8;
+  template <int C>
+  [[gnu::always_inline]] static void block_sums(const uint8_t* q, const TokenActs<C>& x, int64_t b, __m256i* isum) {
+    const __m256i ones = _mm256_set1_epi16(1);
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) isum[c] = _mm256_setzero_si256();
+    // Not unrolled: unrolled, GCC regroups the integer adds and spills.
+#pragma GCC unroll 1
+    for (int g = 0; g < 8; ++g) {
+      const __m256i wv = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * g));
+      const __m256i aw = _mm256_sign_epi8(wv, wv);
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c) {
+        const __m256i xs = _mm256_sign_epi8(simd::broadcast4(x.qs[c] + 32 * b + 4 * g), wv);
+        isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xs), ones));
+      }
     }
-    __m512i isum[C];  // from kFloatBias; |sum of (w + 128) x| < 2^20
+  }
+};
+
+// Q4_0 with maddubs: the nibbles stay unsigned (0..15) so maddubs needs no
+// sign trick, and the offset comes back as isum = nib . x - 8 sum(x), exact
+// in integers. A block's 8 products fit int16 (8 x 2 x 15 x 127 < 32768)
+// before widening.
+struct Q4Maddubs {
+  static constexpr int64_t kQuantBytes = kQ4StripQuantBytes;
+  static constexpr int64_t kPrefetchAhead = 16;
+  template <int C>
+  [[gnu::always_inline]] static void block_sums(const uint8_t* q, const TokenActs<C>& x, int64_t b, __m256i* isum) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    __m256i p16[C];
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) p16[c] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) {
+      const __m256i bytes = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * v));
+      const __m256i lo = _mm256_and_si256(bytes, low4);                         // values 4v..4v+3
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4);  // values 16+4v..
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c) {
+        const int8_t* xb = x.qs[c] + 32 * b + 4 * v;
+        const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, simd::broadcast4(xb)),
+                                           _mm256_maddubs_epi16(hi, simd::broadcast4(xb + 16)));
+        p16[c] = _mm256_add_epi16(p16[c], p);
+      }
+    }
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c)
+      isum[c] = _mm256_sub_epi32(_mm256_madd_epi16(p16[c], ones), _mm256_set1_epi32(8 * x.sum[c][b]));
+  }
+};
+
+#if KVLM_VNNI
+// Q8_0 with vpdpbusd (unsigned x signed bytes, summed in 4s into int32, no
+// intermediate saturation): the weights become unsigned as w + 128 (one xor
+// per weight vector, shared by the tile's tokens) and the bias comes back
+// out as 128 sum(x) per token and block, which the activations carry
+// (MatmulActs::q8_sum, ActBlockQ8Tile::offset_q8_0).
+struct Q8Vnni {
+  static constexpr int64_t kQuantBytes = kQ8StripQuantBytes;
+  static constexpr int64_t kPrefetchAhead = 8;
+  template <int C>
+  [[gnu::always_inline]] static void block_sums(const uint8_t* q, const TokenActs<C>& x, int64_t b, __m256i* isum) {
+    const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
 #pragma GCC unroll 16
-    for (int c = 0; c < C; ++c) isum[c] = start;
+    for (int c = 0; c < C; ++c) isum[c] = _mm256_set1_epi32(-128 * x.sum[c][b]);
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; ++g) {
+      const __m256i wu = _mm256_xor_si256(_mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * g)), bias);
+#pragma GCC unroll 16
+      for (int c = 0; c < C; ++c) isum[c] = simd::dpbusd(isum[c], wu, simd::broadcast4(x.qs[c] + 32 * b + 4 * g));
+    }
+  }
+#if defined(__AVX512F__)
+  static constexpr size_t kOffsetField = offsetof(ActBlockQ8Tile, offset_q8_0);
+  template <int C>
+  [[gnu::always_inline]] static void pair_block_sums(const uint8_t* qa, const uint8_t* qb, const TileBlocks& x,
+                                                     __m512i* isum) {
+    const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
 #pragma GCC unroll 8
     for (int g = 0; g < 8; ++g) {
       const __m512i wu = _mm512_xor_si512(join_strips(qa + 32 * g, qb + 32 * g), bias);
 #pragma GCC unroll 16
       for (int c = 0; c < C; ++c) isum[c] = simd::dpbusd_bcst(isum[c], wu, x.qs(c) + 4 * g);
     }
-    block_steps<C>(x, offsetof(ActBlockQ8Tile, offset_q8_0), isum, join_scales(sa.d(b), sb.d(b)), acc);
   }
-#pragma GCC unroll 16
-  for (int c = 0; c < C; ++c) out[c] = acc[c];
-}
+#endif
+};
 
-template <int C>
-void pair_q4_0_vnni(StripAt first, StripAt second, const MatmulActs& a, int64_t t0, __m512* out, StripAt next,
-                    bool cold) {
-  const int64_t num_blocks = a.cols / 32;
-  using Strip = PairedStrip<kQ4StripQuantBytes>;
-  const Strip sa(first), sb(second);
-  TileBlocks x(a, t0);
-  const __m512i low4 = _mm512_set1_epi8(0x0F);
-  const __m512i start = _mm512_set1_epi32(kFloatBias);
-  __m512 acc[C];
+// Q4_0 with vpdpbusd: the nibbles are the unsigned operand as they are, the
+// offset 8 comes back as 8 sum(x) per token, as in Q4Maddubs.
+struct Q4Vnni {
+  static constexpr int64_t kQuantBytes = kQ4StripQuantBytes;
+  static constexpr int64_t kPrefetchAhead = 16;
+  template <int C>
+  [[gnu::always_inline]] static void block_sums(const uint8_t* q, const TokenActs<C>& x, int64_t b, __m256i* isum) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
 #pragma GCC unroll 16
-  for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < num_blocks; ++b, x.at += x.stride) {
-    const uint8_t* qa = sa.q(b);
-    const uint8_t* qb = sb.q(b);
-    if (prefetch_far_tile<C>(cold)) {
-      prefetch_far(qa, Strip::kStride);
-    } else if (prefetch_strips<C>()) {
-      prefetch_pair<16>(sa, sb, first, second, next, b, num_blocks);
+    for (int c = 0; c < C; ++c) isum[c] = _mm256_set1_epi32(-8 * x.sum[c][b]);
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) {
+      const __m256i bytes = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * v));
+      const __m256i lo = _mm256_and_si256(bytes, low4);                         // values 4v..4v+3
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4);  // values 16+4v..
+#pragma GCC unroll 16
+      for (int c = 0; c < C; ++c) {
+        const int8_t* xb = x.qs[c] + 32 * b + 4 * v;
+        isum[c] = simd::dpbusd(isum[c], lo, simd::broadcast4(xb));
+        isum[c] = simd::dpbusd(isum[c], hi, simd::broadcast4(xb + 16));
+      }
     }
-    __m512i isum[C];  // from kFloatBias; |sum of nibbles x| < 2^16
-#pragma GCC unroll 16
-    for (int c = 0; c < C; ++c) isum[c] = start;
+  }
+#if defined(__AVX512F__)
+  static constexpr size_t kOffsetField = offsetof(ActBlockQ8Tile, offset_q4_0);
+  template <int C>
+  [[gnu::always_inline]] static void pair_block_sums(const uint8_t* qa, const uint8_t* qb, const TileBlocks& x,
+                                                     __m512i* isum) {
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v) {
       const __m512i bytes = join_strips(qa + 32 * v, qb + 32 * v);
@@ -468,13 +378,102 @@ void pair_q4_0_vnni(StripAt first, StripAt second, const MatmulActs& a, int64_t 
         isum[c] = simd::dpbusd_bcst(isum[c], hi, x.qs(c) + 16 + 4 * v);
       }
     }
-    block_steps<C>(x, offsetof(ActBlockQ8Tile, offset_q4_0), isum, join_scales(sa.d(b), sb.d(b)), acc);
+  }
+#endif
+};
+#endif  // KVLM_VNNI
+
+// This path's dot step for each format.
+#if KVLM_VNNI
+using Q8Dot = Q8Vnni;
+using Q4Dot = Q4Vnni;
+#else
+using Q8Dot = Q8Maddubs;
+using Q4Dot = Q4Maddubs;
+#endif
+
+// acc[c] lane k += dot(row k of the strip, token t0 + c) over blocks [b0, b1)
+// (b0 == 0 starts the float chain at 0; later ranges go on where the last
+// call left it): Dot's integer sums, then the fixed float step.
+template <typename Dot, int C>
+[[gnu::always_inline]] inline void tile(StripAt strip, const MatmulActs& a, int64_t t0, int64_t b0, int64_t b1,
+                                        __m256* acc_io) {
+  const PairedStrip<Dot::kQuantBytes> s(strip);
+  const TokenActs<C> x(a, t0);
+  __m256 acc[C];
+#pragma GCC unroll 16
+  for (int c = 0; c < C; ++c) acc[c] = b0 == 0 ? _mm256_setzero_ps() : acc_io[c];
+  for (int64_t b = b0; b < b1; ++b) {
+    prefetch_tile<C, Dot::kPrefetchAhead>(s, b);
+    __m256i isum[C];
+    Dot::template block_sums<C>(s.q(b), x, b, isum);
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s.d(b))));
+#pragma GCC unroll 16
+    for (int c = 0; c < C; ++c) {
+      const __m256 scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(x.d[c] + b));
+      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), scale, acc[c]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int c = 0; c < C; ++c) acc_io[c] = acc[c];
+}
+
+#if KVLM_VNNI && defined(__AVX512F__)
+// tile on 16 rows at once (for_each_strip_pair): strip a's 8 rows in the low
+// 256 bits, strip b's in the high, the same integer sums and float steps per
+// lane. A zmm vpdpbusd does twice a ymm one's work for the same activation
+// broadcast and issue slot (on the Xeons we measure, ymm VNNI reaches ~97 G
+// and zmm ~130 G multiply-adds per second and core).
+template <typename Dot, int C>
+void pair_tile(StripAt first, StripAt second, const MatmulActs& a, int64_t t0, __m512* out, StripAt next,
+               bool cold) {
+  const int64_t num_blocks = a.cols / 32;
+  using Strip = PairedStrip<Dot::kQuantBytes>;
+  const Strip sa(first), sb(second);
+  TileBlocks x(a, t0);
+  const __m512i start = _mm512_set1_epi32(kFloatBias);
+  __m512 acc[C];
+#pragma GCC unroll 16
+  for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < num_blocks; ++b, x.at += x.stride) {
+    const uint8_t* qa = sa.q(b);
+    const uint8_t* qb = sb.q(b);
+    if (prefetch_far_tile<C>(cold)) {
+      prefetch_far(qa, Strip::kStride);
+    } else if (prefetch_strips<C>()) {
+      prefetch_pair<Dot::kPrefetchAhead>(sa, sb, first, second, next, b, num_blocks);
+    }
+    __m512i isum[C];  // from kFloatBias; |sum| < 2^20
+#pragma GCC unroll 16
+    for (int c = 0; c < C; ++c) isum[c] = start;
+    Dot::template pair_block_sums<C>(qa, qb, x, isum);
+    block_steps<C>(x, Dot::kOffsetField, isum, join_scales(sa.d(b), sb.d(b)), acc);
   }
 #pragma GCC unroll 16
   for (int c = 0; c < C; ++c) out[c] = acc[c];
 }
-#endif  // __AVX512F__
-#endif  // KVLM_VNNI
+#endif  // KVLM_VNNI && __AVX512F__
+
+// The kernel of one 32-value format: the pair tiles where AVX-512 VNNI
+// has them, else 8-row tiles over chunks of kChunkBlocks blocks.
+template <typename Dot, int64_t kChunkBlocks>
+void run_kernel(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1,
+                float* y) {
+  const int64_t num_blocks = w.cols / 32;
+  auto range = [&]<int C>(StripAt strip, int64_t t, int64_t b0, int64_t b1, __m256* acc) {
+    tile<Dot, C>(strip, a, t, b0, b1, acc);
+  };
+#if KVLM_VNNI && defined(__AVX512F__)
+  for_each_strip_pair<kMaxTile>(
+      w, r0, r1, t0, t1, y,
+      [&]<int C>(StripAt sa, StripAt sb, int64_t t, __m512* out, StripAt next, bool cold) {
+        pair_tile<Dot, C>(sa, sb, a, t, out, next, cold);
+      },
+      whole_strip(range, num_blocks));
+#else
+  for_each_strip_chunked<kMaxTile, kChunkBlocks>(w, r0, r1, t0, t1, y, num_blocks, range);
+#endif
+}
 
 }  // namespace
 
@@ -483,46 +482,12 @@ size_t strip_bytes_q4_0(int64_t cols) { return strip_bytes_for(cols, kQ4StripQua
 
 void kernel_q8_0(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
                  int64_t t1, float* y) {
-  const int64_t num_blocks = w.cols / 32;
-  auto range = [&]<int C>(StripAt strip, int64_t t, int64_t b0, int64_t b1, __m256* acc) {
-#if KVLM_VNNI
-    tile_q8_0_vnni<C>(strip, a, t, b0, b1, acc);
-#else
-    tile_q8_0<C>(strip, a, t, b0, b1, acc);
-#endif
-  };
-#if KVLM_VNNI && defined(__AVX512F__)
-  for_each_strip_pair<kMaxTile>(
-      w, r0, r1, t0, t1, y,
-      [&]<int C>(StripAt sa, StripAt sb, int64_t t, __m512* out, StripAt next, bool cold) {
-        pair_q8_0_vnni<C>(sa, sb, a, t, out, next, cold);
-      },
-      whole_strip(range, num_blocks));
-#else
-  for_each_strip_chunked<kMaxTile, 16>(w, r0, r1, t0, t1, y, num_blocks, range);
-#endif
+  run_kernel<Q8Dot, 16>(w, a, r0, r1, t0, t1, y);
 }
 
 void kernel_q4_0(const WeightMatrix& w, const MatmulActs& a, int64_t r0, int64_t r1, int64_t t0,
                  int64_t t1, float* y) {
-  const int64_t num_blocks = w.cols / 32;
-  auto range = [&]<int C>(StripAt strip, int64_t t, int64_t b0, int64_t b1, __m256* acc) {
-#if KVLM_VNNI
-    tile_q4_0_vnni<C>(strip, a, t, b0, b1, acc);
-#else
-    tile_q4_0<C>(strip, a, t, b0, b1, acc);
-#endif
-  };
-#if KVLM_VNNI && defined(__AVX512F__)
-  for_each_strip_pair<kMaxTile>(
-      w, r0, r1, t0, t1, y,
-      [&]<int C>(StripAt sa, StripAt sb, int64_t t, __m512* out, StripAt next, bool cold) {
-        pair_q4_0_vnni<C>(sa, sb, a, t, out, next, cold);
-      },
-      whole_strip(range, num_blocks));
-#else
-  for_each_strip_chunked<kMaxTile, 32>(w, r0, r1, t0, t1, y, num_blocks, range);
-#endif
+  run_kernel<Q4Dot, 32>(w, a, r0, r1, t0, t1, y);
 }
 
 // This path's packed layouts; the K-quant ones live in matmul_k.cpp, the float ones in matmul_float.cpp.
