@@ -81,7 +81,7 @@ void quantize_queries(const float* const* qs, int num_q, int64_t head_dim, Q4Scr
 
 // The 32 quants of one Q4_0 block, 0..15, in dimension order: the low
 // nibbles are dimensions 0..15, the high ones 16..31.
-inline void unpack_block(const uint8_t* qs, uint8_t* out) {
+[[maybe_unused]] inline void unpack_block(const uint8_t* qs, uint8_t* out) {
   for (int i = 0; i < 16; ++i) {
     out[i] = qs[i] & 15;
     out[i + 16] = qs[i] >> 4;

@@ -26,20 +26,20 @@ namespace {
 // sub-block sums straight from vpdpbusd) 8 tokens share each weight vector.
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
 #define KVLM_VNNI 1
-constexpr int kMaxTileQ4K = 8;
+[[maybe_unused]] constexpr int kMaxTileQ4K = 8;
 #elif KVLM_VNNI256  // AVX-VNNI: 16 registers, so 4 tokens
 #define KVLM_VNNI 1
-constexpr int kMaxTileQ4K = 4;
+[[maybe_unused]] constexpr int kMaxTileQ4K = 4;
 #else
 #define KVLM_VNNI 0
-constexpr int kMaxTileQ4K = 4;
+[[maybe_unused]] constexpr int kMaxTileQ4K = 4;
 #endif
 // Q6_K: four assembled 6-bit vectors stay live while the tokens use them;
 // with AVX-512 VNNI a token needs only its int32 and float sums.
 #if KVLM_VNNI && defined(__AVX512F__)
-constexpr int kMaxTileQ6K = 8;
+[[maybe_unused]] constexpr int kMaxTileQ6K = 8;
 #else
-constexpr int kMaxTileQ6K = 4;
+[[maybe_unused]] constexpr int kMaxTileQ6K = 4;
 #endif
 
 #ifndef KVLM_KERNEL_ISA

@@ -28,19 +28,19 @@ namespace {
 // AVX-VNNI (16 registers) keeps 5 tokens and gains the single instruction.
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
 #define KVLM_VNNI 1
-constexpr int kMaxTile = 10;
+[[maybe_unused]] constexpr int kMaxTile = 10;
 #elif KVLM_VNNI256
 #define KVLM_VNNI 1
-constexpr int kMaxTile = 5;
+[[maybe_unused]] constexpr int kMaxTile = 5;
 #else
 #define KVLM_VNNI 0
-constexpr int kMaxTile = 5;
+[[maybe_unused]] constexpr int kMaxTile = 5;
 #endif
 
 // Bytes of the quants of one block-column of a strip: 8 rows x 32 quants for
 // Q8_0, 8 rows x 16 bytes of nibbles for Q4_0.
-constexpr int64_t kQ8StripQuantBytes = 256;
-constexpr int64_t kQ4StripQuantBytes = 128;
+[[maybe_unused]] constexpr int64_t kQ8StripQuantBytes = 256;
+[[maybe_unused]] constexpr int64_t kQ4StripQuantBytes = 128;
 
 [[maybe_unused]] size_t strip_bytes_for(int64_t cols, int64_t quant_bytes) {
   const int64_t num_blocks = cols / 32;
@@ -248,8 +248,8 @@ template <int C>
 // Q8_0 with maddubs, which multiplies unsigned by signed bytes: |w| times x
 // with w's sign. |w| <= 128 and |x| <= 127, so a pair sum stays within int16.
 struct Q8Maddubs {
-  static constexpr int64_t kQuantBytes = kQ8StripQuantBytes;
-  static constexpr int64_t kPrefetchAhead = 8;
+  [[maybe_unused]] static constexpr int64_t kQuantBytes = kQ8StripQuantBytes;
+  [[maybe_unused]] static constexpr int64_t kPrefetchAhead = 8;
   template <int C>
   [[gnu::always_inline]] static void block_sums(const uint8_t* q, const TokenActs<C>& x, int64_t b, __m256i* isum) {
     const __m256i ones = _mm256_set1_epi16(1);
@@ -275,8 +275,8 @@ struct Q8Maddubs {
 // in integers. A block's 8 products fit int16 (8 x 2 x 15 x 127 < 32768)
 // before widening.
 struct Q4Maddubs {
-  static constexpr int64_t kQuantBytes = kQ4StripQuantBytes;
-  static constexpr int64_t kPrefetchAhead = 16;
+  [[maybe_unused]] static constexpr int64_t kQuantBytes = kQ4StripQuantBytes;
+  [[maybe_unused]] static constexpr int64_t kPrefetchAhead = 16;
   template <int C>
   [[gnu::always_inline]] static void block_sums(const uint8_t* q, const TokenActs<C>& x, int64_t b, __m256i* isum) {
     const __m256i low4 = _mm256_set1_epi8(0x0F);
