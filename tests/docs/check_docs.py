@@ -494,6 +494,12 @@ def check_cited(root, kvlm):
             problems.append(f"{name}: --flag in no kvlm command's --help nor a script of the "
                             f"repository: {flag}")
 
+    def check_kvlm_names(name, text):
+        for n in KVLM_NAME.findall(text):
+            num["KVLM_ names"] += 1
+            if n not in kvlm_names:
+                problems.append(f"{name}: {n} appears nowhere in the code")
+
     for doc in doc_files(root):
         rel = os.path.relpath(doc, root)
         for lineno, kind, text in cited(doc):
@@ -529,10 +535,7 @@ def check_cited(root, kvlm):
                 if re.match(r"\s*(?:[A-Za-z_]\w*=\S*\s+)*(?:bench/|scripts/|python3 )", line):
                     for flag in FLAG.findall(line):
                         check_flag(name, flag)
-                for n in KVLM_NAME.findall(line):
-                    num["KVLM_ names"] += 1
-                    if n not in kvlm_names:
-                        problems.append(f"{name}: {n} appears nowhere in the code")
+                check_kvlm_names(name, line)
                 continue
             for m in PATH_WORD.finditer(text):
                 check_path(name, m.group(1), True)
@@ -544,10 +547,7 @@ def check_cited(root, kvlm):
                 check_test(name, m.group(1), m.group(2))
             for flag in FLAG.findall(text):
                 check_flag(name, flag)
-            for n in KVLM_NAME.findall(text):
-                num["KVLM_ names"] += 1
-                if n not in kvlm_names:
-                    problems.append(f"{name}: {n} appears nowhere in the code")
+            check_kvlm_names(name, text)
     print("check_docs: cited " + ", ".join(f"{v} {k}" for k, v in num.items()), file=sys.stderr)
     for kind in ("paths", "tests", "flags"):
         if num[kind] == 0:
