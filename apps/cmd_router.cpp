@@ -120,12 +120,7 @@ int cmd_router(int argc, char** argv) {
   apply_http_flags(f.http, c.http);
   if (f.verbose) set_log_level(LogLevel::kInfo);
   apply_key_environment(f.door);
-  check_front_door_flags(f.door);
-  c.api_keys = f.door.api_keys;
-  c.api_key_file = f.door.api_key_file;
-  c.metrics_key = f.door.metrics_key;
-  c.ssl_cert_file = f.door.ssl_cert_file;
-  c.ssl_key_file = f.door.ssl_key_file;
+  apply_front_door_flags(f.door, c);
   if (c.worker_api_key.empty() && !c.api_keys.empty()) c.worker_api_key = c.api_keys[0];
   c.workers = split_list(f.workers);
   if (!f.registry.url.empty()) {

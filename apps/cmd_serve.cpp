@@ -174,12 +174,7 @@ void finish_server_config(ServeFlags& f) {
   sc.responses_redis_ttl_s = f.engine.tiers.redis_ttl_s;
   sc.grammar_wait = std::chrono::milliseconds(f.grammar_wait_ms);
   apply_key_environment(f.door);
-  check_front_door_flags(f.door);
-  sc.api_keys = f.door.api_keys;
-  sc.api_key_file = f.door.api_key_file;
-  sc.metrics_key = f.door.metrics_key;
-  sc.ssl_cert_file = f.door.ssl_cert_file;
-  sc.ssl_key_file = f.door.ssl_key_file;
+  apply_front_door_flags(f.door, sc);
 }
 
 // SIGINT/SIGTERM stop the server from a waiting thread (a handler must not

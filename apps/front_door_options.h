@@ -32,6 +32,17 @@ void apply_key_environment(FrontDoorFlags& f);
 // naming the flag for a key flag given empty and for keys that do not load
 // (load_api_keys), so a server never starts with a check off by mistake.
 void check_front_door_flags(const FrontDoorFlags& f);
+// check_front_door_flags(), then the flags into `config`: kvlm serve's
+// ServerConfig and kvlm router's RouterConfig name these fields alike.
+template <typename Config>
+void apply_front_door_flags(const FrontDoorFlags& f, Config& config) {
+  check_front_door_flags(f);
+  config.api_keys = f.api_keys;
+  config.api_key_file = f.api_key_file;
+  config.metrics_key = f.metrics_key;
+  config.ssl_cert_file = f.ssl_cert_file;
+  config.ssl_key_file = f.ssl_key_file;
+}
 
 // Calls `reload` on every SIGHUP (logging what it throws) until destroyed.
 // SIGHUP must be blocked in every thread (block_reload_signal() before any
