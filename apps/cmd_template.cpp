@@ -28,7 +28,7 @@
 #include "common/error.h"
 #include "model/gguf.h"
 #include "model/hf_checkpoint.h"
-#include "server/openai/json_text.h"
+#include "wire/openai/json_text.h"
 
 namespace kvlm::apps {
 

@@ -7,7 +7,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "server/http/api_keys.h"
+#include "wire/http/api_keys.h"
 
 namespace kvlm::apps {
 

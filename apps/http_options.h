@@ -6,7 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "server/http/http_server.h"
+#include "wire/http/http_server.h"
 
 namespace kvlm::apps {
 

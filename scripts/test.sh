@@ -70,7 +70,7 @@ main_suite() {
 
 asan_build() {
   local targets=(kvlm_unit_common kvlm_unit_kv kvlm_unit_kvstore kvlm_unit_sched kvlm_unit_tokenizer
-                 kvlm_unit_model kvlm_unit_engine kvlm_unit_chat kvlm_unit_constrain kvlm_unit_router kvlm_ops)
+                 kvlm_unit_model kvlm_unit_engine kvlm_unit_chat kvlm_unit_constrain kvlm_unit_router kvlm_unit_wire kvlm_ops)
   if [[ ! -f build-fuzz/CMakeCache.txt ]]; then
     CC=clang-16 CXX=clang++-16 cmake $(cmake_generator build-fuzz) -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Release -DKVLM_FUZZ=ON -DKVLM_UNITY_BUILD=ON \
       -DKVLM_BUILD_BENCH=OFF -DKVLM_WERROR=ON >/dev/null

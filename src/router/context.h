@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "server/http/message.h"
+#include "wire/http/message.h"
 #include <nlohmann/json.hpp>
 
 #include "common/memory_budget.h"
 #include "router/metrics.h"
-#include "server/http/api_keys.h"
+#include "wire/http/api_keys.h"
 #include "router/policy.h"
 #include "router/prompt_reader.h"
 #include "router/response_owners.h"

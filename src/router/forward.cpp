@@ -9,9 +9,9 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "router/context.h"
-#include "server/http/front.h"
+#include "wire/http/front.h"
 #include "router/usage_tally.h"
-#include "server/openai/json_text.h"
+#include "wire/openai/json_text.h"
 
 namespace kvlm::router {
 

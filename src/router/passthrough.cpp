@@ -6,8 +6,8 @@
 #include "common/log.h"
 #include "router/sse.h"
 #include "router/usage_tally.h"
-#include "server/http/front.h"
-#include "server/openai/json_text.h"
+#include "wire/http/front.h"
+#include "wire/openai/json_text.h"
 
 namespace kvlm::router {
 namespace {

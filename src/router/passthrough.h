@@ -3,7 +3,7 @@
 // Responses) and those with no stream (embeddings). Internal to router/.
 #pragma once
 
-#include "server/http/message.h"
+#include "wire/http/message.h"
 
 #include "router/context.h"
 

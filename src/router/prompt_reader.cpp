@@ -2,8 +2,8 @@
 
 #include "chat/chat_template.h"
 #include "common/error.h"
-#include "server/openai/chat_render.h"
-#include "server/openai/protocol.h"
+#include "wire/openai/chat_render.h"
+#include "wire/openai/protocol.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvlm::router {

@@ -19,7 +19,7 @@
 #include "router/chunk_scan.h"
 #include "router/sse.h"
 #include "router/usage_tally.h"
-#include "server/openai/json_text.h"
+#include "wire/openai/json_text.h"
 
 namespace kvlm::router {
 namespace {

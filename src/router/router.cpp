@@ -10,9 +10,9 @@
 #include "router/context.h"
 #include "router/monitor.h"
 #include "router/passthrough.h"
-#include "server/anthropic/models.h"
-#include "server/http/body_memory.h"
-#include "server/http/front.h"
+#include "wire/anthropic/models.h"
+#include "wire/http/body_memory.h"
+#include "wire/http/front.h"
 
 namespace kvlm::router {
 

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "router/policy.h"
-#include "server/http/http_server.h"
+#include "wire/http/http_server.h"
 #include "router/registry.h"
 #include "router/workers.h"
 
@@ -37,12 +37,12 @@ struct RouterConfig {
   int port = 8080;                       // 0: any free port
   std::vector<std::string> workers;      // static members: http://HOST:PORT
   std::optional<RegistryConfig> registry;  // members that register in Redis (router/registry.h)
-  std::vector<std::string> api_keys;     // clients' keys (server/http/api_keys.h); none: no key needed
+  std::vector<std::string> api_keys;     // clients' keys (wire/http/api_keys.h); none: no key needed
   std::string api_key_file;              // clients' keys with names and limits, reloaded by reload_api_keys()
   std::string metrics_key;               // set: /metrics needs it
   std::string ssl_cert_file, ssl_key_file;  // both: HTTPS
   std::string worker_api_key;            // the workers' key (empty: none)
-  std::vector<std::string> cors_origins; // as kvlm serve's --cors-origin (server/http/front.h)
+  std::vector<std::string> cors_origins; // as kvlm serve's --cors-origin (wire/http/front.h)
   Policy policy = Policy::kKvAware;
   PolicyWeights weights;
   HealthConfig health;
@@ -52,7 +52,7 @@ struct RouterConfig {
   // answers; a stream holds none.
   http::ServerLimits http{.handler_threads = 256};
   // --body-mem: what the parsed JSON of the requests being handled may hold
-  // together (server/http/body_memory.h); the router parses every body it
+  // together (wire/http/body_memory.h); the router parses every body it
   // routes (the prompt, the stream flag).
   int64_t body_mem_bytes = int64_t{256} << 20;
   int retry_after_s = 1;

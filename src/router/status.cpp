@@ -2,7 +2,7 @@
 // fields the chat page reads from a single server plus a `workers` list),
 // /health and /metrics.
 #include "router/context.h"
-#include "server/openai/json_text.h"
+#include "wire/openai/json_text.h"
 
 namespace kvlm::router {
 namespace {

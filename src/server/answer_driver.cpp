@@ -8,7 +8,7 @@
 #include <chrono>
 
 #include "common/log.h"
-#include "server/answer_writer.h"
+#include "wire/answer_writer.h"
 #include "server/routes_choices.h"
 #include "tokenizer/unicode.h"
 

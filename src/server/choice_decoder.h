@@ -13,7 +13,7 @@
 
 #include "chat/reasoning.h"
 #include "chat/tool_call_stream.h"
-#include "server/answer.h"
+#include "wire/answer.h"
 
 namespace kvlm {
 

@@ -6,8 +6,8 @@
 #include "common/memory_budget.h"
 #include "constrain/grammar_cache.h"
 #include "engine/engine.h"
-#include "server/openai/json_text.h"
-#include "server/http/body_memory.h"
+#include "wire/openai/json_text.h"
+#include "wire/http/body_memory.h"
 #include "server/routes.h"
 
 namespace kvlm {

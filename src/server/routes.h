@@ -11,16 +11,16 @@
 #include <string>
 #include <vector>
 
-#include "server/http/message.h"
+#include "wire/http/message.h"
 
 #include "chat/reasoning.h"
 #include "chat/tool_calls.h"
 #include "sched/request.h"
-#include "server/http/front.h"
+#include "wire/http/front.h"
 #include "server/in_flight.h"
 #include "server/response_store.h"
 #include "server/sampling_defaults.h"
-#include "server/openai/protocol.h"
+#include "wire/openai/protocol.h"
 
 namespace kvlm {
 

@@ -8,7 +8,7 @@
 #include <numeric>
 
 #include "common/log.h"
-#include "server/openai/json_text.h"
+#include "wire/openai/json_text.h"
 #include "server/choice_decoder.h"
 #include "server/routes_tools.h"
 #include "tokenizer/tokenizer.h"

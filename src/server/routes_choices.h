@@ -17,11 +17,11 @@
 #include <string>
 #include <vector>
 
-#include "server/http/message.h"
+#include "wire/http/message.h"
 
 #include "chat/reasoning.h"
 #include "engine/engine.h"
-#include "server/openai/protocol.h"
+#include "wire/openai/protocol.h"
 #include "server/routes.h"
 
 namespace kvlm {

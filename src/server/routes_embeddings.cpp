@@ -10,7 +10,7 @@
 #include "common/log.h"
 #include "engine/engine.h"
 #include "model/config.h"
-#include "server/openai/json_text.h"
+#include "wire/openai/json_text.h"
 #include "server/routes.h"
 #include "server/routes_choices.h"
 #include "tokenizer/tokenizer.h"

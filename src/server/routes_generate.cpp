@@ -12,8 +12,8 @@
 #include "common/error.h"
 #include "constrain/grammar_cache.h"
 #include "engine/engine.h"
-#include "server/openai/chat_render.h"
-#include "server/openai/json_text.h"
+#include "wire/openai/chat_render.h"
+#include "wire/openai/json_text.h"
 #include "server/routes.h"
 #include "server/routes_choices.h"
 #include "server/routes_tools.h"
@@ -87,14 +87,14 @@ std::optional<std::string> served_model(const ServerContext& ctx, const std::str
 void handle_completions(ServerContext& ctx, const http::Request& req, http::Response& res) {
   auto body = parse_body(req, res);
   if (!body) return;
-  std::variant<openai::CompletionRequest, openai::RequestError> parsed;
+  auto parsed = openai::parse_completion_request(*body);
+  if (auto* e = std::get_if<openai::RequestError>(&parsed)) return send_error(res, *e);
+  auto& r = std::get<openai::CompletionRequest>(parsed);
   try {
-    parsed = openai::parse_completion_request(*body, ctx.grammars.get());
+    if (auto e = openai::compile_grammars(r, ctx.grammars.get())) return send_error(res, *e);
   } catch (const constrain::GrammarLimitError& e) {
     return send_grammar_refusal(ctx, res, e, "response_format");
   }
-  if (auto* e = std::get_if<openai::RequestError>(&parsed)) return send_error(res, *e);
-  auto& r = std::get<openai::CompletionRequest>(parsed);
   const std::optional<std::string> model = served_model(ctx, r.options.model, res);
   if (!model) return;
   Generation gen{.chat = false, .id = openai::new_id("cmpl"), .created = unix_now(), .model = *model,
@@ -188,15 +188,18 @@ std::optional<Generation> chat_generation(ServerContext& ctx, openai::ChatReques
 }
 
 std::optional<openai::ChatRequest> parse_chat(ServerContext& ctx, const Json& body, http::Response& res) {
-  std::variant<openai::ChatRequest, openai::RequestError> parsed;
-  try {
-    parsed = openai::parse_chat_request(body, ctx.grammars.get());
-  } catch (const constrain::GrammarLimitError& e) {
-    send_grammar_refusal(ctx, res, e, "response_format");
-    return std::nullopt;
-  }
+  auto parsed = openai::parse_chat_request(body);
   if (auto* e = std::get_if<openai::RequestError>(&parsed)) {
     send_error(res, *e);
+    return std::nullopt;
+  }
+  try {
+    if (auto e = openai::compile_grammars(std::get<openai::ChatRequest>(parsed), ctx.grammars.get())) {
+      send_error(res, *e);
+      return std::nullopt;
+    }
+  } catch (const constrain::GrammarLimitError& e) {
+    send_grammar_refusal(ctx, res, e, "response_format");
     return std::nullopt;
   }
   return std::move(std::get<openai::ChatRequest>(parsed));

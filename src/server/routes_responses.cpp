@@ -9,9 +9,9 @@
 // without keys).
 #include <fmt/format.h>
 
-#include "server/openai/json_text.h"
-#include "server/responses/input_items.h"
-#include "server/responses/responses.h"
+#include "wire/openai/json_text.h"
+#include "wire/responses/input_items.h"
+#include "wire/responses/responses.h"
 #include "server/routes.h"
 #include "server/routes_choices.h"
 

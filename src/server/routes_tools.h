@@ -10,7 +10,7 @@
 
 #include "chat/tool_calls.h"
 #include "server/choice_decoder.h"
-#include "server/openai/protocol.h"
+#include "wire/openai/protocol.h"
 #include "server/routes.h"
 
 namespace kvlm {

@@ -10,7 +10,7 @@
 
 #include "common/metadata.h"
 #include "runner/sampler.h"
-#include "server/openai/protocol.h"
+#include "wire/openai/protocol.h"
 
 namespace kvlm {
 

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "server/http/http_server.h"
+#include "wire/http/http_server.h"
 
 namespace kvlm {
 
@@ -31,7 +31,7 @@ class Engine;
 struct ServerConfig {
   std::string host = "127.0.0.1";
   int port = 8080;                  // 0: any free port (see Server::port())
-  // API keys (server/http/api_keys.h): --api-key values (repeatable) and
+  // API keys (wire/http/api_keys.h): --api-key values (repeatable) and
   // --api-key-file, reloaded by reload_api_keys(); none: no authentication.
   std::vector<std::string> api_keys;
   std::string api_key_file;

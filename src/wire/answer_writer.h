@@ -1,16 +1,16 @@
 // How a front end other than OpenAI's chat and completions (Anthropic
 // Messages, OpenAI Responses) answers a chat generation in its own wire
-// format. The route makes its request a Generation (the one internal
-// request model, so limits, grammars, KV budgets and tiers behave the same)
-// and sets Generation::writer; routes_front.cpp runs the generation and
-// hands the writer the choice's answer, whole or in pieces. One choice (these
-// APIs have no n). Internal to server/.
+// format. The server's route makes its request a Generation (the one
+// internal request model, so limits, grammars, KV budgets and tiers behave
+// the same) with a writer (anthropic/messages.h, responses/responses.h);
+// server/routes_front.cpp runs the generation and hands the writer the
+// choice's answer, whole or in pieces. One choice (these APIs have no n).
 #pragma once
 
 #include <string>
 
-#include "server/answer.h"
-#include "server/openai/protocol.h"
+#include "wire/answer.h"
+#include "wire/openai/protocol.h"
 
 namespace kvlm {
 

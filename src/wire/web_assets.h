@@ -1,4 +1,4 @@
-// The chat page's static files (src/server/web), compiled into the binary
+// The chat page's static files (src/wire/web), compiled into the binary
 // by cmake/embed_web.cmake. Served by routes_web.cpp.
 #pragma once
 

@@ -1,5 +1,5 @@
 // libFuzzer target: the bytes a client sends kvlm serve or kvlm router, as the
-// transport's strict parser reads them (server/http/request_parser.h). The
+// transport's strict parser reads them (wire/http/request_parser.h). The
 // input is parsed twice, once whole and once cut into reads at points its
 // first byte picks; both must end the same way (the same request, or the
 // same refusal), since a parser whose answer depends on how TCP cut the bytes
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "server/http/request_parser.h"
+#include "wire/http/request_parser.h"
 
 namespace {
 

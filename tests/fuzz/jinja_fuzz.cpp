@@ -12,7 +12,7 @@
 #include <string_view>
 
 #include "common/error.h"
-#include "server/openai/json_text.h"
+#include "wire/openai/json_text.h"
 // The Jinja interpreter's public face; the only include to change when it moves.
 #include "chat/chat_template.h"
 

@@ -10,11 +10,12 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
+#include <type_traits>
 #include <variant>
 
 #include "common/error.h"
-#include "server/openai/json_text.h"
-#include "server/openai/protocol.h"
+#include "wire/openai/json_text.h"
+#include "wire/openai/protocol.h"
 
 namespace {
 
@@ -40,10 +41,21 @@ void check_options(const kvlm::openai::GenerationOptions& o, bool chat) {
   if (o.kv_recent && *o.kv_recent < 0) std::abort();
 }
 
+// A request that parsed is then compiled, as the server does: a grammar
+// the compiler refuses must be a 400 naming its field, and one it accepts
+// must be there.
+template <typename T>
+void check_compiled(T request) {
+  if (auto e = kvlm::openai::compile_grammars(request)) return check_error(*e);
+  if (request.options.constraint_spec && !request.options.constraint) std::abort();
+}
+
 template <typename T, typename F>
 void check(const std::variant<T, RequestError>& r, F&& on_ok) {
   if (const auto* e = std::get_if<RequestError>(&r)) return check_error(*e);
   on_ok(std::get<T>(r));
+  if constexpr (std::is_same_v<T, kvlm::openai::CompletionRequest> || std::is_same_v<T, kvlm::openai::ChatRequest>)
+    check_compiled(std::get<T>(r));
 }
 
 }  // namespace

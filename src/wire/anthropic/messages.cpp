@@ -1,10 +1,10 @@
-#include "server/anthropic/messages.h"
+#include "wire/anthropic/messages.h"
 
 #include <fmt/format.h>
 
 #include "common/error.h"
-#include "server/openai/fields.h"
-#include "server/openai/json_text.h"
+#include "wire/openai/fields.h"
+#include "wire/openai/json_text.h"
 
 namespace kvlm::anthropic {
 

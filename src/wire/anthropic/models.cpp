@@ -1,11 +1,11 @@
-#include "server/anthropic/models.h"
+#include "wire/anthropic/models.h"
 
 #include <charconv>
 #include <ctime>
 
 #include <fmt/format.h>
 
-#include "server/anthropic/messages.h"
+#include "wire/anthropic/messages.h"
 
 namespace kvlm::anthropic {
 

@@ -10,8 +10,8 @@
 #include <variant>
 #include <vector>
 
-#include "server/http/message.h"
-#include "server/openai/protocol.h"
+#include "wire/http/message.h"
+#include "wire/openai/protocol.h"
 
 namespace kvlm::anthropic {
 

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "common/log.h"
-#include "server/http/connection.h"
+#include "wire/http/connection.h"
 
 namespace kvlm::http::detail {
 

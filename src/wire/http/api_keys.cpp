@@ -1,4 +1,4 @@
-#include "server/http/api_keys.h"
+#include "wire/http/api_keys.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 
 #include "common/error.h"
-#include "server/http/front.h"
+#include "wire/http/front.h"
 
 namespace kvlm {
 

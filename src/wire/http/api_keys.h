@@ -25,7 +25,7 @@
 #include <string_view>
 #include <vector>
 
-#include "server/http/message.h"
+#include "wire/http/message.h"
 
 namespace kvlm {
 

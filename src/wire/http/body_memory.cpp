@@ -1,9 +1,9 @@
-#include "server/http/body_memory.h"
+#include "wire/http/body_memory.h"
 
 #include <fmt/format.h>
 
-#include "server/http/front.h"
-#include "server/openai/json_text.h"
+#include "wire/http/front.h"
+#include "wire/openai/json_text.h"
 
 namespace kvlm {
 

@@ -6,7 +6,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "server/http/message.h"
+#include "wire/http/message.h"
 
 #include "common/memory_budget.h"
 

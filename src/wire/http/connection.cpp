@@ -1,7 +1,7 @@
 // One connection: its requests read under deadlines, each answered by the
 // handler on a handler thread, then written; a Producer's answer through an
 // AnswerPump (answer_pump.cpp).
-#include "server/http/connection.h"
+#include "wire/http/connection.h"
 
 #include <sys/socket.h>
 

@@ -1,5 +1,5 @@
 // The inside of http_server.h: one connection's coroutine and the pump that
-// drives a Producer's answer. Internal to server/http/ (it includes Asio,
+// drives a Producer's answer. Internal to wire/http/ (it includes Asio,
 // which nothing above the transport needs to see).
 #pragma once
 
@@ -11,8 +11,8 @@
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
 
-#include "server/http/http_server.h"
-#include "server/http/request_parser.h"
+#include "wire/http/http_server.h"
+#include "wire/http/request_parser.h"
 
 namespace kvlm::http::detail {
 

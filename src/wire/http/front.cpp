@@ -1,4 +1,4 @@
-#include "server/http/front.h"
+#include "wire/http/front.h"
 
 #include <cctype>
 
@@ -6,8 +6,8 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "server/openai/json_text.h"
-#include "server/web_assets.h"
+#include "wire/openai/json_text.h"
+#include "wire/web_assets.h"
 #include "tokenizer/unicode.h"
 
 namespace kvlm {

@@ -12,10 +12,10 @@
 #include <string_view>
 #include <vector>
 
-#include "server/http/api_keys.h"
-#include "server/http/http_server.h"
-#include "server/http/message.h"
-#include "server/openai/protocol.h"
+#include "wire/http/api_keys.h"
+#include "wire/http/http_server.h"
+#include "wire/http/message.h"
+#include "wire/openai/protocol.h"
 
 namespace kvlm {
 

@@ -1,4 +1,4 @@
-#include "server/http/http_server.h"
+#include "wire/http/http_server.h"
 
 #include <sys/resource.h>
 
@@ -12,7 +12,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "server/http/connection.h"
+#include "wire/http/connection.h"
 
 namespace kvlm::http {
 

@@ -25,7 +25,7 @@
 #include <memory>
 #include <string>
 
-#include "server/http/message.h"
+#include "wire/http/message.h"
 
 namespace kvlm::http {
 

@@ -1,4 +1,4 @@
-#include "server/http/message.h"
+#include "wire/http/message.h"
 
 namespace kvlm::http {
 

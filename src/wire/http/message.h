@@ -44,7 +44,7 @@ struct Request {
   int local_port = 0;
   // A pattern route's match: [0] the whole path, then its groups.
   std::vector<std::string> matches;
-  // The API key's claim of a metered request (server/http/api_keys.h): held
+  // The API key's claim of a metered request (wire/http/api_keys.h): held
   // until the answer has been written; its tokens are charged where the
   // answer's usage becomes known.
   std::shared_ptr<KeyTicket> key_ticket;

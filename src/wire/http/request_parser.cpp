@@ -1,4 +1,4 @@
-#include "server/http/request_parser.h"
+#include "wire/http/request_parser.h"
 
 #include <algorithm>
 #include <cctype>

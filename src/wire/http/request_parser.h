@@ -24,7 +24,7 @@
 #include <string>
 #include <string_view>
 
-#include "server/http/message.h"
+#include "wire/http/message.h"
 
 namespace kvlm::http {
 

@@ -1,4 +1,4 @@
-#include "server/openai/chat_render.h"
+#include "wire/openai/chat_render.h"
 
 #include "chat/chat_prompt.h"
 #include "chat/chat_template.h"

@@ -8,7 +8,7 @@
 #include <optional>
 #include <vector>
 
-#include "server/openai/protocol.h"
+#include "wire/openai/protocol.h"
 
 namespace kvlm {
 

@@ -1,4 +1,4 @@
-#include "server/openai/fields.h"
+#include "wire/openai/fields.h"
 
 #include <cmath>
 

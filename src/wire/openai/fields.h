@@ -11,7 +11,7 @@
 #include <string>
 #include <variant>
 
-#include "server/openai/protocol.h"
+#include "wire/openai/protocol.h"
 
 namespace kvlm::openai {
 

@@ -1,4 +1,4 @@
-#include "server/openai/json_text.h"
+#include "wire/openai/json_text.h"
 
 #include <bit>
 #include <functional>

@@ -18,7 +18,7 @@
 #include <string>
 #include <string_view>
 
-#include "server/openai/protocol.h"
+#include "wire/openai/protocol.h"
 
 namespace kvlm::openai {
 

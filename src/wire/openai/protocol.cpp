@@ -1,13 +1,13 @@
-#include "server/openai/protocol.h"
+#include "wire/openai/protocol.h"
 
 #include <cmath>
 #include <random>
 
 #include <fmt/format.h>
 
-#include "server/openai/fields.h"
-#include "server/openai/response_format.h"
-#include "server/openai/tools.h"
+#include "wire/openai/fields.h"
+#include "wire/openai/response_format.h"
+#include "wire/openai/tools.h"
 #include "tokenizer/unicode.h"
 
 
@@ -177,7 +177,7 @@ void parse_kv_budget(const Json& body, GenerationOptions& o) {
 
 // The fields are read in a fixed order, so a request with several bad ones
 // is always refused for the same one.
-GenerationOptions parse_options(const Json& body, bool chat, constrain::GrammarCache* grammars) {
+GenerationOptions parse_options(const Json& body, bool chat) {
   if (!body.is_object()) invalid("body", "the request body must be a JSON object");
   GenerationOptions o;
   o.model = string(body, "model").value_or("");
@@ -194,7 +194,7 @@ GenerationOptions parse_options(const Json& body, bool chat, constrain::GrammarC
   o.cache_salt = string(body, "cache_salt");
   parse_kv_budget(body, o);
   parse_router_fields(body, o);
-  o.constraint = parse_constraint(body, grammars);
+  o.constraint_spec = parse_constraint(body);
   return o;
 }
 
@@ -276,11 +276,10 @@ std::vector<Prompt> prompts(const Json& prompt, const std::string& param = "prom
 
 }  // namespace
 
-std::variant<CompletionRequest, RequestError> parse_completion_request(const Json& body,
-                                                                       constrain::GrammarCache* grammars) {
+std::variant<CompletionRequest, RequestError> parse_completion_request(const Json& body) {
   return validated<CompletionRequest>([&] {
     CompletionRequest r;
-    r.options = parse_options(body, /*chat=*/false, grammars);
+    r.options = parse_options(body, /*chat=*/false);
     r.echo = boolean(body, "echo").value_or(false);
     if (r.echo && !r.options.resume_token_ids.empty())
       invalid("echo", "'echo' cannot be combined with 'resume_token_ids' (the prompt was sent already)");
@@ -304,13 +303,13 @@ namespace {
 
 // The fields of a chat request that make its prompt (messages, tools, the
 // template's extra variables), into `r`.
-void parse_chat_fields(const Json& body, ChatRequest& r, constrain::GrammarCache* grammars) {
+void parse_chat_fields(const Json& body, ChatRequest& r) {
   if (!body.is_object()) invalid("body", "the request body must be a JSON object");
   const Json* messages = field(body, "messages");
   if (!messages) invalid("messages", "'messages' is required");
   r.messages = normalize_messages(*messages);
   r.template_extra = Json::object();
-  parse_tools(body, r, grammars);
+  parse_tools(body, r);
   // The kwargs are taken whole (they win over tools and documents): adding
   // them one by one walked every key before each (ordered_json), quadratic
   // in their number (80,000 took 9.3 s).
@@ -356,12 +355,12 @@ void parse_reasoning_fields(const Json& body, ChatRequest& r) {
 
 }  // namespace
 
-std::variant<ChatRequest, RequestError> parse_chat_request(const Json& body, constrain::GrammarCache* grammars) {
+std::variant<ChatRequest, RequestError> parse_chat_request(const Json& body) {
   return validated<ChatRequest>([&] {
     ChatRequest r;
-    r.options = parse_options(body, /*chat=*/true, grammars);
+    r.options = parse_options(body, /*chat=*/true);
     refuse_unsupported_outputs(body);
-    parse_chat_fields(body, r, grammars);
+    parse_chat_fields(body, r);
     parse_reasoning_fields(body, r);
     return r;
   });
@@ -370,7 +369,7 @@ std::variant<ChatRequest, RequestError> parse_chat_request(const Json& body, con
 std::variant<ChatRequest, RequestError> parse_chat_prompt(const Json& body) {
   return validated<ChatRequest>([&] {
     ChatRequest r;
-    parse_chat_fields(body, r, nullptr);
+    parse_chat_fields(body, r);
     return r;
   });
 }

@@ -1,6 +1,6 @@
 // The OpenAI completions and chat-completions protocol as plain data: request
 // parsing and validation, and the JSON of responses, stream chunks and
-// errors. No HTTP and no engine here (server/http/ and server/routes/ use it).
+// errors. No HTTP and no engine here (kvlm serve and kvlm router use it).
 #pragma once
 
 #include <cstdint>
@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kv/kv_policy.h"
-#include "runner/sampler.h"
+#include "common/sampling_params.h"
 
 namespace kvlm::constrain {
 class Program;
@@ -35,6 +35,18 @@ struct RequestError {
   std::optional<std::string> param;
   std::string type;
   std::optional<std::string> code;
+};
+
+// A request's structured output (response_format, guided_*) as read, not
+// yet compiled: compile_grammars() makes it a grammar.
+struct ConstraintSpec {
+  enum class Kind { kJsonObject, kJsonSchema, kRegex, kChoice };
+  Kind kind = Kind::kJsonObject;
+  std::string param;                 // the field an error names ("response_format.json_schema.schema")
+  Json schema;                       // kJsonSchema: an object or a boolean
+  bool strict = false;               // kJsonSchema: refuse what the grammar cannot enforce
+  std::string pattern;               // kRegex
+  std::vector<std::string> choices;  // kChoice: non-empty strings
 };
 
 // Parameters shared by both endpoints, already validated.
@@ -73,8 +85,10 @@ struct GenerationOptions {
   // log-probabilities are returned.
   int32_t n = 1;
   int32_t best_of = 1;
-  // Structured output (response_format.h): the compiled grammar the output
-  // must follow; null: unconstrained.
+  // Structured output (response_format.h): what the request asked for, and
+  // the grammar compile_grammars() made of it, which the output must follow;
+  // null: unconstrained.
+  std::optional<ConstraintSpec> constraint_spec;
   std::shared_ptr<const constrain::Program> constraint;
   // Extensions kvlm router uses (docs/router.md). return_token_ids: every
   // choice carries `token_ids`, the ids generated since its previous chunk
@@ -137,16 +151,23 @@ struct ChatRequest {
   std::optional<int32_t> thinking_budget;
 };
 
-// Parse and validate a request body. Grammars (structured output, strict
-// tools) compile through `grammars` when given: the server's budget and
-// cache (constrain/grammar_cache.h), whose refusals for memory or time
-// (constrain::GrammarLimitError) are thrown for the route to answer.
-std::variant<CompletionRequest, RequestError> parse_completion_request(const Json& body,
-                                                                       constrain::GrammarCache* grammars = nullptr);
-std::variant<ChatRequest, RequestError> parse_chat_request(const Json& body, constrain::GrammarCache* grammars = nullptr);
+// Parse and validate a request body. Nothing is compiled here: structured
+// output is read into options.constraint_spec, a strict tool's schema is
+// kept as it came; compile_grammars() compiles them.
+std::variant<CompletionRequest, RequestError> parse_completion_request(const Json& body);
+std::variant<ChatRequest, RequestError> parse_chat_request(const Json& body);
+// Compiles the grammars a parsed request asks for: its structured output
+// into options.constraint, and, for chat, each strict tool's schema (strict
+// promises arguments valid against it, so a keyword the grammar cannot
+// enforce is refused). Through `grammars` when given: the server's budget
+// and cache (constrain/grammar_cache.h), whose refusals for memory or time
+// (constrain::GrammarLimitError) are thrown for the route to answer. A
+// schema or pattern the compiler refuses is a 400 naming its field.
+std::optional<RequestError> compile_grammars(CompletionRequest& r, constrain::GrammarCache* grammars = nullptr);
+std::optional<RequestError> compile_grammars(ChatRequest& r, constrain::GrammarCache* grammars = nullptr);
 // Only what makes a chat request's prompt (messages, tools, tool_choice,
 // template variables), options left at their defaults: a router predicting
-// the prompt neither compiles grammars nor checks sampling fields.
+// the prompt does not check sampling or structured-output fields.
 std::variant<ChatRequest, RequestError> parse_chat_prompt(const Json& body);
 
 // /v1/embeddings: `input` as a completions `prompt` (a string, token ids,

@@ -1,4 +1,4 @@
-#include "server/openai/tools.h"
+#include "wire/openai/tools.h"
 
 #include <cctype>
 
@@ -8,7 +8,7 @@
 #include "constrain/constraint.h"
 #include "constrain/grammar_cache.h"
 #include "constrain/json_schema.h"
-#include "server/openai/fields.h"
+#include "wire/openai/fields.h"
 
 namespace kvlm::openai {
 namespace {
@@ -22,28 +22,9 @@ bool valid_name(const std::string& name) {
   return true;
 }
 
-// A strict schema must compile in strict mode. Through the server's
-// grammars the check compiles the whole grammar, cached, so a client
-// repeating its tools pays once; a refusal for the server's memory or time
-// goes to the route (503).
-void check_strict_schema(const Json& params, constrain::GrammarCache* grammars) {
-  if (!grammars) {
-    constrain::Grammar g;
-    constrain::json_schema_expr(g, params, constrain::SchemaMode::kStrict);
-    return;
-  }
-  try {
-    grammars->get("json_schema strict\n" + constrain::canonical_schema_text(params),
-                  [&] { return constrain::json_schema_program(params, constrain::SchemaMode::kStrict); });
-  } catch (const constrain::GrammarLimitError& e) {
-    if (e.limit() != constrain::GrammarLimit::kTooLarge) throw;
-    throw Error(e.code(), e.what());  // the field's 400, as any refusal of the schema
-  }
-}
-
 // A function's definition ({name, description?, parameters?, strict?});
 // `where` names it ("tools[0].function", "functions[0]").
-void check_function(const Json& fn, const std::string& where, constrain::GrammarCache* grammars) {
+void check_function(const Json& fn, const std::string& where) {
   if (!fn.is_object()) invalid_field(where, fmt::format("'{}' must be an object", where));
   const Json* name = field(fn, "name");
   if (!name || !name->is_string() || !valid_name(name->get<std::string>()))
@@ -56,26 +37,15 @@ void check_function(const Json& fn, const std::string& where, constrain::Grammar
   const Json* strict = field(fn, "strict");
   if (strict && !strict->is_boolean())
     invalid_field(where + ".strict", fmt::format("'{}.strict' must be true or false", where));
-  // strict: true promises arguments valid against the schema, whatever
-  // tool_choice is: a keyword the grammar cannot enforce is refused here.
-  if (strict && strict->get<bool>() && params) {
-    try {
-      check_strict_schema(*params, grammars);
-    } catch (const constrain::GrammarLimitError&) {
-      throw;
-    } catch (const Error& e) {
-      invalid_field(where + ".parameters", fmt::format("'{}.parameters' (strict: true): {}", where, e.what()));
-    }
-  }
 }
 
-void check_tool(const Json& tool, const std::string& where, constrain::GrammarCache* grammars) {
+void check_tool(const Json& tool, const std::string& where) {
   if (!tool.is_object()) invalid_field(where, fmt::format("'{}' must be an object", where));
   if (tool.value("type", "") != "function")
     invalid_field(where + ".type", fmt::format("'{}.type' must be \"function\"", where));
   const Json* fn = field(tool, "function");
   if (!fn || !fn->is_object()) invalid_field(where + ".function", fmt::format("'{}.function' must be an object", where));
-  check_function(*fn, where + ".function", grammars);
+  check_function(*fn, where + ".function");
 }
 
 bool has_tool(const Json& tools, const std::string& name) {
@@ -110,14 +80,14 @@ ToolChoice parse_tool_choice(const Json* choice, const Json& tools) {
 
 // The legacy fields: `functions` are tools, `function_call` ("auto",
 // "none", {"name": ...}) the tool choice; one call at most.
-void parse_functions(const Json& body, ChatRequest& r, constrain::GrammarCache* grammars) {
+void parse_functions(const Json& body, ChatRequest& r) {
   const Json* functions = field(body, "functions");
   if (field(body, "tools") || field(body, "tool_choice"))
     invalid_field("functions", "'functions' and 'function_call' cannot be combined with 'tools' or 'tool_choice'");
   if (!functions->is_array()) invalid_field("functions", "'functions' must be an array of {\"name\": ..., \"parameters\": {...}}");
   r.tools = Json::array();
   for (size_t i = 0; i < functions->size(); ++i) {
-    check_function((*functions)[i], fmt::format("functions[{}]", i), grammars);
+    check_function((*functions)[i], fmt::format("functions[{}]", i));
     r.tools.push_back(Json{{"type", "function"}, {"function", (*functions)[i]}});
   }
   if (r.tools.empty()) r.tools = nullptr;
@@ -141,19 +111,60 @@ void parse_functions(const Json& body, ChatRequest& r, constrain::GrammarCache* 
 
 }  // namespace
 
-void parse_tools(const Json& body, ChatRequest& r, constrain::GrammarCache* grammars) {
+void parse_tools(const Json& body, ChatRequest& r) {
   r.tools = nullptr;
   if (field(body, "functions") || field(body, "function_call")) {
     if (!field(body, "functions")) invalid_field("function_call", "'function_call' needs 'functions'");
-    return parse_functions(body, r, grammars);
+    return parse_functions(body, r);
   }
   if (const Json* tools = field(body, "tools")) {
     if (!tools->is_array()) invalid_field("tools", "'tools' must be an array of {\"type\": \"function\", \"function\": {...}}");
-    for (size_t i = 0; i < tools->size(); ++i) check_tool((*tools)[i], fmt::format("tools[{}]", i), grammars);
+    for (size_t i = 0; i < tools->size(); ++i) check_tool((*tools)[i], fmt::format("tools[{}]", i));
     if (!tools->empty()) r.tools = *tools;
   }
   r.tool_choice = parse_tool_choice(field(body, "tool_choice"), r.tools);
   r.parallel_tool_calls = bool_field(body, "parallel_tool_calls").value_or(true);
+}
+
+namespace {
+
+// A strict schema must compile in strict mode. Through the server's
+// grammars the check compiles the whole grammar, cached, so a client
+// repeating its tools pays once; a refusal for the server's memory or time
+// goes to the route (503), a schema too large is the field's 400.
+void check_strict_schema(const Json& params, constrain::GrammarCache* grammars) {
+  if (!grammars) {
+    constrain::Grammar g;
+    constrain::json_schema_expr(g, params, constrain::SchemaMode::kStrict);
+    return;
+  }
+  try {
+    grammars->get("json_schema strict\n" + constrain::canonical_schema_text(params),
+                  [&] { return constrain::json_schema_program(params, constrain::SchemaMode::kStrict); });
+  } catch (const constrain::GrammarLimitError& e) {
+    if (e.limit() != constrain::GrammarLimit::kTooLarge) throw;
+    throw Error(e.code(), e.what());
+  }
+}
+
+}  // namespace
+
+void check_strict_tools(const ChatRequest& r, constrain::GrammarCache* grammars) {
+  if (!r.tools.is_array()) return;
+  for (size_t i = 0; i < r.tools.size(); ++i) {
+    const Json& fn = r.tools[i]["function"];
+    const Json* strict = field(fn, "strict");
+    const Json* params = field(fn, "parameters");
+    if (!strict || !strict->get<bool>() || !params) continue;
+    const std::string where = r.legacy_functions ? fmt::format("functions[{}]", i) : fmt::format("tools[{}].function", i);
+    try {
+      check_strict_schema(*params, grammars);
+    } catch (const constrain::GrammarLimitError&) {
+      throw;
+    } catch (const Error& e) {
+      invalid_field(where + ".parameters", fmt::format("'{}.parameters' (strict: true): {}", where, e.what()));
+    }
+  }
 }
 
 Json legacy_function_message(const Json& m, const std::string& where, LegacyCalls& calls) {

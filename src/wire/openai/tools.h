@@ -1,19 +1,22 @@
 // Validation of the tool-calling fields of a chat request (`tools`,
 // `tool_choice`, `parallel_tool_calls`, and tool calls and results in the
-// messages). Internal to server/openai/: it throws FieldError (fields.h).
+// messages). Internal to wire/openai/: it throws FieldError (fields.h).
 #pragma once
 
 #include <string>
 
-#include "server/openai/protocol.h"
+#include "wire/openai/protocol.h"
 
 namespace kvlm::openai {
 
 // Sets r.tools, r.tool_choice and r.parallel_tool_calls from the body; the
 // legacy `functions` and `function_call` become tools and a tool choice
-// (r.legacy_functions). A strict function's schema is compiled to check it,
-// through `grammars` when given (protocol.h).
-void parse_tools(const Json& body, ChatRequest& r, constrain::GrammarCache* grammars = nullptr);
+// (r.legacy_functions). Shapes only: nothing is compiled.
+void parse_tools(const Json& body, ChatRequest& r);
+// Compiles each strict function's schema of r.tools (compile_grammars,
+// protocol.h): a keyword the grammar cannot enforce throws FieldError on
+// its `parameters`.
+void check_strict_tools(const ChatRequest& r, constrain::GrammarCache* grammars);
 // The legacy function calls of a conversation so far: the id given to the
 // latest assistant `function_call`, which the next `function` message answers.
 struct LegacyCalls {

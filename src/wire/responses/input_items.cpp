@@ -1,10 +1,10 @@
-#include "server/responses/input_items.h"
+#include "wire/responses/input_items.h"
 
 #include <charconv>
 
 #include <fmt/format.h>
 
-#include "server/responses/responses.h"
+#include "wire/responses/responses.h"
 #include "tokenizer/unicode.h"
 
 namespace kvlm::responses {

@@ -10,7 +10,7 @@
 #include <string>
 #include <variant>
 
-#include "server/openai/protocol.h"
+#include "wire/openai/protocol.h"
 
 namespace kvlm::responses {
 

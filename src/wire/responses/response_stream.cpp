@@ -6,7 +6,7 @@
 // max_output_tokens cut it) with the whole response.
 #include <fmt/format.h>
 
-#include "server/responses/responses.h"
+#include "wire/responses/responses.h"
 
 namespace kvlm::responses {
 

@@ -1,10 +1,10 @@
-#include "server/responses/responses.h"
+#include "wire/responses/responses.h"
 
 #include <fmt/format.h>
 
-#include "server/openai/fields.h"
-#include "server/openai/json_text.h"
-#include "server/responses/input_items.h"
+#include "wire/openai/fields.h"
+#include "wire/openai/json_text.h"
+#include "wire/responses/input_items.h"
 #include "tokenizer/unicode.h"
 
 namespace kvlm::responses {

@@ -23,8 +23,8 @@
 #include <string>
 #include <variant>
 
-#include "server/answer_writer.h"
-#include "server/openai/protocol.h"
+#include "wire/answer_writer.h"
+#include "wire/openai/protocol.h"
 
 namespace kvlm::responses {
 

@@ -12,9 +12,9 @@
 
 #include <fmt/format.h>
 
-#include "server/anthropic/messages.h"
-#include "server/openai/json_text.h"
-#include "server/openai/protocol.h"
+#include "wire/anthropic/messages.h"
+#include "wire/openai/json_text.h"
+#include "wire/openai/protocol.h"
 #include "server/routes_tools.h"
 
 namespace kvlm::openai {

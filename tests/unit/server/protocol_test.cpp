@@ -4,7 +4,7 @@
 
 #include "engine/engine.h"
 #include "server/metrics_text.h"
-#include "server/openai/protocol.h"
+#include "wire/openai/protocol.h"
 
 namespace kvlm::openai {
 namespace {
@@ -367,11 +367,42 @@ TEST(Protocol, ToolsAndToolChoice) {
       {R"({"messages":[{"role":"user","tool_calls":[]}]})", "messages[0].tool_calls"},
   };
   for (const Case& c : cases) {
+    // A strict schema the grammar cannot enforce is refused when it compiles.
     auto e = parse_chat_request(Json::parse(c.body));
+    if (!error_of(e))
+      if (auto refused = compile_grammars(std::get<ChatRequest>(e))) e = *refused;
     ASSERT_TRUE(error_of(e)) << c.body;
     EXPECT_EQ(error_of(e)->status, 400);
     EXPECT_EQ(error_of(e)->param, c.param) << c.body << ": " << error_of(e)->message;
   }
+}
+
+// Parsing reads structured output and strict tools without compiling them;
+// compile_grammars() compiles, and its refusals name the field as parsing's do.
+TEST(Protocol, ParsingCompilesNoGrammarAndCompilingRefusesWhatCannotCompile) {
+  const std::string user = R"("messages":[{"role":"user","content":"hi"}])";
+  auto regex = parse_chat_request(Json::parse("{" + user + R"(,"guided_regex":"(unclosed"})"));
+  ASSERT_FALSE(error_of(regex));
+  auto& r = std::get<ChatRequest>(regex);
+  ASSERT_TRUE(r.options.constraint_spec);
+  EXPECT_EQ(r.options.constraint_spec->kind, ConstraintSpec::Kind::kRegex);
+  EXPECT_EQ(r.options.constraint, nullptr);
+  auto refused = compile_grammars(r);
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 400);
+  EXPECT_EQ(refused->param, "guided_regex");
+
+  auto schema = parse_completion_request(Json::parse(
+      R"({"prompt":"x","response_format":{"type":"json_schema","json_schema":{"schema":{"type":"object"}}}})"));
+  ASSERT_FALSE(error_of(schema));
+  auto& c = std::get<CompletionRequest>(schema);
+  EXPECT_EQ(c.options.constraint, nullptr);
+  EXPECT_FALSE(compile_grammars(c));
+  EXPECT_NE(c.options.constraint, nullptr);
+
+  auto text = parse_chat_request(Json::parse("{" + user + R"(,"response_format":{"type":"text"}})"));
+  ASSERT_FALSE(error_of(text));
+  EXPECT_FALSE(std::get<ChatRequest>(text).options.constraint_spec);
 }
 
 }  // namespace

@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "server/response_store.h"
-#include "server/responses/input_items.h"
-#include "server/responses/responses.h"
+#include "wire/responses/input_items.h"
+#include "wire/responses/responses.h"
 
 namespace kvlm::responses {
 namespace {

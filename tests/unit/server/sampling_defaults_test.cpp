@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "common/metadata.h"
-#include "server/openai/protocol.h"
+#include "wire/openai/protocol.h"
 #include "server/sampling_defaults.h"
 
 namespace kvlm {

@@ -2,8 +2,8 @@
 // (whoever made them) and its model list's pages.
 #include <gtest/gtest.h>
 
-#include "server/anthropic/models.h"
-#include "server/http/front.h"
+#include "wire/anthropic/models.h"
+#include "wire/http/front.h"
 
 namespace kvlm::anthropic {
 namespace {

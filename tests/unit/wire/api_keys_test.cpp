@@ -7,7 +7,7 @@
 #include <chrono>
 
 #include "common/error.h"
-#include "server/http/api_keys.h"
+#include "wire/http/api_keys.h"
 #include "support/test_support.h"
 
 namespace kvlm {

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "common/error.h"
-#include "server/openai/json_text.h"
+#include "wire/openai/json_text.h"
 
 namespace kvlm::openai {
 namespace {

@@ -1,7 +1,7 @@
-// The strict HTTP/1.1 request parser (server/http/request_parser.h): every
+// The strict HTTP/1.1 request parser (wire/http/request_parser.h): every
 // framing rule of RFC 9112 that request smuggling plays on, the limits, and
 // the same answer however the bytes are split.
-#include "server/http/request_parser.h"
+#include "wire/http/request_parser.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // (the openai fuzz target calls the same functions).
 #include <gtest/gtest.h>
 
-#include "server/openai/protocol.h"
+#include "wire/openai/protocol.h"
 
 namespace kvlm::openai {
 namespace {
