@@ -70,7 +70,7 @@ main_suite() {
 
 asan_build() {
   local targets=(kvlm_unit_common kvlm_unit_kv kvlm_unit_kvstore kvlm_unit_sched kvlm_unit_tokenizer
-                 kvlm_unit_model kvlm_unit_engine kvlm_unit_chat kvlm_unit_constrain kvlm_unit_router kvlm_unit_wire kvlm_ops)
+                 kvlm_unit_model kvlm_unit_runner kvlm_unit_engine kvlm_unit_chat kvlm_unit_constrain kvlm_unit_router kvlm_unit_wire kvlm_ops)
   if [[ ! -f build-fuzz/CMakeCache.txt ]]; then
     CC=clang-16 CXX=clang++-16 cmake $(cmake_generator build-fuzz) -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Release -DKVLM_FUZZ=ON -DKVLM_UNITY_BUILD=ON \
       -DKVLM_BUILD_BENCH=OFF -DKVLM_WERROR=ON >/dev/null
@@ -100,7 +100,7 @@ tsan_build() {
     CC=clang-16 CXX=clang++-16 cmake $(cmake_generator build-tsan) -S . -B build-tsan -DCMAKE_BUILD_TYPE=Release -DKVLM_TSAN=ON -DKVLM_UNITY_BUILD=ON \
       -DKVLM_BUILD_BENCH=OFF -DKVLM_WERROR=ON >/dev/null
   fi
-  cmake --build build-tsan -j"$JOBS" --target kvlm kvlm_unit_engine kvlm_unit_router
+  cmake --build build-tsan -j"$JOBS" --target kvlm kvlm_unit_runner kvlm_unit_engine kvlm_unit_router
 }
 
 tsan_tests() {
@@ -112,7 +112,7 @@ tsan_tests() {
   # server is that child process (the test's own HTTP client needs no TSan).
   # The draft proposer's tests are engine-thread logic over the same pool
   # (20 s of TSan time): the other engine tests cover its threads.
-  (cd build-tsan && ctest --output-on-failure -j"$JOBS" -L '^kvlm_unit_(engine|router)$' -E 'Draft') || rc=1
+  (cd build-tsan && ctest --output-on-failure -j"$JOBS" -L '^kvlm_unit_(runner|engine|router)$' -E 'Draft') || rc=1
   (cd "${BUILD_DIR:-build}" && KVLM_TEST_BIN="$ROOT/build-tsan/kvlm" ctest --output-on-failure -j"$JOBS" \
      -L '^kvlm_e2e$' -R '^(Server|SseHeartbeat|Choices|KvBudgetServer|Limits|Constrained|ResumeServer|RouterFleet|RouterRegistry|RouterFaults\.A)') || rc=1
   no_sanitizer_reports "$logs" || rc=1

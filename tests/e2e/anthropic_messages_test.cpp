@@ -20,16 +20,11 @@ namespace {
 
 using Json = nlohmann::json;
 
-class AnthropicMessages : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    server_ = new test::ServerProcess({"-m", test::shared_path("models/stories260K.gguf"), "--chat-template-file",
-                                       test::shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"), "-t", "1",
-                                       "--served-model-name", "kvlm"});
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
+class AnthropicMessages : public test::ServerSuite<AnthropicMessages> {
+ public:
+  static std::vector<std::string> server_args() {
+    return {"-m", test::shared_path("models/stories260K.gguf"), "--chat-template-file",
+            test::shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"), "-t", "1", "--served-model-name", "kvlm"};
   }
   static std::pair<int, std::string> post(const Json& body, const httplib::Headers& headers = {}) {
     httplib::Client c("127.0.0.1", server_->port());
@@ -44,9 +39,7 @@ class AnthropicMessages : public ::testing::Test {
     body.update(extra);
     return body;
   }
-  static test::ServerProcess* server_;
 };
-test::ServerProcess* AnthropicMessages::server_ = nullptr;
 
 // One tool_use block with get_weather's input, as the schema allows.
 void expect_tool_use(const Json& message) {

@@ -22,7 +22,7 @@ using Json = nlohmann::json;
 
 constexpr int64_t kSeed = 1234;
 
-std::vector<std::string> server_args() {
+std::vector<std::string> choices_server_args() {
   return {"-m", test::shared_path("models/stories260K.gguf"), "--chat-template-file",
           test::shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"), "-t", "1"};
 }
@@ -43,16 +43,10 @@ Json post_ok(const test::ServerProcess& server, const std::string& path, const J
   return Json::parse(text);
 }
 
-class ChoicesTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { server_ = new test::ServerProcess(server_args()); }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-  static test::ServerProcess* server_;
+class ChoicesTest : public test::ServerSuite<ChoicesTest> {
+ public:
+  static std::vector<std::string> server_args() { return choices_server_args(); }
 };
-test::ServerProcess* ChoicesTest::server_ = nullptr;
 
 Json completion_body(int64_t seed) {
   return Json{{"prompt", "Once upon a time"}, {"max_tokens", 24}, {"temperature", 0.8}, {"seed", seed}};
@@ -149,7 +143,7 @@ TEST_F(ChoicesTest, BestOfReturnsTheCandidatesWithTheHighestSumOfLogprobs) {
 
 // A fresh server: kvlm_kv_blocks_peak is a high-water mark since start.
 TEST(Choices, EightChoicesComputeTheirPromptOnce) {
-  test::ServerProcess server(server_args());
+  test::ServerProcess server(choices_server_args());
   ASSERT_GT(server.port(), 0);
   // About 512 tokens (stories260K: about 2 characters per token).
   const std::string text = test::read_file(test::shared_path("text/tinystories_sample.txt")).substr(0, 1000);

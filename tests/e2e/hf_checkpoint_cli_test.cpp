@@ -25,29 +25,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// What this process wrote under the temp folder, removed when its tests end.
-class RemoveTempPaths : public ::testing::Environment {
- public:
-  static std::vector<std::string>& paths() {
-    static std::vector<std::string> p;
-    return p;
-  }
-  void TearDown() override {
-    for (const std::string& p : paths()) fs::remove_all(p);
-  }
-};
-[[maybe_unused]] ::testing::Environment* const kRemoveTempPaths = ::testing::AddGlobalTestEnvironment(new RemoveTempPaths);
-
-std::string temp_path(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() / ("kvlm-hfcli-" + std::to_string(::getpid()) + "-" + name);
-  fs::remove_all(p);
-  RemoveTempPaths::paths().push_back(p.string());
-  return p.string();
-}
-
 std::string folder_from(const std::string& model, const test::HfFolderOptions& o = {}) {
   auto gguf = GgufFile::open(test::shared_path("models/" + model));
-  const std::string dir = temp_path(model + std::to_string(o.num_shards));
+  const std::string dir = test::temp_path(model + std::to_string(o.num_shards));
   test::write_hf_folder(*gguf, dir, o);
   return dir;
 }
@@ -85,12 +65,12 @@ TEST(HfCheckpointCli, GreedyTokensAndLogitsEqualTheGguf) {
 // Experts: the folder's experts are separate tensors, which the forward pass
 // reads where they lie in the mapping (one slice per expert).
 TEST(HfCheckpointCli, MixtralFolderGeneratesAsItsGguf) {
-  const std::string gguf = temp_path("mixtral.gguf");
+  const std::string gguf = test::temp_path("mixtral.gguf");
   auto r = test::run_kvlm({"make-model", "--arch", "llama", "--experts", "4", "--experts-used", "2", "--dim", "64",
                            "--layers", "2", "--heads", "4", "--kv-heads", "2", "--ffn", "96", "--ctx", "256", "--type",
                            "F16", "--vocab-from", test::shared_path("models/stories260K.gguf"), "-o", gguf});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const std::string dir = temp_path("mixtral");
+  const std::string dir = test::temp_path("mixtral");
   test::write_hf_folder(*GgufFile::open(gguf), dir);
   EXPECT_EQ(greedy_ids(dir), greedy_ids(gguf));
   EXPECT_EQ(logits(dir), logits(gguf));
@@ -102,13 +82,13 @@ TEST(HfCheckpointCli, MixtralFolderGeneratesAsItsGguf) {
 // the long factors and the attention factor apply; the folder must agree
 // there too. Its `kvlm convert` output is the GGUF again, tensor for tensor.
 TEST(HfCheckpointCli, Phi3FolderGeneratesAsItsGguf) {
-  const std::string gguf = temp_path("phi3.gguf");
+  const std::string gguf = test::temp_path("phi3.gguf");
   auto r = test::run_kvlm({"make-model", "--dim", "64", "--layers", "2", "--heads", "4", "--kv-heads", "2", "--ffn",
                            "96", "--std", "0.3", "--seed", "7", "-t", "1", "--arch", "phi3", "--ctx", "256",
                            "--sliding-window", "32", "--rope-scaling", "longrope", "--rope-original-ctx", "64", "--type",
                            "F32", "--vocab-from", test::shared_path("models/stories260K.gguf"), "-o", gguf});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const std::string dir = temp_path("phi3");
+  const std::string dir = test::temp_path("phi3");
   test::write_hf_folder(*GgufFile::open(gguf), dir);
   EXPECT_EQ(greedy_ids(dir), greedy_ids(gguf));
   EXPECT_EQ(logits(dir), logits(gguf));
@@ -120,7 +100,7 @@ TEST(HfCheckpointCli, Phi3FolderGeneratesAsItsGguf) {
   };
   EXPECT_EQ(ppl(dir, "128"), ppl(gguf, "128")) << "long factors";
   EXPECT_EQ(ppl(dir, "64"), ppl(gguf, "64")) << "short factors";
-  const std::string back = temp_path("phi3-back.gguf");
+  const std::string back = test::temp_path("phi3-back.gguf");
   r = test::run_kvlm({"convert", dir, "-o", back});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto a = GgufFile::open(gguf), b = GgufFile::open(back);
@@ -141,7 +121,7 @@ TEST(HfCheckpointCli, ConvertWritesTheGgufBack) {
   for (const char* model : {"stories260K.gguf", "synth-gemma2-F32.gguf", "synth-gpt2-F16.gguf"}) {
     const std::string gguf_path = test::shared_path(std::string("models/") + model);
     const std::string dir = folder_from(model);
-    const std::string out = temp_path(std::string("converted-") + model);
+    const std::string out = test::temp_path(std::string("converted-") + model);
     auto r = test::run_kvlm({"convert", dir, "-o", out});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     auto a = GgufFile::open(gguf_path), b = GgufFile::open(out);
@@ -162,7 +142,7 @@ TEST(HfCheckpointCli, ConvertWritesTheGgufBack) {
 TEST(HfCheckpointCli, QuantizeWhileLoadingEqualsConvertingFirst) {
   const std::string dir = folder_from("synth-tiny-F16.gguf", test::HfFolderOptions::of_type(DType::kBF16));
   for (const char* type : {"q8_0", "q4_k"}) {
-    const std::string out = temp_path(std::string(type) + ".gguf");
+    const std::string out = test::temp_path(std::string(type) + ".gguf");
     auto r = test::run_kvlm({"convert", dir, "-o", out, "--type", type});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(GgufFile::open(out)->find_tensor("blk.0.attn_q.weight")->dtype, dtype_from_name(type).value());
@@ -220,7 +200,7 @@ TEST_P(HfTokenizerAgainstJs, SameIds) {
   ASSERT_TRUE(fs::exists(module)) << module << " is missing: run scripts/setup.sh (npm ci --prefix tests/npm)";
   const std::string rel = "vocab/ggml-vocab-" + GetParam() + ".gguf";
   auto gguf = GgufFile::open(test::shared_path(rel));
-  const std::string dir = temp_path("js-" + GetParam());
+  const std::string dir = test::temp_path("js-" + GetParam());
   fs::create_directories(dir);
   std::ofstream(dir + "/tokenizer.json") << test::hf_tokenizer_json(gguf->metadata()).dump();
   std::ofstream(dir + "/tokenizer_config.json") << test::hf_tokenizer_config_json(gguf->metadata(), false).dump();

@@ -85,22 +85,13 @@ const std::string kBody = R"({"prompt":"Once upon a time","max_tokens":4,"temper
 // must never come back in an answer.
 const std::string kVictim = "GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-victim-secret\r\n\r\n";
 
-class HttpFront : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    server_ = new test::ServerProcess({"-m", model(), "-t", "1", "--header-timeout-ms", "1000",
-                                       "--keep-alive-timeout-ms", "500", "--body-timeout-ms", "500",
-                                       "--body-min-rate", "100000", "--max-header-bytes", "8192", "--max-headers",
-                                       "50"});
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
+class HttpFront : public test::ServerSuite<HttpFront> {
+ public:
+  static std::vector<std::string> server_args() {
+    return {"-m", model(), "-t", "1", "--header-timeout-ms", "1000", "--keep-alive-timeout-ms", "500", "--body-timeout-ms", "500", "--body-min-rate", "100000", "--max-header-bytes", "8192", "--max-headers", "50"};
   }
   static int port() { return server_->port(); }
-  static test::ServerProcess* server_;
 };
-test::ServerProcess* HttpFront::server_ = nullptr;
 
 TEST_F(HttpFront, SmugglingAttemptsAreRefusedWithJsonAndTheConnectionCloses) {
   const std::string post = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n";

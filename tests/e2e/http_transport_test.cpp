@@ -31,19 +31,12 @@ Answer curl(const std::vector<std::string>& args, const std::string& url) {
   return {std::stoi(r.out.substr(nl + 1)), test::read_file(head_path), r.out.substr(0, nl)};
 }
 
-class HttpTransportTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    server_ = new test::ServerProcess({"-m", test::shared_path("models/stories260K.gguf"), "--chat-template-file",
-                                       test::shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"), "-t", "1"});
+class HttpTransportTest : public test::ServerSuite<HttpTransportTest> {
+ public:
+  static std::vector<std::string> server_args() {
+    return {"-m", test::shared_path("models/stories260K.gguf"), "--chat-template-file", test::shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"), "-t", "1"};
   }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-  static test::ServerProcess* server_;
 };
-test::ServerProcess* HttpTransportTest::server_ = nullptr;
 
 TEST_F(HttpTransportTest, AFormEncodedBodyOver8KiBIsReadAsJson) {
   // 20 KB of body (JSON with space between its tokens): httplib alone

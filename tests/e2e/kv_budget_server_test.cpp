@@ -17,15 +17,10 @@ namespace {
 
 using Json = nlohmann::json;
 
-class KvBudgetServer : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    server_ = new test::ServerProcess({"-m", test::shared_path("models/stories260K.gguf"), "-t", "1", "--kv-budget",
-                                       "48", "--kv-policy", "sinks", "--max-model-len", "512"});
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
+class KvBudgetServer : public test::ServerSuite<KvBudgetServer> {
+ public:
+  static std::vector<std::string> server_args() {
+    return {"-m", test::shared_path("models/stories260K.gguf"), "-t", "1", "--kv-budget", "48", "--kv-policy", "sinks", "--max-model-len", "512"};
   }
   static std::pair<int, Json> post(const Json& body) {
     httplib::Client c("127.0.0.1", server_->port());
@@ -47,9 +42,7 @@ class KvBudgetServer : public ::testing::Test {
   static Json greedy(int max_tokens) {
     return {{"prompt", "Once upon a time"}, {"max_tokens", max_tokens}, {"temperature", 0}, {"ignore_eos", true}};
   }
-  static test::ServerProcess* server_;
 };
-test::ServerProcess* KvBudgetServer::server_ = nullptr;
 
 TEST_F(KvBudgetServer, ServerDefaultAppliesAndEqualsTheCli) {
   const double before = metric(R"(kvlm_kv_evicted_tokens_total{model_name="llama",policy="sinks"})");

@@ -23,16 +23,10 @@ const Json kYesNo = Json::parse(R"({"type": "json_schema", "json_schema": {"name
     "schema": {"type": "object", "properties": {"answer": {"type": "string", "enum": ["yes", "no"]}},
                "required": ["answer"], "additionalProperties": false}}})");
 
-class ReasoningServer : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    server_ = new test::ServerProcess({"-m", test::shared_path("models/stories260K.gguf"), "--chat-template-file",
-                                       test::shared_path("templates/deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja"),
-                                       "-t", "1"});
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
+class ReasoningServer : public test::ServerSuite<ReasoningServer> {
+ public:
+  static std::vector<std::string> server_args() {
+    return {"-m", test::shared_path("models/stories260K.gguf"), "--chat-template-file", test::shared_path("templates/deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja"), "-t", "1"};
   }
   static std::pair<int, std::string> post(const std::string& path, const Json& body) {
     httplib::Client c("127.0.0.1", server_->port());
@@ -47,9 +41,7 @@ class ReasoningServer : public ::testing::Test {
     body.update(extra);
     return body;
   }
-  static test::ServerProcess* server_;
 };
-test::ServerProcess* ReasoningServer::server_ = nullptr;
 
 // A streamed chat answer's thinking, content and finish reason.
 struct Streamed {

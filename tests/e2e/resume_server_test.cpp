@@ -18,15 +18,10 @@ namespace {
 
 using Json = nlohmann::json;
 
-class ResumeServer : public ::testing::Test {
+class ResumeServer : public test::ServerSuite<ResumeServer> {
  public:
-  static void SetUpTestSuite() {
-    server_ = new test::ServerProcess({"-m", test::shared_path("models/stories260K.gguf"), "--chat-template-file",
-                                       test::shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"), "-t", "1"});
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
+  static std::vector<std::string> server_args() {
+    return {"-m", test::shared_path("models/stories260K.gguf"), "--chat-template-file", test::shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"), "-t", "1"};
   }
   // The chunks (parsed data payloads, [DONE] left out) of a streamed request.
   static std::vector<Json> stream(const std::string& path, const Json& body) {
@@ -40,9 +35,7 @@ class ResumeServer : public ::testing::Test {
       if (d != "[DONE]") out.push_back(Json::parse(d));
     return out;
   }
-  static test::ServerProcess* server_;
 };
-test::ServerProcess* ResumeServer::server_ = nullptr;
 
 // What a client takes from chunks [from, end): the text (completions) or
 // content (chat), logprob tokens, tool calls (without their fresh ids),

@@ -39,19 +39,13 @@ std::pair<int, std::string> curl_get(const std::string& url) {
   return {std::stoi(r.out.substr(nl + 1)), r.out.substr(0, nl)};
 }
 
-class ServerTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    server_ = new test::ServerProcess({"-m", stories(), "--chat-template-file", qwen_template(), "-t", "1"});
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
+class ServerTest : public test::ServerSuite<ServerTest> {
+ public:
+  static std::vector<std::string> server_args() {
+    return {"-m", stories(), "--chat-template-file", qwen_template(), "-t", "1"};
   }
   static std::string url(const std::string& path) { return server_->url() + path; }
-  static test::ServerProcess* server_;
 };
-test::ServerProcess* ServerTest::server_ = nullptr;
 
 TEST_F(ServerTest, HealthAndModels) {
   ASSERT_GT(server_->port(), 0);

@@ -31,15 +31,10 @@ const Json kTools = Json::parse(R"([{"type": "function", "function": {"name": "g
     "parameters": {"type": "object", "properties": {"city": {"type": "string", "enum": ["Paris", "Lima"]}},
                    "required": ["city"], "additionalProperties": false}}}])");
 
-class ToolCallsServer : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    server_ = new test::ServerProcess({"-m", test::shared_path("models/stories260K.gguf"), "--chat-template-file",
-                                       test::shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"), "-t", "1"});
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
+class ToolCallsServer : public test::ServerSuite<ToolCallsServer> {
+ public:
+  static std::vector<std::string> server_args() {
+    return {"-m", test::shared_path("models/stories260K.gguf"), "--chat-template-file", test::shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"), "-t", "1"};
   }
   static std::string url() { return server_->url() + "/v1/chat/completions"; }
   static Json request(Json extra) {
@@ -48,9 +43,7 @@ class ToolCallsServer : public ::testing::Test {
     body.update(extra);
     return body;
   }
-  static test::ServerProcess* server_;
 };
-test::ServerProcess* ToolCallsServer::server_ = nullptr;
 
 // The call of choice 0 of a chat response (or stream): its name and
 // arguments, content, finish reason.

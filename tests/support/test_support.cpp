@@ -79,6 +79,12 @@ std::pair<std::string, std::string> make_certificate() {
   return {cert, key};
 }
 
+std::string temp_path(const std::string& name) {
+  const std::string p = temp_dir() + "/" + name;
+  std::filesystem::remove_all(p);
+  return p;
+}
+
 std::string write_temp_file(const std::string& name, const std::string& bytes) {
   const std::string path = temp_dir() + "/" + name;
   std::ofstream(path, std::ios::binary) << bytes;

@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 namespace kvlm::test {
 
 // Absolute path of `rel` under ../shared. Fails the calling test (ADD_FAILURE
@@ -75,12 +77,31 @@ int stream_then_hang_up(const ServerProcess& server, const std::string& path, co
 // pattern PCRE2 refuses fails the calling test.
 bool pcre_full_match(const std::string& pattern, const std::string& s);
 
+// A fixture whose tests share one server: started with Suite::server_args()
+// (a public static member) before the suite's first test, stopped after its
+// last. class MySuite : public test::ServerSuite<MySuite> { ... };
+template <typename Suite>
+class ServerSuite : public ::testing::Test {
+ public:
+  static void SetUpTestSuite() { server_ = new ServerProcess(Suite::server_args()); }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+
+ protected:
+  static inline ServerProcess* server_ = nullptr;
+};
+
 // The data payloads of an SSE body, in order ("[DONE]" included).
 std::vector<std::string> sse_data(const std::string& body);
 
 // A per-process temporary directory, removed at exit; tests create files
 // under it with unique names.
 std::string temp_dir();
+// A path `name` under temp_dir(), nothing there yet (whatever a test of
+// this process left under that name is removed), gone when the process ends.
+std::string temp_path(const std::string& name);
 
 // A file's bytes exactly; fails the calling test if it cannot be read.
 std::string read_file(const std::string& path);

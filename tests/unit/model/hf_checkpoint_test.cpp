@@ -28,26 +28,6 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
-// What this process wrote under the temp folder, removed when its tests end.
-class RemoveTempPaths : public ::testing::Environment {
- public:
-  static std::vector<std::string>& paths() {
-    static std::vector<std::string> p;
-    return p;
-  }
-  void TearDown() override {
-    for (const std::string& p : paths()) fs::remove_all(p);
-  }
-};
-[[maybe_unused]] ::testing::Environment* const kRemoveTempPaths = ::testing::AddGlobalTestEnvironment(new RemoveTempPaths);
-
-std::string fresh_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("kvlm-hf-" + std::to_string(::getpid()) + "-" + name);
-  fs::remove_all(dir);
-  RemoveTempPaths::paths().push_back(dir.string());
-  return dir.string();
-}
-
 struct FolderCase {
   const char* model;  // under ../shared/models
   int num_shards;
@@ -57,7 +37,7 @@ class HfFolder : public ::testing::TestWithParam<FolderCase> {};
 
 TEST_P(HfFolder, GivesTheGgufTensorsAndConfig) {
   auto gguf = GgufFile::open(test::shared_path(std::string("models/") + GetParam().model));
-  const std::string dir = fresh_dir(std::string(GetParam().model) + std::to_string(GetParam().num_shards));
+  const std::string dir = test::temp_path(std::string(GetParam().model) + std::to_string(GetParam().num_shards));
   test::write_hf_folder(*gguf, dir, test::HfFolderOptions::shards(GetParam().num_shards));
   auto hf = open_model_file(dir);
   ASSERT_EQ(hf->tensors().size(), gguf->tensors().size());
@@ -112,10 +92,10 @@ TEST_P(HfFolderFamilies, GiveTheGgufTensors) {
   }
   o.type = DType::kF16;
   o.vocab_from = test::shared_path("models/stories260K.gguf");
-  o.out_path = fresh_dir(GetParam() + ".gguf");
+  o.out_path = test::temp_path(GetParam() + ".gguf");
   make_model(o, [](const std::string&) {});
   auto gguf = GgufFile::open(o.out_path);
-  const std::string dir = fresh_dir(GetParam());
+  const std::string dir = test::temp_path(GetParam());
   test::write_hf_folder(*gguf, dir);
   auto hf = open_model_file(dir);
   ASSERT_EQ(hf->tensors().size(), gguf->tensors().size());
@@ -146,7 +126,7 @@ INSTANTIATE_TEST_SUITE_P(Families, HfFolderFamilies, ::testing::Values("mixtral"
 // BF16 checkpoints: each value is the F32 GGUF's rounded to BF16, read in place.
 TEST(HfFolder, ReadsBf16) {
   auto gguf = GgufFile::open(test::shared_path("models/stories260K.gguf"));
-  const std::string dir = fresh_dir("bf16");
+  const std::string dir = test::temp_path("bf16");
   test::write_hf_folder(*gguf, dir, test::HfFolderOptions::of_type(DType::kBF16));
   auto hf = open_model_file(dir);
   const GgufTensor* h = hf->find_tensor("blk.0.ffn_down.weight");
@@ -169,7 +149,7 @@ class HfTokenizerVectors : public ::testing::TestWithParam<std::string> {};
 TEST_P(HfTokenizerVectors, TokenizeAsLlamaCpp) {
   const std::string rel = "vocab/ggml-vocab-" + GetParam() + ".gguf";
   auto gguf = GgufFile::open(test::shared_path(rel));
-  const std::string dir = fresh_dir("tok-" + GetParam());
+  const std::string dir = test::temp_path("tok-" + GetParam());
   fs::create_directories(dir);
   std::ofstream(dir + "/tokenizer.json") << test::hf_tokenizer_json(gguf->metadata()).dump();
   Metadata m;
@@ -197,7 +177,7 @@ INSTANTIATE_TEST_SUITE_P(Vocabs, HfTokenizerVectors,
 // A folder written from stories260K with one file edited.
 std::string edited_folder(const std::string& name, const std::string& file, const std::function<void(Json&)>& edit) {
   auto gguf = GgufFile::open(test::shared_path("models/stories260K.gguf"));
-  const std::string dir = fresh_dir(name);
+  const std::string dir = test::temp_path(name);
   test::write_hf_folder(*gguf, dir);
   Json j = Json::parse(std::ifstream(dir + "/" + file));
   edit(j);
@@ -267,7 +247,7 @@ TEST(HfFolder, Gpt2NamesAndTheirConv1dWeights) {
 // by name rather than loaded as a different model.
 TEST(HfFolderRefuses, Gemma2QueryScaleOtherThanTheHeadSize) {
   auto gguf = GgufFile::open(test::shared_path("models/synth-gemma2-F32.gguf"));
-  const std::string dir = fresh_dir("gemma2-scale");
+  const std::string dir = test::temp_path("gemma2-scale");
   test::write_hf_folder(*gguf, dir);
   EXPECT_NO_THROW(open_model_file(dir));
   Json j = Json::parse(std::ifstream(dir + "/config.json"));
@@ -301,7 +281,7 @@ namespace {
 // tests/unit/engine/embed_test.cpp).
 TEST(HfFolder, SentenceTransformersPoolingBecomesPoolingType) {
   auto gguf = GgufFile::open(test::shared_path("models/stories260K.gguf"));
-  const std::string dir = fresh_dir("pooling");
+  const std::string dir = test::temp_path("pooling");
   test::write_hf_folder(*gguf, dir);
   EXPECT_EQ(ModelConfig::from_metadata(open_model_file(dir)->metadata()).pooling_type, -1);
 
