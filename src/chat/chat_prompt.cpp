@@ -15,16 +15,22 @@ std::unique_ptr<ChatTemplate> load_chat_template(const Metadata& metadata,
   return ChatTemplate::parse(*source);
 }
 
-std::vector<int32_t> encode_chat(const Tokenizer& tokenizer, const ChatTemplate& tmpl,
-                                 const nlohmann::ordered_json& messages, bool add_generation_prompt,
-                                 const nlohmann::ordered_json& extra) {
+std::string render_chat(const Tokenizer& tokenizer, const ChatTemplate& tmpl, const nlohmann::ordered_json& messages,
+                        bool add_generation_prompt, const nlohmann::ordered_json& extra) {
   ChatTemplateInputs in;
   in.messages = messages;
   in.add_generation_prompt = add_generation_prompt;
   in.extra = extra;
   if (auto bos = tokenizer.bos_id()) in.bos_token = tokenizer.piece(*bos);
   if (auto eos = tokenizer.eos_id()) in.eos_token = tokenizer.piece(*eos);
-  std::vector<int32_t> tokens = tokenizer.encode(tmpl.render(in), /*add_special=*/true, /*parse_special=*/true);
+  return tmpl.render(in);
+}
+
+std::vector<int32_t> encode_chat(const Tokenizer& tokenizer, const ChatTemplate& tmpl,
+                                 const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                 const nlohmann::ordered_json& extra) {
+  std::vector<int32_t> tokens = tokenizer.encode(render_chat(tokenizer, tmpl, messages, add_generation_prompt, extra),
+                                                 /*add_special=*/true, /*parse_special=*/true);
   // Templates that start with {{ bos_token }} and vocabularies that add BOS
   // would give two; llama.cpp warns, we keep one.
   const auto bos = tokenizer.bos_id();

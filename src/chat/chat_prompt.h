@@ -29,6 +29,11 @@ std::unique_ptr<ChatTemplate> load_chat_template(const Metadata& metadata,
 // texts and tokenizes the result with special pieces parsed. Adds BOS as the
 // vocabulary says unless the template already wrote one. Throws the
 // template's own error (e.g. "System role not supported").
+// The template's text for `messages`, which encode_chat tokenizes (what
+// llama.cpp's /apply-template answers).
+std::string render_chat(const Tokenizer& tokenizer, const ChatTemplate& tmpl, const nlohmann::ordered_json& messages,
+                        bool add_generation_prompt,
+                        const nlohmann::ordered_json& extra = nlohmann::ordered_json::object());
 std::vector<int32_t> encode_chat(const Tokenizer& tokenizer, const ChatTemplate& tmpl,
                                  const nlohmann::ordered_json& messages, bool add_generation_prompt,
                                  const nlohmann::ordered_json& extra = nlohmann::ordered_json::object());

@@ -127,7 +127,14 @@ void handle_embeddings(ServerContext& ctx, const http::Request& req, http::Respo
 void handle_model(ServerContext& ctx, const http::Request& req, http::Response& res);
 void handle_health(ServerContext& ctx, const http::Request& req, http::Response& res);
 void handle_metrics(ServerContext& ctx, const http::Request& req, http::Response& res);
+// POST /tokenize: {"content"} (llama.cpp's; vLLM's "prompt" too) or, through
+// handle_tokenize_messages, {"messages", ...} rendered as chat would be.
 void handle_tokenize(ServerContext& ctx, const http::Request& req, http::Response& res);
+// A chat request's prompt without generating (routes_prompt.cpp): POST
+// /v1/messages/count_tokens, POST /apply-template, /tokenize with messages.
+void handle_count_tokens(ServerContext& ctx, const http::Request& req, http::Response& res);
+void handle_apply_template(ServerContext& ctx, const http::Request& req, http::Response& res);
+void handle_tokenize_messages(ServerContext& ctx, const openai::Json& body, http::Response& res);
 void handle_detokenize(ServerContext& ctx, const http::Request& req, http::Response& res);
 void handle_status(ServerContext& ctx, const http::Request& req, http::Response& res);  // routes_web.cpp
 void handle_kv_events(ServerContext& ctx, const http::Request& req, http::Response& res);  // routes_kv_events.cpp

@@ -99,6 +99,7 @@ void handle_metrics(ServerContext& ctx, const http::Request&, http::Response& re
 void handle_tokenize(ServerContext& ctx, const http::Request& req, http::Response& res) {
   auto body = parse_body(req, res);
   if (!body) return;
+  if (body->is_object() && body->contains("messages")) return handle_tokenize_messages(ctx, *body, res);
   auto parsed = openai::parse_tokenize_request(*body);
   if (auto* e = std::get_if<openai::RequestError>(&parsed)) return send_error(res, *e);
   const openai::TokenizeRequest& o = std::get<openai::TokenizeRequest>(parsed);

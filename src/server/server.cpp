@@ -135,6 +135,7 @@ Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Imp
   post("/v1/completions", route(handle_completions, Access::kMetered));
   post("/v1/chat/completions", route(handle_chat_completions, Access::kMetered));
   post("/v1/messages", route(handle_messages, Access::kMetered));
+  post("/v1/messages/count_tokens", route(handle_count_tokens, Access::kKey));
   post("/v1/responses", route(handle_responses, Access::kMetered));
   get(R"(/v1/responses/([A-Za-z0-9_-]+))", route(handle_get_response, Access::kKey));
   get(R"(/v1/responses/([A-Za-z0-9_-]+)/input_items)", route(handle_response_input_items, Access::kKey));
@@ -144,6 +145,7 @@ Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Imp
   post("/v1/embeddings", route(handle_embeddings, Access::kMetered));
   post("/tokenize", route(handle_tokenize, Access::kKey));
   post("/detokenize", route(handle_detokenize, Access::kKey));
+  post("/apply-template", route(handle_apply_template, Access::kKey));
   get("/health", route(handle_health, Access::kPublic));
   get("/metrics", route(handle_metrics, Access::kMetrics));
   get("/v1/status", route(handle_status, Access::kStatus));

@@ -41,6 +41,13 @@ class AnthropicMessages : public test::ServerSuite<AnthropicMessages> {
   }
 };
 
+// A message's whole prompt: Anthropic's usage counts the cached part apart.
+int prompt_tokens(const Json& message) {
+  const Json& u = message["usage"];
+  return u["input_tokens"].get<int>() + u["cache_read_input_tokens"].get<int>() +
+         u["cache_creation_input_tokens"].get<int>();
+}
+
 // One tool_use block with get_weather's input, as the schema allows.
 void expect_tool_use(const Json& message) {
   EXPECT_EQ(message["stop_reason"], "tool_use") << message;
@@ -84,6 +91,10 @@ TEST_F(AnthropicMessages, TheOfficialClientPlainStreamedAndToolUse) {
     const Json& answer = j[run]["answer"];
     EXPECT_TRUE(answer["stop_reason"] == "max_tokens" || answer["stop_reason"] == "end_turn") << answer;
   }
+  // The SDK's countTokens: the prompt the message read for the same request
+  // (its usage splits it into input_tokens and cache_read_input_tokens).
+  EXPECT_EQ(j["counted_plain"]["input_tokens"], prompt_tokens(plain)) << j["counted_plain"];
+  EXPECT_EQ(j["counted_tool"]["input_tokens"], prompt_tokens(j["tool"]["call"])) << j["counted_tool"];
   EXPECT_EQ(j["refused"]["status"], 400) << j["refused"];
   EXPECT_EQ(j["refused"]["type"], "invalid_request_error") << j["refused"];
   EXPECT_NE(j["refused"]["message"].get<std::string>().find("max_tokens"), std::string::npos);
@@ -169,6 +180,46 @@ TEST(AnthropicMessagesKey, XApiKeyIsAcceptedAndAMissingKeyIsAnAuthenticationErro
   ASSERT_TRUE(no);
   EXPECT_EQ(no->status, 401);
   EXPECT_EQ(Json::parse(no->body)["error"]["type"], "authentication_error") << no->body;
+}
+
+// count_tokens over HTTP: the input tokens a message of the same request
+// reads (system, tools, a tool round trip), for each; Anthropic's refusals.
+TEST_F(AnthropicMessages, CountTokensIsWhatTheMessageReads) {
+  const Json weather = {{"name", "get_weather"}, {"input_schema", {{"type", "object"}}}};
+  const std::vector<Json> extras = {
+      Json::object(),
+      {{"system", "You tell short stories."}},
+      {{"system", "Be brief."}, {"tools", Json::array({weather})}},
+      {{"messages", Json::array({Json{{"role", "user"}, {"content", "Weather?"}},
+                                 Json{{"role", "assistant"}, {"content", Json::array({Json{{"type", "tool_use"}, {"id", "toolu_1"},
+                                                                                            {"name", "get_weather"}, {"input", {{"city", "Lima"}}}}})}},
+                                 Json{{"role", "user"}, {"content", Json::array({Json{{"type", "tool_result"}, {"tool_use_id", "toolu_1"},
+                                                                                      {"content", "Sunny"}}})}}})},
+       {"tools", Json::array({weather})}},
+  };
+  httplib::Client c("127.0.0.1", server_->port());
+  c.set_read_timeout(60);
+  for (const Json& extra : extras) {
+    Json asked = ask(extra);
+    asked["max_tokens"] = 1;
+    auto [status, text] = post(asked);
+    ASSERT_EQ(status, 200) << text;
+    Json counted_body = asked;
+    counted_body.erase("max_tokens");
+    counted_body.erase("temperature");
+    auto r = c.Post("/v1/messages/count_tokens", counted_body.dump(), "application/json");
+    ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
+    EXPECT_EQ(Json::parse(r->body), (Json{{"input_tokens", prompt_tokens(Json::parse(text))}})) << extra;
+  }
+  auto empty = c.Post("/v1/messages/count_tokens", R"({"model":"kvlm","messages":[]})", "application/json");
+  ASSERT_TRUE(empty);
+  EXPECT_EQ(empty->status, 400);
+  EXPECT_EQ(Json::parse(empty->body)["error"]["type"], "invalid_request_error") << empty->body;
+  auto unknown = c.Post("/v1/messages/count_tokens", R"({"model":"nope","messages":[{"role":"user","content":"x"}]})",
+                        "application/json");
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->status, 404);
+  EXPECT_EQ(Json::parse(unknown->body)["error"]["type"], "not_found_error") << unknown->body;
 }
 
 }  // namespace

@@ -136,6 +136,40 @@ TEST_F(ServerTest, ChatCompletionUsesTheTemplateAndStreams) {
 // Greedy decoding picks the most likely token, so each chosen logprob is the
 // largest of its step; the token texts spell the output; streaming carries
 // the same numbers chunk by chunk.
+// A chat request's prompt without generating: /apply-template's text,
+// /tokenize's `messages` form and its token ids, all as the generation
+// renders it (the chat completion's prompt_tokens); vLLM's `prompt` for text.
+TEST_F(ServerTest, ApplyTemplateAndTokenizeMessagesRenderAsChatDoes) {
+  const Json messages = Json::parse(R"([{"role":"system","content":"Be brief."},{"role":"user","content":"Tell me a story."}])");
+  const Json tools = Json::parse(R"([{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}])");
+  for (const Json& extra : {Json::object(), Json{{"tools", tools}}}) {
+    Json chat = {{"messages", messages}, {"max_tokens", 1}};
+    chat.update(extra);
+    auto [status, body] = curl_post(url("/v1/chat/completions"), chat.dump());
+    ASSERT_EQ(status, 200) << body;
+    const int prompt_tokens = Json::parse(body)["usage"]["prompt_tokens"];
+    Json asked = {{"messages", messages}};
+    asked.update(extra);
+    auto [t_status, t_body] = curl_post(url("/tokenize"), asked.dump());
+    ASSERT_EQ(t_status, 200) << t_body;
+    const Json tokenized = Json::parse(t_body);
+    EXPECT_EQ(tokenized["count"], prompt_tokens) << extra;
+    EXPECT_EQ(tokenized["tokens"].size(), static_cast<size_t>(prompt_tokens));
+    EXPECT_GT(tokenized["max_model_len"].get<int>(), prompt_tokens);
+    auto [a_status, a_body] = curl_post(url("/apply-template"), asked.dump());
+    ASSERT_EQ(a_status, 200) << a_body;
+    const std::string text = Json::parse(a_body)["prompt"];
+    EXPECT_NE(text.find("<|im_start|>system\nBe brief."), std::string::npos) << text;
+    EXPECT_TRUE(text.ends_with("<|im_start|>assistant\n")) << text;
+    auto [p_status, p_body] = curl_post(url("/tokenize"), Json{{"prompt", text}}.dump());
+    ASSERT_EQ(p_status, 200) << p_body;
+    EXPECT_EQ(Json::parse(p_body)["tokens"], tokenized["tokens"]) << extra;
+  }
+  auto [bad_status, bad_body] = curl_post(url("/apply-template"), R"({"messages":[{"role":"robot","content":"x"}]})");
+  EXPECT_EQ(bad_status, 400) << bad_body;
+  EXPECT_EQ(Json::parse(bad_body)["error"]["param"], "messages[0].role") << bad_body;
+}
+
 TEST_F(ServerTest, LogprobsDescribeTheChosenTokens) {
   const std::string req = R"({"prompt":"Once upon a time","max_tokens":12,"temperature":0,"logprobs":3)";
   auto [status, body] = curl_post(url("/v1/completions"), req + "}");

@@ -2,7 +2,8 @@
 // POST /v1/messages: a plain message, the same streamed (the client's own
 // accumulating MessageStream, which checks the event shapes), a tool use
 // round trip (a forced call, its tool_result, the answer) streamed and not,
-// and a refused request. Prints one JSON object that
+// messages.countTokens of the plain and the tool requests, and a refused
+// request. Prints one JSON object that
 // tests/e2e/anthropic_messages_test.cpp checks.
 // Usage: node anthropic_messages.mjs BASE_URL
 import Anthropic from "@anthropic-ai/sdk";
@@ -45,6 +46,12 @@ out.streamed = summary(await s.finalMessage());
 out.streamed_text = streamedText;
 out.tool = await roundTrip(false, { type: "tool", name: "get_weather" });
 out.tool_stream = await roundTrip(true, { type: "any", disable_parallel_tool_use: true });
+// count_tokens takes the request without max_tokens; its count is what the
+// message's usage says it read.
+const { max_tokens: _, temperature: __, ...countable } = base;
+out.counted_plain = await client.messages.countTokens({ ...countable, messages: question });
+out.counted_tool = await client.messages.countTokens({ ...countable, tools,
+  messages: [{ role: "user", content: "What is the weather in Paris?" }], tool_choice: { type: "tool", name: "get_weather" } });
 try {
   await client.messages.create({ model, messages: question });  // no max_tokens
   out.refused = null;

@@ -134,12 +134,13 @@ void chat_tools(const Json& body, Json& out) {
   if (choice->value("disable_parallel_tool_use", false)) out["parallel_tool_calls"] = false;
 }
 
-Json to_chat(const Json& body) {
+// `counting`: a count_tokens request, which has no max_tokens.
+Json to_chat(const Json& body, bool counting) {
   if (!body.is_object()) invalid_field("body", "the body must be a JSON object");
   Json out = {{"messages", chat_messages(body)}};
   const auto max_tokens = openai::integer_field(body, "max_tokens", 1, 1 << 30);
-  if (!max_tokens) invalid_field("max_tokens", "'max_tokens' is required");
-  out["max_tokens"] = *max_tokens;
+  if (!max_tokens && !counting) invalid_field("max_tokens", "'max_tokens' is required");
+  if (max_tokens) out["max_tokens"] = *max_tokens;
   for (const char* key : {"model", "temperature", "top_p", "top_k", "stream"})
     if (const Json* v = openai::field(body, key)) out[key] = *v;
   if (const Json* stop = openai::field(body, "stop_sequences")) out["stop"] = *stop;
@@ -186,7 +187,11 @@ Json input_of(const AnsweredCall& c) {
 }  // namespace
 
 std::variant<Json, openai::RequestError> chat_body(const Json& body) {
-  return openai::validated<Json>([&] { return to_chat(body); });
+  return openai::validated<Json>([&] { return to_chat(body, /*counting=*/false); });
+}
+
+std::variant<Json, openai::RequestError> count_tokens_chat_body(const Json& body) {
+  return openai::validated<Json>([&] { return to_chat(body, /*counting=*/true); });
 }
 
 Json error_body(const openai::RequestError& e) {

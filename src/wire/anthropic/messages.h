@@ -30,6 +30,8 @@ using Json = openai::Json;
 
 // The chat request body of a Messages request, or the 400 that refuses it.
 std::variant<Json, openai::RequestError> chat_body(const Json& body);
+// The same for /v1/messages/count_tokens, whose requests carry no max_tokens.
+std::variant<Json, openai::RequestError> count_tokens_chat_body(const Json& body);
 
 // An error as Anthropic answers it: {"type": "error", "error": {"type", "message"}}.
 Json error_body(const openai::RequestError& e);

@@ -13,20 +13,39 @@ TemplateInput template_input(const ChatTemplate& tmpl, const openai::ChatRequest
   return {std::move(m.messages), r.template_extra, std::move(m.without_system)};
 }
 
-std::vector<int32_t> render_chat_prompt(const Tokenizer& tok, const ChatTemplate& tmpl, const openai::ChatRequest& r) {
+namespace {
+
+// `render(messages)` over the template's input for `r`: a template that
+// refuses a system message gets the tools described in the first user
+// message instead; if it refuses that too, its own words about the
+// messages as sent are thrown.
+template <typename Render>
+auto with_tool_fallback(const ChatTemplate& tmpl, const openai::ChatRequest& r, Render&& render) {
   const TemplateInput in = template_input(tmpl, r);
   try {
-    return encode_chat(tok, tmpl, in.messages, /*add_generation_prompt=*/true, in.extra);
+    return render(in.messages, in.extra);
   } catch (const Error& e) {
-    // A template that refuses a system message gets the tools described in
-    // the first user message instead.
     if (!in.messages_without_system) throw;
     try {
-      return encode_chat(tok, tmpl, *in.messages_without_system, /*add_generation_prompt=*/true, in.extra);
+      return render(*in.messages_without_system, in.extra);
     } catch (const Error&) {
-      throw e;  // the template's own words about the messages as sent
+      throw e;
     }
   }
+}
+
+}  // namespace
+
+std::vector<int32_t> render_chat_prompt(const Tokenizer& tok, const ChatTemplate& tmpl, const openai::ChatRequest& r) {
+  return with_tool_fallback(tmpl, r, [&](const openai::Json& messages, const openai::Json& extra) {
+    return encode_chat(tok, tmpl, messages, /*add_generation_prompt=*/true, extra);
+  });
+}
+
+std::string render_chat_prompt_text(const Tokenizer& tok, const ChatTemplate& tmpl, const openai::ChatRequest& r) {
+  return with_tool_fallback(tmpl, r, [&](const openai::Json& messages, const openai::Json& extra) {
+    return render_chat(tok, tmpl, messages, /*add_generation_prompt=*/true, extra);
+  });
 }
 
 }  // namespace kvlm

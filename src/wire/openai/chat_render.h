@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "wire/openai/protocol.h"
@@ -32,5 +33,7 @@ TemplateInput template_input(const ChatTemplate& tmpl, const openai::ChatRequest
 // template's own words when it refuses the messages (e.g. "System role not
 // supported"), after trying the tools in the first user message.
 std::vector<int32_t> render_chat_prompt(const Tokenizer& tok, const ChatTemplate& tmpl, const openai::ChatRequest& r);
+// The prompt's text, which render_chat_prompt tokenizes (/apply-template).
+std::string render_chat_prompt_text(const Tokenizer& tok, const ChatTemplate& tmpl, const openai::ChatRequest& r);
 
 }  // namespace kvlm

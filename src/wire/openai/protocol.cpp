@@ -402,8 +402,9 @@ std::variant<EmbeddingsRequest, RequestError> parse_embeddings_request(const Jso
 std::variant<TokenizeRequest, RequestError> parse_tokenize_request(const Json& body) {
   return validated<TokenizeRequest>([&] {
     if (!body.is_object()) invalid("body", "the request body must be a JSON object");
-    auto content = string(body, "content");
-    if (!content) invalid("content", "'content' must be a string");
+    // vLLM names the text "prompt"; llama.cpp "content".
+    auto content = field(body, "content") || !field(body, "prompt") ? string(body, "content") : string(body, "prompt");
+    if (!content) invalid("content", "'content' (or 'prompt') must be a string");
     TokenizeRequest r;
     r.content = std::move(*content);
     r.add_special = boolean(body, "add_special").value_or(true);

@@ -1,0 +1,95 @@
+// A chat request's prompt without generating: POST /v1/messages/count_tokens
+// (Anthropic's: {"input_tokens": N}), POST /apply-template (llama.cpp's:
+// {"prompt": text}) and the `messages` form of POST /tokenize (vLLM's). Each
+// renders exactly as generation would (the same template, tools, BOS), so a
+// client budgeting its context counts what it will be charged.
+#include <fmt/format.h>
+
+#include "common/error.h"
+#include "engine/engine.h"
+#include "server/routes.h"
+#include "tokenizer/tokenizer.h"
+#include "wire/anthropic/messages.h"
+#include "wire/openai/chat_render.h"
+#include "wire/openai/json_text.h"
+
+namespace kvlm {
+
+using openai::Json;
+
+namespace {
+
+// The chat request of `body` (its prompt fields only), checked as a
+// generation's would be: the model served, a template to render with, and a
+// size the context can hold. Answers the refusal and returns nullopt.
+std::optional<openai::ChatRequest> prompt_request(const ServerContext& ctx, const Json& body, http::Response& res) {
+  auto parsed = openai::parse_chat_prompt(body);
+  if (auto* e = std::get_if<openai::RequestError>(&parsed)) {
+    send_error(res, *e);
+    return std::nullopt;
+  }
+  const Json* model = body.is_object() && body.contains("model") && body["model"].is_string() ? &body["model"] : nullptr;
+  if (!served_model(ctx, model ? model->get<std::string>() : "", res)) return std::nullopt;
+  if (!ctx.chat_template) {
+    send_error(res, {400, ctx.chat_template_error, std::string("messages")});
+    return std::nullopt;
+  }
+  auto& r = std::get<openai::ChatRequest>(parsed);
+  const size_t num_bytes = r.messages.dump().size();
+  if (num_bytes > ctx.max_prompt_bytes) {
+    send_error(res, {400, fmt::format("'messages' has {} bytes; at most {} are rendered", num_bytes, ctx.max_prompt_bytes),
+                     std::string("messages")});
+    return std::nullopt;
+  }
+  return std::move(r);
+}
+
+// Renders with `render`; a template that refuses the messages is a 400 in
+// its own words, as generation answers it.
+template <typename Render>
+bool rendered(http::Response& res, Render&& render) {
+  try {
+    render();
+    return true;
+  } catch (const Error& e) {
+    send_error(res, {400, e.what(), std::string("messages")});
+    return false;
+  }
+}
+
+}  // namespace
+
+void handle_count_tokens(ServerContext& ctx, const http::Request& req, http::Response& res) {
+  auto body = parse_body(req, res);
+  if (!body) return;
+  auto chat = anthropic::count_tokens_chat_body(*body);
+  if (auto* e = std::get_if<openai::RequestError>(&chat)) return send_error(res, *e);
+  Json chat_body = std::get<Json>(chat);
+  if (const Json* model = body->is_object() && body->contains("model") ? &(*body)["model"] : nullptr) chat_body["model"] = *model;
+  std::optional<openai::ChatRequest> r = prompt_request(ctx, chat_body, res);
+  if (!r) return;
+  size_t count = 0;
+  if (!rendered(res, [&] { count = render_chat_prompt(ctx.engine.tokenizer(), *ctx.chat_template, *r).size(); })) return;
+  res.set_content(openai::dump_json(Json{{"input_tokens", count}}), "application/json");
+}
+
+void handle_apply_template(ServerContext& ctx, const http::Request& req, http::Response& res) {
+  auto body = parse_body(req, res);
+  if (!body) return;
+  std::optional<openai::ChatRequest> r = prompt_request(ctx, *body, res);
+  if (!r) return;
+  std::string text;
+  if (!rendered(res, [&] { text = render_chat_prompt_text(ctx.engine.tokenizer(), *ctx.chat_template, *r); })) return;
+  res.set_content(openai::dump_json(Json{{"prompt", text}}), "application/json");
+}
+
+void handle_tokenize_messages(ServerContext& ctx, const Json& body, http::Response& res) {
+  std::optional<openai::ChatRequest> r = prompt_request(ctx, body, res);
+  if (!r) return;
+  std::vector<int32_t> ids;
+  if (!rendered(res, [&] { ids = render_chat_prompt(ctx.engine.tokenizer(), *ctx.chat_template, *r); })) return;
+  Json out = {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", ctx.engine.max_model_len()}};
+  res.set_content(openai::dump_json(out), "application/json");
+}
+
+}  // namespace kvlm
