@@ -87,6 +87,7 @@ void Router::Impl::add_routes() {
   // A prompt rendered and counted is the same on any worker.
   routes.post("/apply-template", route(handle_proxied, Access::kKey));
   routes.post("/v1/messages/count_tokens", route(handle_proxied, Access::kKey));
+  routes.get("/props", route(handle_proxied, Access::kKey));
   routes.get("/v1/status", route(handle_status, Access::kStatus));
   routes.get("/health", route(handle_health, Access::kPublic));
   routes.get("/metrics", route(handle_metrics, Access::kMetrics));

@@ -126,6 +126,7 @@ void handle_embeddings(ServerContext& ctx, const http::Request& req, http::Respo
 // GET /v1/models/{id}: one served name's model object, or 404 model_not_found.
 void handle_model(ServerContext& ctx, const http::Request& req, http::Response& res);
 void handle_health(ServerContext& ctx, const http::Request& req, http::Response& res);
+void handle_props(ServerContext& ctx, const http::Request& req, http::Response& res);  // llama.cpp's GET /props
 void handle_metrics(ServerContext& ctx, const http::Request& req, http::Response& res);
 // POST /tokenize: {"content"} (llama.cpp's; vLLM's "prompt" too) or, through
 // handle_tokenize_messages, {"messages", ...} rendered as chat would be.

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "chat/chat_template.h"
 #include "common/error.h"
 #include "common/heap_trimmer.h"
 #include "common/log.h"
@@ -14,6 +15,7 @@
 #include "wire/openai/fields.h"
 #include "wire/openai/json_text.h"
 #include "server/routes.h"
+#include "server/sampling_defaults.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
 
@@ -63,6 +65,28 @@ void handle_model(ServerContext& ctx, const http::Request& req, http::Response& 
     return res.set_content(openai::dump_json(model), "application/json");
   }
   send_model_not_found(res, id);
+}
+
+// llama.cpp's GET /props: what a client reads to set itself up (the model's
+// name, context, slots, default sampling, chat template and special tokens).
+void handle_props(ServerContext& ctx, const http::Request&, http::Response& res) {
+  const Tokenizer& tok = ctx.engine.tokenizer();
+  const SamplingDefaults& d = ctx.sampling_defaults;
+  // A request's sampling when it sets nothing: the model's defaults over OpenAI's.
+  Json params = {{"temperature", d.temperature.value_or(1.f)}, {"top_p", d.top_p.value_or(1.f)},
+                 {"top_k", d.top_k.value_or(0)}, {"min_p", d.min_p.value_or(0.f)},
+                 {"repeat_penalty", d.repetition_penalty.value_or(1.f)}};
+  Json props = {
+      {"model_alias", ctx.model_names[0]},
+      {"total_slots", ctx.engine.config().max_seqs},
+      {"default_generation_settings", {{"n_ctx", ctx.engine.max_model_len()}, {"params", std::move(params)}}},
+      {"chat_template", ctx.chat_template ? ctx.chat_template->source() : ""},
+      {"bos_token", tok.bos_id() ? tok.piece(*tok.bos_id()) : ""},
+      {"eos_token", tok.eos_id() ? tok.piece(*tok.eos_id()) : ""},
+      {"modalities", {{"vision", false}, {"audio", false}}},
+      {"build_info", "kvlm"},
+  };
+  res.set_content(openai::dump_json(props), "application/json");
 }
 
 // 503 while draining, so load balancers stop sending before the port closes.

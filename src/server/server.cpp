@@ -147,6 +147,7 @@ Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Imp
   post("/detokenize", route(handle_detokenize, Access::kKey));
   post("/apply-template", route(handle_apply_template, Access::kKey));
   get("/health", route(handle_health, Access::kPublic));
+  get("/props", route(handle_props, Access::kKey));
   get("/metrics", route(handle_metrics, Access::kMetrics));
   get("/v1/status", route(handle_status, Access::kStatus));
   get("/v1/kv/events", route(handle_kv_events, Access::kKey));

@@ -170,6 +170,24 @@ TEST_F(ServerTest, ApplyTemplateAndTokenizeMessagesRenderAsChatDoes) {
   EXPECT_EQ(Json::parse(bad_body)["error"]["param"], "messages[0].role") << bad_body;
 }
 
+// llama.cpp's /props: the served name, the context /tokenize reports, the
+// template file as given, the slots and the special tokens.
+TEST_F(ServerTest, PropsDescribeTheServedModel) {
+  auto [status, body] = curl_get(url("/props"));
+  ASSERT_EQ(status, 200) << body;
+  const Json props = Json::parse(body);
+  auto [m_status, models] = curl_get(url("/v1/models"));
+  ASSERT_EQ(m_status, 200) << models;
+  EXPECT_EQ(props["model_alias"], Json::parse(models)["data"][0]["id"]);
+  auto [t_status, tokenized] = curl_post(url("/tokenize"), R"({"messages":[{"role":"user","content":"x"}]})");
+  ASSERT_EQ(t_status, 200) << tokenized;
+  EXPECT_EQ(props["default_generation_settings"]["n_ctx"], Json::parse(tokenized)["max_model_len"]);
+  EXPECT_EQ(props["chat_template"], test::read_file(qwen_template()));
+  EXPECT_GT(props["total_slots"].get<int>(), 0);
+  EXPECT_EQ(props["bos_token"], "<s>") << body.substr(0, 300);
+  EXPECT_EQ(props["default_generation_settings"]["params"]["temperature"], 1.0);
+}
+
 TEST_F(ServerTest, LogprobsDescribeTheChosenTokens) {
   const std::string req = R"({"prompt":"Once upon a time","max_tokens":12,"temperature":0,"logprobs":3)";
   auto [status, body] = curl_post(url("/v1/completions"), req + "}");
