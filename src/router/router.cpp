@@ -88,6 +88,8 @@ void Router::Impl::add_routes() {
   routes.post("/apply-template", route(handle_proxied, Access::kKey));
   routes.post("/v1/messages/count_tokens", route(handle_proxied, Access::kKey));
   routes.get("/props", route(handle_proxied, Access::kKey));
+  routes.post("/v1/completions/render", route(handle_proxied, Access::kKey));
+  routes.post("/v1/chat/completions/render", route(handle_proxied, Access::kKey));
   routes.get("/v1/status", route(handle_status, Access::kStatus));
   routes.get("/health", route(handle_health, Access::kPublic));
   routes.get("/metrics", route(handle_metrics, Access::kMetrics));

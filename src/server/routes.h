@@ -136,6 +136,10 @@ void handle_tokenize(ServerContext& ctx, const http::Request& req, http::Respons
 void handle_count_tokens(ServerContext& ctx, const http::Request& req, http::Response& res);
 void handle_apply_template(ServerContext& ctx, const http::Request& req, http::Response& res);
 void handle_tokenize_messages(ServerContext& ctx, const openai::Json& body, http::Response& res);
+// vLLM's POST /v1/chat/completions/render ({"token_ids"}) and
+// /v1/completions/render (one {"token_ids"} per prompt).
+void handle_render_chat(ServerContext& ctx, const http::Request& req, http::Response& res);
+void handle_render_completion(ServerContext& ctx, const http::Request& req, http::Response& res);
 void handle_detokenize(ServerContext& ctx, const http::Request& req, http::Response& res);
 void handle_status(ServerContext& ctx, const http::Request& req, http::Response& res);  // routes_web.cpp
 void handle_kv_events(ServerContext& ctx, const http::Request& req, http::Response& res);  // routes_kv_events.cpp

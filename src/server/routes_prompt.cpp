@@ -1,8 +1,11 @@
 // A chat request's prompt without generating: POST /v1/messages/count_tokens
 // (Anthropic's: {"input_tokens": N}), POST /apply-template (llama.cpp's:
-// {"prompt": text}) and the `messages` form of POST /tokenize (vLLM's). Each
-// renders exactly as generation would (the same template, tools, BOS), so a
-// client budgeting its context counts what it will be charged.
+// {"prompt": text}), the `messages` form of POST /tokenize (vLLM's) and
+// vLLM's render routes, which llm-d's precise prefix-cache scorer calls for
+// a request's token ids (POST /v1/chat/completions/render,
+// /v1/completions/render). Each renders exactly as generation would (the
+// same template, tools, BOS), so a client budgeting its context counts what
+// it will be charged, and a router hashes the blocks the worker will hold.
 #include <fmt/format.h>
 
 #include "common/error.h"
@@ -89,6 +92,41 @@ void handle_tokenize_messages(ServerContext& ctx, const Json& body, http::Respon
   std::vector<int32_t> ids;
   if (!rendered(res, [&] { ids = render_chat_prompt(ctx.engine.tokenizer(), *ctx.chat_template, *r); })) return;
   Json out = {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", ctx.engine.max_model_len()}};
+  res.set_content(openai::dump_json(out), "application/json");
+}
+
+void handle_render_chat(ServerContext& ctx, const http::Request& req, http::Response& res) {
+  auto body = parse_body(req, res);
+  if (!body) return;
+  std::optional<openai::ChatRequest> r = prompt_request(ctx, *body, res);
+  if (!r) return;
+  std::vector<int32_t> ids;
+  if (!rendered(res, [&] { ids = render_chat_prompt(ctx.engine.tokenizer(), *ctx.chat_template, *r); })) return;
+  res.set_content(openai::dump_json(Json{{"token_ids", ids}}), "application/json");
+}
+
+// A completions request's prompts as generation tokenizes them (text with
+// BOS and special pieces; ids as given): one {"token_ids"} per prompt.
+void handle_render_completion(ServerContext& ctx, const http::Request& req, http::Response& res) {
+  auto body = parse_body(req, res);
+  if (!body) return;
+  auto parsed = openai::parse_completion_request(*body);
+  if (auto* e = std::get_if<openai::RequestError>(&parsed)) return send_error(res, *e);
+  const auto& r = std::get<openai::CompletionRequest>(parsed);
+  if (!served_model(ctx, r.options.model, res)) return;
+  Json out = Json::array();
+  for (size_t i = 0; i < r.prompts.size(); ++i) {
+    std::vector<int32_t> ids;
+    if (const auto* text = std::get_if<std::string>(&r.prompts[i])) {
+      if (text->size() > ctx.max_prompt_bytes)
+        return send_error(res, {400, fmt::format("prompt {} has {} bytes; at most {} are rendered", i, text->size(),
+                                                 ctx.max_prompt_bytes), std::string("prompt")});
+      ids = ctx.engine.tokenizer().encode(*text, /*add_special=*/true, /*parse_special=*/true);
+    } else {
+      ids = std::get<std::vector<int32_t>>(r.prompts[i]);
+    }
+    out.push_back(Json{{"token_ids", std::move(ids)}});
+  }
   res.set_content(openai::dump_json(out), "application/json");
 }
 

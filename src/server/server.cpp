@@ -136,6 +136,8 @@ Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Imp
   post("/v1/chat/completions", route(handle_chat_completions, Access::kMetered));
   post("/v1/messages", route(handle_messages, Access::kMetered));
   post("/v1/messages/count_tokens", route(handle_count_tokens, Access::kKey));
+  post("/v1/completions/render", route(handle_render_completion, Access::kKey));
+  post("/v1/chat/completions/render", route(handle_render_chat, Access::kKey));
   post("/v1/responses", route(handle_responses, Access::kMetered));
   get(R"(/v1/responses/([A-Za-z0-9_-]+))", route(handle_get_response, Access::kKey));
   get(R"(/v1/responses/([A-Za-z0-9_-]+)/input_items)", route(handle_response_input_items, Access::kKey));

@@ -188,6 +188,40 @@ TEST_F(ServerTest, PropsDescribeTheServedModel) {
   EXPECT_EQ(props["default_generation_settings"]["params"]["temperature"], 1.0);
 }
 
+// vLLM's render routes (what llm-d's precise prefix scorer tokenizes with):
+// the prompt ids the engine runs (return_token_ids), for one completions
+// prompt, a list of them (text and ids), and chat with and without tools.
+TEST_F(ServerTest, RenderRoutesGiveTheEnginesPromptTokens) {
+  const Json prompts = Json::array({"Once upon a time", "The cat sat", Json::array({1, 306, 414})});
+  auto [r_status, r_body] = curl_post(url("/v1/completions/render"), Json{{"prompt", prompts}}.dump());
+  ASSERT_EQ(r_status, 200) << r_body;
+  const Json rendered = Json::parse(r_body);
+  ASSERT_EQ(rendered.size(), prompts.size()) << r_body;
+  auto [status, body] = curl_post(url("/v1/completions"),
+                                  Json{{"prompt", prompts}, {"max_tokens", 1}, {"return_token_ids", true}}.dump());
+  ASSERT_EQ(status, 200) << body;
+  const Json completion = Json::parse(body);
+  for (size_t i = 0; i < prompts.size(); ++i)
+    EXPECT_EQ(rendered[i]["token_ids"], completion["choices"][i]["prompt_token_ids"]) << i;
+  auto [one_status, one_body] = curl_post(url("/v1/completions/render"), R"({"prompt":"Once upon a time"})");
+  ASSERT_EQ(one_status, 200) << one_body;
+  EXPECT_EQ(Json::parse(one_body), Json::array({rendered[0]}));
+
+  const Json messages = Json::parse(R"([{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}])");
+  const Json tools = Json::parse(R"([{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}])");
+  for (const Json& extra : {Json::object(), Json{{"tools", tools}}}) {
+    Json chat = {{"messages", messages}};
+    chat.update(extra);
+    auto [c_status, c_body] = curl_post(url("/v1/chat/completions/render"), chat.dump());
+    ASSERT_EQ(c_status, 200) << c_body;
+    chat["max_tokens"] = 1;
+    chat["return_token_ids"] = true;
+    auto [g_status, g_body] = curl_post(url("/v1/chat/completions"), chat.dump());
+    ASSERT_EQ(g_status, 200) << g_body;
+    EXPECT_EQ(Json::parse(c_body)["token_ids"], Json::parse(g_body)["choices"][0]["prompt_token_ids"]) << extra;
+  }
+}
+
 TEST_F(ServerTest, LogprobsDescribeTheChosenTokens) {
   const std::string req = R"({"prompt":"Once upon a time","max_tokens":12,"temperature":0,"logprobs":3)";
   auto [status, body] = curl_post(url("/v1/completions"), req + "}");
