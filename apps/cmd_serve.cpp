@@ -93,6 +93,7 @@ struct ServeFlags {
   std::string generation_config = "auto";
   int64_t grammar_wait_ms = 2000;
   int64_t heartbeat_ms = 1000;
+  std::vector<std::string> metrics_compat;
   router::RegistryConfig registry;
   std::string advertise;
   int64_t register_ttl_ms = 3000;
@@ -151,6 +152,11 @@ void add_serve_options(CLI::App& app, ServeFlags& f) {
   add_grammar_options(app, sc, f.grammar_wait_ms);
   app.add_flag("--kv-events", f.engine.kv_events,
                "publish the prefix cache's changes on GET /v1/kv/events, for kvlm router's kv-aware routing");
+  app.add_option("--metrics-compat", f.metrics_compat,
+                 "/metrics also gives vLLM's (vllm) or SGLang's (sglang) names for the queue, running requests, KV use "
+                 "and block counts, for the schedulers and routers that read them (llm-d, vllm-router); repeatable")
+      ->check(CLI::IsMember({"vllm", "sglang"}))
+      ->allow_extra_args(false);
   app.add_option("--sse-heartbeat-ms", f.heartbeat_ms, "idle time before a stream gets an SSE keep-alive comment")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{3600000}));
@@ -167,6 +173,7 @@ void finish_server_config(ServeFlags& f) {
   ServerConfig& sc = f.server;
   apply_http_flags(f.http, sc.http);
   sc.sse_heartbeat = std::chrono::milliseconds(f.heartbeat_ms);
+  for (const std::string& c : f.metrics_compat) sc.metrics_compat.push_back(*parse_metrics_compat(c));
   sc.separate_reasoning = f.reasoning_format == "separate";
   sc.model_sampling_defaults = f.generation_config == "auto";
   sc.responses_redis_url = f.engine.tiers.redis;

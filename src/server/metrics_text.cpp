@@ -77,6 +77,13 @@ class Writer {
       out_ += fmt::format("{}_count{{{}}} {}\n", name, labels, cumulative);
     }
   }
+  // An info gauge: value 1, what it says in its labels (given in full).
+  void info(const char* name, const char* help, std::initializer_list<std::pair<const char*, std::string>> labels) {
+    header(name, "gauge", help);
+    std::string text;
+    for (const auto& [k, v] : labels) text += fmt::format("{}{}=\"{}\"", text.empty() ? "" : ",", k, escape_label(v));
+    out_ += fmt::format("{}{{{}}} 1\n", name, text);
+  }
   std::string take() { return std::move(out_); }
 
  private:
@@ -230,6 +237,63 @@ void write_grammar_metrics(Writer& w, const constrain::GrammarStats& g) {
 }
 
 }  // namespace
+
+std::optional<MetricsCompat> parse_metrics_compat(const std::string& name) {
+  if (name == "vllm") return MetricsCompat::kVllm;
+  if (name == "sglang") return MetricsCompat::kSglang;
+  return std::nullopt;
+}
+
+namespace {
+
+double kv_usage(const EngineMetrics& m) {
+  return m.num_kv_blocks ? static_cast<double>(m.num_kv_blocks_used) / m.num_kv_blocks : 0.0;
+}
+
+// vLLM's names (its V1 engine), labelled model_name as vLLM labels them; the
+// old gpu_cache_usage_perc too, which routers of older vLLMs read.
+void write_vllm(Writer& w, const EngineMetrics& m, const std::string& model_name) {
+  w.metric("vllm:num_requests_running", "gauge", "Requests in the running batch (kvlm_requests_running).", m.num_running);
+  w.metric("vllm:num_requests_waiting", "gauge", "Requests waiting to be scheduled (kvlm_requests_waiting).",
+           m.num_waiting);
+  w.metric("vllm:kv_cache_usage_perc", "gauge", "KV cache usage, 0 to 1 (kvlm_kv_usage_ratio).", kv_usage(m));
+  w.metric("vllm:gpu_cache_usage_perc", "gauge", "KV cache usage, 0 to 1 (kvlm_kv_usage_ratio; vLLM's old name).",
+           kv_usage(m));
+  w.info("vllm:cache_config_info", "The KV cache's block size and block count.",
+         {{"block_size", std::to_string(m.block_size)}, {"num_gpu_blocks", std::to_string(m.num_kv_blocks)},
+          {"model_name", model_name}});
+  w.metric("vllm:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.",
+           static_cast<double>(m.num_prefix_query_tokens));
+  w.metric("vllm:prefix_cache_hits_total", "counter", "Prompt tokens served by the prefix cache.",
+           static_cast<double>(m.num_prefix_hit_tokens));
+  w.metric("vllm:num_preemptions_total", "counter", "Requests preempted for lack of KV blocks.",
+           static_cast<double>(m.num_preemptions));
+  w.metric("vllm:prompt_tokens_total", "counter", "Prompt tokens submitted.", static_cast<double>(m.num_prompt_tokens));
+  w.metric("vllm:generation_tokens_total", "counter", "Tokens generated.", static_cast<double>(m.num_generated_tokens));
+  w.histogram("vllm:time_to_first_token_seconds", "Time from arrival to the first generated token.", m.ttft_s);
+  w.histogram("vllm:inter_token_latency_seconds", "Time between consecutive generated tokens.", m.itl_s);
+  w.histogram("vllm:e2e_request_latency_seconds", "Time from arrival to finish.", m.e2e_s);
+}
+
+// SGLang's names for its scheduler's state.
+void write_sglang(Writer& w, const EngineMetrics& m) {
+  w.metric("sglang:num_running_reqs", "gauge", "Requests in the running batch (kvlm_requests_running).", m.num_running);
+  w.metric("sglang:num_queue_reqs", "gauge", "Requests waiting to be scheduled (kvlm_requests_waiting).", m.num_waiting);
+  w.metric("sglang:token_usage", "gauge", "KV cache usage, 0 to 1 (kvlm_kv_usage_ratio).", kv_usage(m));
+  w.metric("sglang:cache_hit_rate", "gauge", "Prompt tokens served by the prefix cache over those looked up.",
+           m.num_prefix_query_tokens ? static_cast<double>(m.num_prefix_hit_tokens) / m.num_prefix_query_tokens : 0.0);
+  w.metric("sglang:prompt_tokens_total", "counter", "Prompt tokens submitted.", static_cast<double>(m.num_prompt_tokens));
+  w.metric("sglang:generation_tokens_total", "counter", "Tokens generated.", static_cast<double>(m.num_generated_tokens));
+}
+
+}  // namespace
+
+std::string compat_metrics_text(const EngineMetrics& m, const std::string& model_name, MetricsCompat compat) {
+  Writer w(model_name);
+  if (compat == MetricsCompat::kVllm) write_vllm(w, m, model_name);
+  else write_sglang(w, m);
+  return w.take();
+}
 
 std::string server_metrics_text(const ServerSeries& s, const std::string& model_name) {
   Writer w(model_name);

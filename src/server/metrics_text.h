@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace kvlm {
@@ -13,6 +14,15 @@ struct GrammarStats;
 }  // namespace constrain
 
 std::string prometheus_text(const EngineMetrics& m, const std::string& model_name);
+
+// Other engines' names for the same values (--metrics-compat), for the
+// schedulers and routers that read those names: llm-d's endpoint picker and
+// the Gateway API Inference Extension (queue, running, KV use, block size and
+// count), vLLM's and SGLang's routers.
+enum class MetricsCompat { kVllm, kSglang };
+// "vllm" / "sglang" -> the compat; nullopt for another name.
+std::optional<MetricsCompat> parse_metrics_compat(const std::string& name);
+std::string compat_metrics_text(const EngineMetrics& m, const std::string& model_name, MetricsCompat compat);
 
 // Requests the server refused at its limits (503 + Retry-After), by limit.
 struct RejectionCounts {

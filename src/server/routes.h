@@ -18,6 +18,7 @@
 #include "sched/request.h"
 #include "wire/http/front.h"
 #include "server/in_flight.h"
+#include "server/metrics_text.h"
 #include "server/response_store.h"
 #include "server/sampling_defaults.h"
 #include "wire/openai/protocol.h"
@@ -89,6 +90,7 @@ struct ServerContext {
   const ApiKeyring* keys = nullptr;
   // The transport's counters (/metrics); null until the server is made.
   const http::ServerStats* http_stats = nullptr;
+  std::vector<MetricsCompat> metrics_compat{};  // ServerConfig::metrics_compat
 };
 
 // Takes what parsing the request's body may allocate (parsed_json_bytes)

@@ -112,7 +112,10 @@ void handle_metrics(ServerContext& ctx, const http::Request&, http::Response& re
                       .body_memory_bytes = ctx.body_memory->num_bytes_in_use(),
                       .body_memory_budget_bytes = ctx.body_memory->limit()};
   const std::string& name = ctx.model_names[0];
-  res.set_content(prometheus_text(ctx.engine.metrics(), name) + server_metrics_text(series, name) +
+  const EngineMetrics metrics = ctx.engine.metrics();
+  std::string compat;
+  for (MetricsCompat c : ctx.metrics_compat) compat += compat_metrics_text(metrics, name, c);
+  res.set_content(prometheus_text(metrics, name) + compat + server_metrics_text(series, name) +
                       (ctx.keys ? ctx.keys->metrics_text() : std::string()) +
                       (ctx.http_stats ? http::stats_metrics_text(*ctx.http_stats) : std::string()),
                   "text/plain; version=0.0.4");

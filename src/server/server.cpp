@@ -38,6 +38,7 @@ struct Server::Impl {
             .request_timeout_s = config.request_timeout_s,
             .retry_after_s = config.retry_after_s} {
     ctx.separate_reasoning = config.separate_reasoning;
+    ctx.metrics_compat = config.metrics_compat;
   }
   ServerConfig config;
   ServerContext ctx;

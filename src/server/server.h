@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "server/metrics_text.h"
 #include "wire/http/http_server.h"
 
 namespace kvlm {
@@ -70,6 +71,9 @@ struct ServerConfig {
   // (generation_config.json; server/sampling_defaults.h) unless this is false
   // (--generation-config none: OpenAI's defaults).
   bool model_sampling_defaults = true;
+  // /metrics also gives these engines' names for the same values
+  // (--metrics-compat; server/metrics_text.h), for their schedulers and routers.
+  std::vector<MetricsCompat> metrics_compat;
   // The KV tier's Redis (--kv-redis; "": none): stored Responses API
   // responses are kept there too, so servers sharing it continue each
   // other's conversations (response_store.h).
