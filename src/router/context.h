@@ -16,13 +16,13 @@
 
 #include "common/memory_budget.h"
 #include "router/metrics.h"
-#include "wire/http/api_keys.h"
 #include "router/policy.h"
 #include "router/prompt_reader.h"
 #include "router/response_owners.h"
 #include "router/router.h"
 #include "router/upstream.h"
 #include "router/workers.h"
+#include "wire/http/api_keys.h"
 
 namespace kvlm::router {
 

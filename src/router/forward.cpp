@@ -9,8 +9,8 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "router/context.h"
-#include "wire/http/front.h"
 #include "router/usage_tally.h"
+#include "wire/http/front.h"
 #include "wire/openai/json_text.h"
 
 namespace kvlm::router {

@@ -2,9 +2,9 @@
 
 #include "chat/chat_template.h"
 #include "common/error.h"
+#include "tokenizer/tokenizer.h"
 #include "wire/openai/chat_render.h"
 #include "wire/openai/protocol.h"
-#include "tokenizer/tokenizer.h"
 
 namespace kvlm::router {
 

@@ -15,8 +15,8 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "router/context.h"
 #include "router/chunk_scan.h"
+#include "router/context.h"
 #include "router/sse.h"
 #include "router/usage_tally.h"
 #include "wire/openai/json_text.h"

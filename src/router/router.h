@@ -24,9 +24,9 @@
 #include <vector>
 
 #include "router/policy.h"
-#include "wire/http/http_server.h"
 #include "router/registry.h"
 #include "router/workers.h"
+#include "wire/http/http_server.h"
 
 namespace kvlm::router {
 

@@ -8,9 +8,9 @@
 #include <chrono>
 
 #include "common/log.h"
-#include "wire/answer_writer.h"
 #include "server/routes_choices.h"
 #include "tokenizer/unicode.h"
+#include "wire/answer_writer.h"
 
 namespace kvlm {
 namespace {

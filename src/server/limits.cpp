@@ -6,9 +6,9 @@
 #include "common/memory_budget.h"
 #include "constrain/grammar_cache.h"
 #include "engine/engine.h"
-#include "wire/openai/json_text.h"
-#include "wire/http/body_memory.h"
 #include "server/routes.h"
+#include "wire/http/body_memory.h"
+#include "wire/openai/json_text.h"
 
 namespace kvlm {
 

@@ -16,11 +16,11 @@
 #include "chat/reasoning.h"
 #include "chat/tool_calls.h"
 #include "sched/request.h"
-#include "wire/http/front.h"
 #include "server/in_flight.h"
 #include "server/metrics_text.h"
 #include "server/response_store.h"
 #include "server/sampling_defaults.h"
+#include "wire/http/front.h"
 #include "wire/openai/protocol.h"
 
 namespace kvlm {

@@ -8,10 +8,10 @@
 #include <numeric>
 
 #include "common/log.h"
-#include "wire/openai/json_text.h"
 #include "server/choice_decoder.h"
 #include "server/routes_tools.h"
 #include "tokenizer/tokenizer.h"
+#include "wire/openai/json_text.h"
 
 namespace kvlm {
 

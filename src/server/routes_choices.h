@@ -21,8 +21,8 @@
 
 #include "chat/reasoning.h"
 #include "engine/engine.h"
-#include "wire/openai/protocol.h"
 #include "server/routes.h"
+#include "wire/openai/protocol.h"
 
 namespace kvlm {
 

@@ -10,10 +10,10 @@
 #include "common/log.h"
 #include "engine/engine.h"
 #include "model/config.h"
-#include "wire/openai/json_text.h"
 #include "server/routes.h"
 #include "server/routes_choices.h"
 #include "tokenizer/tokenizer.h"
+#include "wire/openai/json_text.h"
 
 namespace kvlm {
 namespace {

@@ -2,11 +2,11 @@
 // (Anthropic Messages, OpenAI Responses; routes_choices.h): the one choice
 // read by a ChoiceDecoder, as chat answers are, and handed to the request's
 // AnswerWriter whole or in pieces.
-#include "wire/answer_writer.h"
 #include "server/choice_decoder.h"
-#include "wire/openai/json_text.h"
 #include "server/routes_choices.h"
 #include "tokenizer/tokenizer.h"
+#include "wire/answer_writer.h"
+#include "wire/openai/json_text.h"
 
 namespace kvlm {
 namespace {

@@ -12,12 +12,12 @@
 #include "common/error.h"
 #include "constrain/grammar_cache.h"
 #include "engine/engine.h"
-#include "wire/openai/chat_render.h"
-#include "wire/openai/json_text.h"
 #include "server/routes.h"
 #include "server/routes_choices.h"
 #include "server/routes_tools.h"
 #include "tokenizer/tokenizer.h"
+#include "wire/openai/chat_render.h"
+#include "wire/openai/json_text.h"
 
 namespace kvlm {
 namespace {

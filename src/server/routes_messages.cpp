@@ -1,9 +1,9 @@
 // POST /v1/messages (Anthropic's Messages API): the request read into a chat
 // request (anthropic/messages.h), made a Generation as chat completions make
 // theirs, and answered by a MessageWriter (routes_front.cpp).
-#include "wire/anthropic/messages.h"
 #include "server/routes.h"
 #include "server/routes_choices.h"
+#include "wire/anthropic/messages.h"
 
 namespace kvlm {
 

@@ -10,14 +10,14 @@
 #include "common/memory_budget.h"
 #include "constrain/grammar_cache.h"
 #include "engine/engine.h"
-#include "wire/anthropic/models.h"
 #include "server/metrics_text.h"
-#include "wire/openai/fields.h"
-#include "wire/openai/json_text.h"
 #include "server/routes.h"
 #include "server/sampling_defaults.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
+#include "wire/anthropic/models.h"
+#include "wire/openai/fields.h"
+#include "wire/openai/json_text.h"
 
 namespace kvlm {
 

@@ -9,11 +9,11 @@
 // without keys).
 #include <fmt/format.h>
 
+#include "server/routes.h"
+#include "server/routes_choices.h"
 #include "wire/openai/json_text.h"
 #include "wire/responses/input_items.h"
 #include "wire/responses/responses.h"
-#include "server/routes.h"
-#include "server/routes_choices.h"
 
 namespace kvlm {
 

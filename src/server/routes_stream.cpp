@@ -3,10 +3,10 @@
 // one usage chunk (include_usage) and [DONE]; whole, routes_choices.cpp.
 #include "common/log.h"
 #include "server/choice_decoder.h"
-#include "wire/openai/json_text.h"
 #include "server/routes_choices.h"
 #include "server/routes_tools.h"
 #include "tokenizer/unicode.h"
+#include "wire/openai/json_text.h"
 
 namespace kvlm {
 namespace {

@@ -10,8 +10,8 @@
 
 #include "chat/tool_calls.h"
 #include "server/choice_decoder.h"
-#include "wire/openai/protocol.h"
 #include "server/routes.h"
+#include "wire/openai/protocol.h"
 
 namespace kvlm {
 

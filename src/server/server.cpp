@@ -16,15 +16,15 @@
 #include "common/memory_budget.h"
 #include "constrain/grammar_cache.h"
 #include "engine/engine.h"
+#include "kvstore/redis_cluster.h"
 #include "model/model.h"
 #include "server/metrics_text.h"
-#include "wire/openai/json_text.h"
-#include "kvstore/redis_cluster.h"
-#include "wire/anthropic/models.h"
-#include "wire/http/body_memory.h"
 #include "server/routes.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
+#include "wire/anthropic/models.h"
+#include "wire/http/body_memory.h"
+#include "wire/openai/json_text.h"
 
 namespace kvlm {
 

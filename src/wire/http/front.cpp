@@ -6,9 +6,9 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "tokenizer/unicode.h"
 #include "wire/openai/json_text.h"
 #include "wire/web_assets.h"
-#include "tokenizer/unicode.h"
 
 namespace kvlm {
 

@@ -5,10 +5,10 @@
 
 #include <fmt/format.h>
 
+#include "tokenizer/unicode.h"
 #include "wire/openai/fields.h"
 #include "wire/openai/response_format.h"
 #include "wire/openai/tools.h"
-#include "tokenizer/unicode.h"
 
 
 namespace kvlm::openai {

@@ -12,8 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kv/kv_policy.h"
 #include "common/sampling_params.h"
+#include "kv/kv_policy.h"
 
 namespace kvlm::constrain {
 class Program;

@@ -4,8 +4,8 @@
 
 #include <fmt/format.h>
 
-#include "wire/responses/responses.h"
 #include "tokenizer/unicode.h"
+#include "wire/responses/responses.h"
 
 namespace kvlm::responses {
 

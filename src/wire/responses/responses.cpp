@@ -2,10 +2,10 @@
 
 #include <fmt/format.h>
 
+#include "tokenizer/unicode.h"
 #include "wire/openai/fields.h"
 #include "wire/openai/json_text.h"
 #include "wire/responses/input_items.h"
-#include "tokenizer/unicode.h"
 
 namespace kvlm::responses {
 

@@ -12,10 +12,10 @@
 
 #include <fmt/format.h>
 
+#include "server/routes_tools.h"
 #include "wire/anthropic/messages.h"
 #include "wire/openai/json_text.h"
 #include "wire/openai/protocol.h"
-#include "server/routes_tools.h"
 
 namespace kvlm::openai {
 namespace {

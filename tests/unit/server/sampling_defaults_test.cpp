@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "common/metadata.h"
-#include "wire/openai/protocol.h"
 #include "server/sampling_defaults.h"
+#include "wire/openai/protocol.h"
 
 namespace kvlm {
 namespace {

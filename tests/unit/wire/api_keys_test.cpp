@@ -7,8 +7,8 @@
 #include <chrono>
 
 #include "common/error.h"
-#include "wire/http/api_keys.h"
 #include "support/test_support.h"
+#include "wire/http/api_keys.h"
 
 namespace kvlm {
 namespace {
