@@ -16,6 +16,7 @@
 #include "server/routes_choices.h"
 #include "server/routes_tools.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/vocab.h"
 #include "wire/openai/chat_render.h"
 #include "wire/openai/json_text.h"
 
@@ -66,6 +67,35 @@ bool add_prompt(const ServerContext& ctx, const openai::Prompt& p, const std::st
   return true;
 }
 
+// A fill-in-the-middle prompt in the prefix-suffix-middle order code models
+// are trained on (llama.cpp's): [BOS] <fim_pre> prefix <fim_suf> suffix
+// <fim_mid>; the model writes the middle. The FIM tokens are the GGUF's, or
+// found by their text (tokenizer/vocab.cpp). False after answering 400 for
+// a model without them.
+bool add_fim_prompt(const ServerContext& ctx, const std::string& prefix, const std::string& suffix, Generation& gen,
+                    http::Response& res) {
+  const Tokenizer& tok = ctx.engine.tokenizer();
+  const SpecialTokens& s = tok.vocab().special();
+  if (!s.fim_pre || !s.fim_suf || !s.fim_mid) {
+    openai::RequestError e{400, "this model has no fill-in-the-middle tokens (fim_pre, fim_suf, fim_mid): 'suffix' "
+                                "needs a code model trained for it", std::string("suffix")};
+    e.code = "unsupported_parameter";
+    send_error(res, e);
+    return false;
+  }
+  if (refuse_long_prompt(ctx, res, prefix.size() + suffix.size(), 0, "prompt")) return false;
+  std::vector<int32_t> ids;
+  if (tok.add_bos() && tok.bos_id()) ids.push_back(*tok.bos_id());
+  ids.push_back(*s.fim_pre);
+  for (int32_t id : tok.encode(prefix, /*add_special=*/false, /*parse_special=*/false)) ids.push_back(id);
+  ids.push_back(*s.fim_suf);
+  for (int32_t id : tok.encode(suffix, /*add_special=*/false, /*parse_special=*/false)) ids.push_back(id);
+  ids.push_back(*s.fim_mid);
+  gen.prompts.push_back(std::move(ids));
+  gen.prompt_texts.emplace_back();
+  return true;
+}
+
 // The bytes of every message's text: a lower bound of the rendered prompt's.
 size_t message_bytes(const openai::Json& messages) {
   size_t n = 0;
@@ -105,6 +135,9 @@ void handle_completions(ServerContext& ctx, const http::Request& req, http::Resp
     if (refuse_long_prompt(ctx, res, 0, gen.options.prompt_token_ids->size(), "prompt_token_ids")) return;
     gen.prompts.push_back(*gen.options.prompt_token_ids);
     gen.prompt_texts.emplace_back();
+  } else if (r.suffix) {
+    for (const openai::Prompt& p : r.prompts)
+      if (!add_fim_prompt(ctx, std::get<std::string>(p), *r.suffix, gen, res)) return;
   } else {
     for (size_t i = 0; i < r.prompts.size(); ++i)
       if (!add_prompt(ctx, r.prompts[i], r.prompts.size() == 1 ? "prompt" : fmt::format("prompt[{}]", i), gen, res))

@@ -283,10 +283,15 @@ std::variant<CompletionRequest, RequestError> parse_completion_request(const Jso
     r.echo = boolean(body, "echo").value_or(false);
     if (r.echo && !r.options.resume_token_ids.empty())
       invalid("echo", "'echo' cannot be combined with 'resume_token_ids' (the prompt was sent already)");
-    if (field(body, "suffix")) invalid_field("suffix", "'suffix' is not supported", "unsupported_parameter");
     const Json* prompt = field(body, "prompt");
     if (!prompt) invalid("prompt", "'prompt' is required");
     r.prompts = prompts(*prompt);
+    r.suffix = string(body, "suffix");
+    if (r.suffix) {
+      if (r.echo) invalid("suffix", "'suffix' cannot be combined with 'echo'");
+      for (const Prompt& p : r.prompts)
+        if (!std::holds_alternative<std::string>(p)) invalid("suffix", "'suffix' fills in after text prompts, not token ids");
+    }
     if (r.prompts.size() > 1 && !r.options.resume_token_ids.empty())
       invalid("prompt", "'resume_token_ids' resumes one prompt's choice, not a list of prompts");
     if (r.prompts.size() * static_cast<size_t>(r.options.best_of) > static_cast<size_t>(kMaxCandidates))

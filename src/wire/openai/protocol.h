@@ -118,6 +118,9 @@ struct CompletionRequest {
   // One prompt, or several (OpenAI's list `prompt`): choice k of prompt i
   // is the response's choice i * n + k.
   std::vector<Prompt> prompts;
+  // Fill-in-the-middle (OpenAI's legacy `suffix`): each text prompt is the
+  // code before the gap, this the code after it; the model writes the middle.
+  std::optional<std::string> suffix;
 };
 
 // tool_choice: whether the model may (auto), must (required, named) or must
