@@ -27,7 +27,7 @@
 namespace kvlm {
 
 // Bumped whenever KvStorage's block byte layout changes (runner/kv_storage.h).
-// 2: Q8_0 keys in int8 lanes of four dimensions (backend/cpu/attention.h).
+// 2: Q8_0 keys in int8 lanes of four dimensions (backend/kv_layout.h).
 inline constexpr uint32_t kKvLayoutVersion = 2;
 
 struct TensorIdentity {

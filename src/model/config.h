@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/ops.h"
+#include "backend/rope_params.h"
 #include "common/metadata.h"
 
 namespace kvlm {

@@ -7,7 +7,7 @@
 #include <span>
 #include <vector>
 
-#include "backend/cpu/attention.h"
+#include "backend/kv_layout.h"
 
 namespace kvlm {
 

@@ -5,9 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backend/cpu/attention.h"
-#include "backend/cpu/matmul.h"
-#include "backend/cpu/ops.h"
+#include "backend/backend.h"
 #include "common/error.h"
 #include "model/model.h"
 #include "model/weights.h"
@@ -27,8 +25,9 @@ bool is_sliding(int32_t layer) { return layer % 2 == 0; }
 
 class Gemma2Model final : public Model {
  public:
-  Gemma2Model(std::unique_ptr<GgufFile> gguf, ModelConfig config) : Model(std::move(gguf), std::move(config)) {
-    WeightLoader w(*gguf_);
+  Gemma2Model(std::unique_ptr<GgufFile> gguf, ModelConfig config, const Backend& backend)
+      : Model(std::move(gguf), std::move(config), backend) {
+    WeightLoader w(*gguf_, backend_);
     ModelConfig& c = config_;
     if (c.sliding_window <= 0)
       throw_error(ErrorCode::kCorrupt, "gemma2: sliding_window {} must be positive", c.sliding_window);
@@ -81,8 +80,8 @@ class Gemma2Model final : public Model {
 
     const float emb_scale = std::sqrt(static_cast<float>(D));
     for (int64_t t = 0; t < T; ++t) {
-      get_row(token_embd_, batch.tokens[t], &s.x[t * D]);
-      scale_inplace(&s.x[t * D], D, emb_scale);
+      backend_.get_row(token_embd_, batch.tokens[t], &s.x[t * D]);
+      backend_.scale_inplace(&s.x[t * D], D, emb_scale);
     }
 
     AttentionParams ap;
@@ -93,35 +92,35 @@ class Gemma2Model final : public Model {
       const Gemma2Layer& L = layers_[l];
       const KvGroupBatch& group = batch.groups[kv.layer_group[l]];
       ap.window = is_sliding(l) ? c.sliding_window : 0;
-      rms_norm(s.x.data(), L.attn_norm.data(), s.xn.data(), T, D, c.norm_eps);
+      backend_.rms_norm(s.x.data(), L.attn_norm.data(), s.xn.data(), T, D, c.norm_eps);
       const MatmulJob qkv[] = {{&L.wq, s.q.data()}, {&L.wk, s.k.data()}, {&L.wv, s.v.data()}};
-      matmul_many(qkv, s.xn.data(), T);
-      rope(s.q.data(), batch.positions.data(), T, c.num_heads, c.head_dim, c.rope);
-      rope(s.k.data(), batch.positions.data(), T, c.num_kv_heads, c.head_dim, c.rope);
-      kv_write(kv.layout, kv.layers[l], s.k.data(), s.v.data(), group.slots.data(), T);
-      paged_attention(kv.layout, kv.layers[l], s.q.data(), layer_seqs(batch, group, l, s.layer_seq_buffer), ap,
-                      s.attn.data());
-      matmul(L.wo, s.attn.data(), T, s.h2.data());
-      rms_norm(s.h2.data(), L.post_attn_norm.data(), s.h2.data(), T, D, c.norm_eps);
-      add_inplace(s.x.data(), s.h2.data(), T * D);
+      backend_.matmul_many(qkv, s.xn.data(), T);
+      backend_.rope(s.q.data(), batch.positions.data(), T, c.num_heads, c.head_dim, c.rope);
+      backend_.rope(s.k.data(), batch.positions.data(), T, c.num_kv_heads, c.head_dim, c.rope);
+      backend_.kv_write(kv.layout, kv.layers[l], s.k.data(), s.v.data(), group.slots.data(), T);
+      backend_.paged_attention(kv.layout, kv.layers[l], s.q.data(), layer_seqs(batch, group, l, s.layer_seq_buffer),
+                               ap, s.attn.data());
+      backend_.matmul(L.wo, s.attn.data(), T, s.h2.data());
+      backend_.rms_norm(s.h2.data(), L.post_attn_norm.data(), s.h2.data(), T, D, c.norm_eps);
+      backend_.add_inplace(s.x.data(), s.h2.data(), T * D);
 
-      rms_norm(s.x.data(), L.ffn_norm.data(), s.xn.data(), T, D, c.norm_eps);
+      backend_.rms_norm(s.x.data(), L.ffn_norm.data(), s.xn.data(), T, D, c.norm_eps);
       const MatmulJob gate_up[] = {{&L.w_gate, s.h1.data()}, {&L.w_up, s.h2.data()}};
-      matmul_many(gate_up, s.xn.data(), T);
-      geglu(s.h1.data(), s.h2.data(), s.h1.data(), T * c.ffn_dim);
-      matmul(L.w_down, s.h1.data(), T, s.h2.data());
-      rms_norm(s.h2.data(), L.post_ffn_norm.data(), s.h2.data(), T, D, c.norm_eps);
-      add_inplace(s.x.data(), s.h2.data(), T * D);
+      backend_.matmul_many(gate_up, s.xn.data(), T);
+      backend_.geglu(s.h1.data(), s.h2.data(), s.h1.data(), T * c.ffn_dim);
+      backend_.matmul(L.w_down, s.h1.data(), T, s.h2.data());
+      backend_.rms_norm(s.h2.data(), L.post_ffn_norm.data(), s.h2.data(), T, D, c.norm_eps);
+      backend_.add_inplace(s.x.data(), s.h2.data(), T * D);
     }
 
     const auto H = static_cast<int64_t>(batch.hidden_rows.size());
     gather_rows(s.x, batch.hidden_rows, D, s.hidden);  // [H, dim]
-    rms_norm(s.hidden.data(), output_norm_.data(), s.hidden.data(), H, D, c.norm_eps);
+    backend_.rms_norm(s.hidden.data(), output_norm_.data(), s.hidden.data(), H, D, c.norm_eps);
     const int64_t R = static_cast<int64_t>(batch.logit_rows.size());
     gather_rows(s.x, batch.logit_rows, D, s.out_rows);  // [R, dim]
-    rms_norm(s.out_rows.data(), output_norm_.data(), s.out_rows.data(), R, D, c.norm_eps);
-    matmul(output_, s.out_rows.data(), R, logits);  // [R, vocab]
-    if (c.final_softcap > 0.f) soft_cap(logits, R * c.vocab_size, c.final_softcap);
+    backend_.rms_norm(s.out_rows.data(), output_norm_.data(), s.out_rows.data(), R, D, c.norm_eps);
+    backend_.matmul(output_, s.out_rows.data(), R, logits);  // [R, vocab]
+    if (c.final_softcap > 0.f) backend_.soft_cap(logits, R * c.vocab_size, c.final_softcap);
   }
 
  private:
@@ -133,8 +132,8 @@ class Gemma2Model final : public Model {
 
 }  // namespace
 
-std::unique_ptr<Model> load_gemma2(std::unique_ptr<GgufFile> gguf, ModelConfig config) {
-  return std::make_unique<Gemma2Model>(std::move(gguf), std::move(config));
+std::unique_ptr<Model> load_gemma2(std::unique_ptr<GgufFile> gguf, ModelConfig config, const Backend& backend) {
+  return std::make_unique<Gemma2Model>(std::move(gguf), std::move(config), backend);
 }
 
 }  // namespace kvlm

@@ -3,9 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backend/cpu/attention.h"
-#include "backend/cpu/matmul.h"
-#include "backend/cpu/ops.h"
+#include "backend/backend.h"
 #include "common/assert.h"
 #include "common/error.h"
 #include "model/model.h"
@@ -29,8 +27,9 @@ struct Gpt2Layer {
 
 class Gpt2Model final : public Model {
  public:
-  Gpt2Model(std::unique_ptr<GgufFile> gguf, ModelConfig config) : Model(std::move(gguf), std::move(config)) {
-    WeightLoader w(*gguf_);
+  Gpt2Model(std::unique_ptr<GgufFile> gguf, ModelConfig config, const Backend& backend)
+      : Model(std::move(gguf), std::move(config), backend) {
+    WeightLoader w(*gguf_, backend_);
     ModelConfig& c = config_;
     if (c.num_kv_heads != c.num_heads)
       throw_error(ErrorCode::kCorrupt, "gpt2: head_count_kv {} != head_count {}", c.num_kv_heads, c.num_heads);
@@ -77,9 +76,9 @@ class Gpt2Model final : public Model {
     std::vector<float> pos_row(D);
     for (int64_t t = 0; t < T; ++t) {
       KVLM_ASSERT(batch.positions[t] < c.context_length, "position within the learned table");
-      get_row(token_embd_, batch.tokens[t], &s.x[t * D]);
-      get_row(position_embd_, batch.positions[t], pos_row.data());
-      add_inplace(&s.x[t * D], pos_row.data(), D);
+      backend_.get_row(token_embd_, batch.tokens[t], &s.x[t * D]);
+      backend_.get_row(position_embd_, batch.positions[t], pos_row.data());
+      backend_.add_inplace(&s.x[t * D], pos_row.data(), D);
     }
 
     AttentionParams ap;
@@ -90,37 +89,40 @@ class Gpt2Model final : public Model {
     for (int32_t l = 0; l < c.num_layers; ++l) {
       const Gpt2Layer& L = layers_[l];
       const KvGroupBatch& group = batch.groups[kv.layer_group[l]];
-      layer_norm(s.x.data(), L.attn_norm.data(), L.attn_norm_b.data(), s.xn.data(), T, D, c.norm_eps);
-      matmul(L.w_qkv, s.xn.data(), T, s.q.data());
-      add_bias(s.q.data(), L.b_qkv.data(), T, 3 * D);
+      backend_.layer_norm(s.x.data(), L.attn_norm.data(), L.attn_norm_b.data(), s.xn.data(), T, D, c.norm_eps);
+      backend_.matmul(L.w_qkv, s.xn.data(), T, s.q.data());
+      backend_.add_bias(s.q.data(), L.b_qkv.data(), T, 3 * D);
       for (int64_t t = 0; t < T; ++t) {  // split the fused rows
         const float* row = &s.q[t * 3 * D];
         std::copy_n(row, D, q + t * D);
         std::copy_n(row + D, D, &s.k[t * D]);
         std::copy_n(row + 2 * D, D, &s.v[t * D]);
       }
-      kv_write(kv.layout, kv.layers[l], s.k.data(), s.v.data(), group.slots.data(), T);
-      paged_attention(kv.layout, kv.layers[l], q, layer_seqs(batch, group, l, s.layer_seq_buffer), ap, attn_out);
-      matmul(L.wo, attn_out, T, s.h2.data());
-      add_bias(s.h2.data(), L.bo.data(), T, D);
-      add_inplace(s.x.data(), s.h2.data(), T * D);
+      backend_.kv_write(kv.layout, kv.layers[l], s.k.data(), s.v.data(), group.slots.data(), T);
+      backend_.paged_attention(kv.layout, kv.layers[l], q, layer_seqs(batch, group, l, s.layer_seq_buffer), ap,
+                               attn_out);
+      backend_.matmul(L.wo, attn_out, T, s.h2.data());
+      backend_.add_bias(s.h2.data(), L.bo.data(), T, D);
+      backend_.add_inplace(s.x.data(), s.h2.data(), T * D);
 
-      layer_norm(s.x.data(), L.ffn_norm.data(), L.ffn_norm_b.data(), s.xn.data(), T, D, c.norm_eps);
-      matmul(L.w_up, s.xn.data(), T, s.h1.data());
-      add_bias(s.h1.data(), L.b_up.data(), T, c.ffn_dim);
-      gelu(s.h1.data(), T * c.ffn_dim);
-      matmul(L.w_down, s.h1.data(), T, s.h2.data());
-      add_bias(s.h2.data(), L.b_down.data(), T, D);
-      add_inplace(s.x.data(), s.h2.data(), T * D);
+      backend_.layer_norm(s.x.data(), L.ffn_norm.data(), L.ffn_norm_b.data(), s.xn.data(), T, D, c.norm_eps);
+      backend_.matmul(L.w_up, s.xn.data(), T, s.h1.data());
+      backend_.add_bias(s.h1.data(), L.b_up.data(), T, c.ffn_dim);
+      backend_.gelu(s.h1.data(), T * c.ffn_dim);
+      backend_.matmul(L.w_down, s.h1.data(), T, s.h2.data());
+      backend_.add_bias(s.h2.data(), L.b_down.data(), T, D);
+      backend_.add_inplace(s.x.data(), s.h2.data(), T * D);
     }
 
     const auto H = static_cast<int64_t>(batch.hidden_rows.size());
     gather_rows(s.x, batch.hidden_rows, D, s.hidden);  // [H, dim]
-    layer_norm(s.hidden.data(), output_norm_.data(), output_norm_b_.data(), s.hidden.data(), H, D, c.norm_eps);
+    backend_.layer_norm(s.hidden.data(), output_norm_.data(), output_norm_b_.data(), s.hidden.data(), H, D,
+                        c.norm_eps);
     const int64_t R = static_cast<int64_t>(batch.logit_rows.size());
     gather_rows(s.x, batch.logit_rows, D, s.out_rows);  // [R, dim]
-    layer_norm(s.out_rows.data(), output_norm_.data(), output_norm_b_.data(), s.out_rows.data(), R, D, c.norm_eps);
-    matmul(output_, s.out_rows.data(), R, logits);  // [R, vocab]
+    backend_.layer_norm(s.out_rows.data(), output_norm_.data(), output_norm_b_.data(), s.out_rows.data(), R, D,
+                        c.norm_eps);
+    backend_.matmul(output_, s.out_rows.data(), R, logits);  // [R, vocab]
   }
 
  private:
@@ -133,8 +135,8 @@ class Gpt2Model final : public Model {
 
 }  // namespace
 
-std::unique_ptr<Model> load_gpt2(std::unique_ptr<GgufFile> gguf, ModelConfig config) {
-  return std::make_unique<Gpt2Model>(std::move(gguf), std::move(config));
+std::unique_ptr<Model> load_gpt2(std::unique_ptr<GgufFile> gguf, ModelConfig config, const Backend& backend) {
+  return std::make_unique<Gpt2Model>(std::move(gguf), std::move(config), backend);
 }
 
 }  // namespace kvlm

@@ -7,9 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backend/cpu/attention.h"
-#include "backend/cpu/matmul.h"
-#include "backend/cpu/ops.h"
+#include "backend/backend.h"
 #include "common/assert.h"
 #include "model/llama_weights.h"
 #include "model/model.h"
@@ -19,9 +17,10 @@ namespace {
 
 class LlamaModel final : public Model {
  public:
-  LlamaModel(std::unique_ptr<GgufFile> gguf, ModelConfig config, const ModelLoadOptions& options)
-      : Model(std::move(gguf), std::move(config)) {
-    WeightLoader w(*gguf_);
+  LlamaModel(std::unique_ptr<GgufFile> gguf, ModelConfig config, const ModelLoadOptions& options,
+             const Backend& backend)
+      : Model(std::move(gguf), std::move(config), backend) {
+    WeightLoader w(*gguf_, backend_);
     ModelConfig& c = config_;
     token_embd_ = w.token_embedding(c);
     output_norm_ = w.vector("output_norm.weight", c.dim);
@@ -58,22 +57,22 @@ class LlamaModel final : public Model {
     s.h2.resize(T * std::max<int64_t>(ffn, c.dim));  // [T, ffn] up; [T, dim] sub-layer output
     if (c.moe.enabled()) s.moe_stats.reset(c.num_layers, c.moe.num_experts);
 
-    for (int64_t t = 0; t < T; ++t) get_row(token_embd_, batch.tokens[t], &s.x[t * c.dim]);
+    for (int64_t t = 0; t < T; ++t) backend_.get_row(token_embd_, batch.tokens[t], &s.x[t * c.dim]);
     for (int32_t l = 0; l < c.num_layers; ++l) {
       attention_block(l, batch, kv, s);
-      add_inplace(s.x.data(), s.h2.data(), T * c.dim);
+      backend_.add_inplace(s.x.data(), s.h2.data(), T * c.dim);
       ffn_block(l, T, s);
-      add_inplace(s.x.data(), s.h2.data(), T * c.dim);
+      backend_.add_inplace(s.x.data(), s.h2.data(), T * c.dim);
     }
 
     const auto H = static_cast<int64_t>(batch.hidden_rows.size());
     gather_rows(s.x, batch.hidden_rows, c.dim, s.hidden);  // [H, dim]
-    rms_norm(s.hidden.data(), output_norm_.data(), s.hidden.data(), H, c.dim, c.norm_eps);
+    backend_.rms_norm(s.hidden.data(), output_norm_.data(), s.hidden.data(), H, c.dim, c.norm_eps);
     // Head: only the rows that are sampled or scored.
     const int64_t R = static_cast<int64_t>(batch.logit_rows.size());
     gather_rows(s.x, batch.logit_rows, c.dim, s.out_rows);  // [R, dim]
-    rms_norm(s.out_rows.data(), output_norm_.data(), s.out_rows.data(), R, c.dim, c.norm_eps);
-    matmul(output_, s.out_rows.data(), R, logits);  // [R, vocab]
+    backend_.rms_norm(s.out_rows.data(), output_norm_.data(), s.out_rows.data(), R, c.dim, c.norm_eps);
+    backend_.matmul(output_, s.out_rows.data(), R, logits);  // [R, vocab]
   }
 
  private:
@@ -84,27 +83,27 @@ class LlamaModel final : public Model {
     const LlamaLayer& L = layers_[l];
     const int64_t T = static_cast<int64_t>(batch.tokens.size());
     const KvGroupBatch& group = batch.groups[kv.layer_group[l]];
-    rms_norm(s.x.data(), L.attn_norm.data(), s.xn.data(), T, c.dim, c.norm_eps);
+    backend_.rms_norm(s.x.data(), L.attn_norm.data(), s.xn.data(), T, c.dim, c.norm_eps);
     const MatmulJob qkv[] = {{&L.wq, s.q.data()}, {&L.wk, s.k.data()}, {&L.wv, s.v.data()}};
-    matmul_many(qkv, s.xn.data(), T);
-    if (!L.bq.empty()) add_bias(s.q.data(), L.bq.data(), T, c.q_dim());
-    if (!L.bk.empty()) add_bias(s.k.data(), L.bk.data(), T, c.kv_dim());
-    if (!L.bv.empty()) add_bias(s.v.data(), L.bv.data(), T, c.kv_dim());
+    backend_.matmul_many(qkv, s.xn.data(), T);
+    if (!L.bq.empty()) backend_.add_bias(s.q.data(), L.bq.data(), T, c.q_dim());
+    if (!L.bk.empty()) backend_.add_bias(s.k.data(), L.bk.data(), T, c.kv_dim());
+    if (!L.bv.empty()) backend_.add_bias(s.v.data(), L.bv.data(), T, c.kv_dim());
     if (!L.q_norm.empty()) {
       // Qwen3: every head of q and k normed on its own, before RoPE.
-      rms_norm(s.q.data(), L.q_norm.data(), s.q.data(), T * c.num_heads, c.head_dim, c.norm_eps);
-      rms_norm(s.k.data(), L.k_norm.data(), s.k.data(), T * c.num_kv_heads, c.head_dim, c.norm_eps);
+      backend_.rms_norm(s.q.data(), L.q_norm.data(), s.q.data(), T * c.num_heads, c.head_dim, c.norm_eps);
+      backend_.rms_norm(s.k.data(), L.k_norm.data(), s.k.data(), T * c.num_kv_heads, c.head_dim, c.norm_eps);
     }
-    rope(s.q.data(), batch.positions.data(), T, c.num_heads, c.head_dim, c.rope);
-    rope(s.k.data(), batch.positions.data(), T, c.num_kv_heads, c.head_dim, c.rope);
-    kv_write(kv.layout, kv.layers[l], s.k.data(), s.v.data(), group.slots.data(), T);
+    backend_.rope(s.q.data(), batch.positions.data(), T, c.num_heads, c.head_dim, c.rope);
+    backend_.rope(s.k.data(), batch.positions.data(), T, c.num_kv_heads, c.head_dim, c.rope);
+    backend_.kv_write(kv.layout, kv.layers[l], s.k.data(), s.v.data(), group.slots.data(), T);
     AttentionParams ap;
     ap.num_heads = c.num_heads;
     ap.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     ap.window = c.arch == Arch::kPhi3 ? c.sliding_window : 0;
-    paged_attention(kv.layout, kv.layers[l], s.q.data(), layer_seqs(batch, group, l, s.layer_seq_buffer), ap,
-                    s.attn.data());
-    matmul(L.wo, s.attn.data(), T, s.h2.data());
+    backend_.paged_attention(kv.layout, kv.layers[l], s.q.data(), layer_seqs(batch, group, l, s.layer_seq_buffer),
+                             ap, s.attn.data());
+    backend_.matmul(L.wo, s.attn.data(), T, s.h2.data());
   }
 
   // s.h2 ([T, dim]) = layer l's feed-forward block (SwiGLU, or its experts)
@@ -112,15 +111,15 @@ class LlamaModel final : public Model {
   void ffn_block(int32_t l, int64_t T, ForwardScratch& s) const {
     const ModelConfig& c = config_;
     const LlamaLayer& L = layers_[l];
-    rms_norm(s.x.data(), L.ffn_norm.data(), s.xn.data(), T, c.dim, c.norm_eps);
+    backend_.rms_norm(s.x.data(), L.ffn_norm.data(), s.xn.data(), T, c.dim, c.norm_eps);
     if (c.moe.enabled()) {
-      moe_ffn(L.moe, c.moe, s.xn.data(), T, c.dim, s.moe, s.h2.data(), s.moe_stats, l);
+      moe_ffn(backend_, L.moe, c.moe, s.xn.data(), T, c.dim, s.moe, s.h2.data(), s.moe_stats, l);
       return;
     }
     const MatmulJob gate_up[] = {{&L.w_gate, s.h1.data()}, {&L.w_up, s.h2.data()}};
-    matmul_many(gate_up, s.xn.data(), T);
-    swiglu(s.h1.data(), s.h2.data(), s.h1.data(), T * c.ffn_dim);
-    matmul(L.w_down, s.h1.data(), T, s.h2.data());
+    backend_.matmul_many(gate_up, s.xn.data(), T);
+    backend_.swiglu(s.h1.data(), s.h2.data(), s.h1.data(), T * c.ffn_dim);
+    backend_.matmul(L.w_down, s.h1.data(), T, s.h2.data());
   }
 
   WeightMatrix token_embd_;          // [vocab, dim]
@@ -132,8 +131,9 @@ class LlamaModel final : public Model {
 
 }  // namespace
 
-std::unique_ptr<Model> load_llama(std::unique_ptr<GgufFile> gguf, ModelConfig config, const ModelLoadOptions& options) {
-  return std::make_unique<LlamaModel>(std::move(gguf), std::move(config), options);
+std::unique_ptr<Model> load_llama(std::unique_ptr<GgufFile> gguf, ModelConfig config, const ModelLoadOptions& options,
+                                  const Backend& backend) {
+  return std::make_unique<LlamaModel>(std::move(gguf), std::move(config), options, backend);
 }
 
 }  // namespace kvlm

@@ -17,6 +17,7 @@ std::vector<KvGroupSpec> Model::kv_groups() const {
 std::unique_ptr<Model> Model::load(std::unique_ptr<GgufFile> gguf, const ModelLoadOptions& options) {
   if (options.quantize) gguf = convert_tensors(std::move(gguf), *options.quantize);
   ModelConfig config = ModelConfig::from_metadata(gguf->metadata());
+  const Backend& backend = options.backend != nullptr ? *options.backend : default_backend();
   switch (config.arch) {
     case Arch::kLlama:
     case Arch::kQwen2:
@@ -24,11 +25,11 @@ std::unique_ptr<Model> Model::load(std::unique_ptr<GgufFile> gguf, const ModelLo
     case Arch::kQwen3:
     case Arch::kQwen3Moe:
     case Arch::kPhi3:
-      return load_llama(std::move(gguf), std::move(config), options);
+      return load_llama(std::move(gguf), std::move(config), options, backend);
     case Arch::kGpt2:
-      return load_gpt2(std::move(gguf), std::move(config));
+      return load_gpt2(std::move(gguf), std::move(config), backend);
     case Arch::kGemma2:
-      return load_gemma2(std::move(gguf), std::move(config));
+      return load_gemma2(std::move(gguf), std::move(config), backend);
   }
   throw_error(ErrorCode::kInternal, "unhandled architecture '{}'", config.arch_name);
 }

@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "backend/backend.h"
 #include "model/config.h"
 #include "model/forward_batch.h"
 #include "model/gguf.h"
@@ -33,6 +34,9 @@ struct ModelLoadOptions {
   // --quantize: the matrices converted to this type while loading
   // (model/quantize_tensors.h); unset: used as stored.
   std::optional<DType> quantize;
+  // The backend that runs the forward pass and holds the prepared weights;
+  // nullptr: default_backend(). Must outlive the model.
+  const Backend* backend = nullptr;
 };
 
 class Model {
@@ -59,10 +63,11 @@ class Model {
                        float* logits) const = 0;
 
  protected:
-  Model(std::unique_ptr<GgufFile> gguf, ModelConfig config)
-      : gguf_(std::move(gguf)), config_(std::move(config)) {}
+  Model(std::unique_ptr<GgufFile> gguf, ModelConfig config, const Backend& backend)
+      : gguf_(std::move(gguf)), config_(std::move(config)), backend_(backend) {}
   std::unique_ptr<GgufFile> gguf_;  // owns the mapping the weights point into
   ModelConfig config_;
+  const Backend& backend_;  // every op of the forward pass; its weights were prepared by it
 };
 
 // out = the rows of x ([T, dim]) listed in `rows`, in order: [rows.size(), dim].
@@ -71,8 +76,9 @@ void gather_rows(const std::vector<float>& x, std::span<const int32_t> rows, int
 
 // Family constructors (one file each).
 // llama.cpp: llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Phi-3.
-std::unique_ptr<Model> load_llama(std::unique_ptr<GgufFile> gguf, ModelConfig config, const ModelLoadOptions& options);
-std::unique_ptr<Model> load_gpt2(std::unique_ptr<GgufFile> gguf, ModelConfig config);    // gpt2.cpp
-std::unique_ptr<Model> load_gemma2(std::unique_ptr<GgufFile> gguf, ModelConfig config);  // gemma2.cpp
+std::unique_ptr<Model> load_llama(std::unique_ptr<GgufFile> gguf, ModelConfig config, const ModelLoadOptions& options,
+                                  const Backend& backend);
+std::unique_ptr<Model> load_gpt2(std::unique_ptr<GgufFile> gguf, ModelConfig config, const Backend& backend);
+std::unique_ptr<Model> load_gemma2(std::unique_ptr<GgufFile> gguf, ModelConfig config, const Backend& backend);
 
 }  // namespace kvlm

@@ -5,7 +5,6 @@
 #include <cstring>
 #include <numeric>
 
-#include "backend/cpu/ops.h"
 #include "common/assert.h"
 
 namespace kvlm {
@@ -37,11 +36,12 @@ namespace {
 // Softmax over the experts, then each token's k most probable (the lower
 // index first on a tie), weighted by their probabilities, normalised to sum
 // to 1 where the family does so.
-void route(const MoeWeights& w, const MoeConfig& c, const float* xn, int64_t T, MoeScratch& s) {
+void route(const Backend& backend, const MoeWeights& w, const MoeConfig& c, const float* xn, int64_t T,
+           MoeScratch& s) {
   const int32_t E = c.num_experts, k = c.num_experts_used;
   s.probs.resize(static_cast<size_t>(T) * E);
-  matmul(w.router, xn, T, s.probs.data());
-  softmax(s.probs.data(), T, E);
+  backend.matmul(w.router, xn, T, s.probs.data());
+  backend.softmax(s.probs.data(), T, E);
   s.choice.resize(static_cast<size_t>(T) * k);
   s.weight.resize(static_cast<size_t>(T) * k);
   std::vector<int32_t> order(static_cast<size_t>(E));
@@ -73,7 +73,8 @@ void group_by_expert(const MoeConfig& c, int64_t T, MoeScratch& s) {
 
 // Expert e over its n tokens at once: gather their rows, SwiGLU, and put each
 // output row at its pair's place in ye.
-void run_expert(const MoeWeights& w, const MoeConfig& c, int32_t e, const float* xn, int64_t dim, MoeScratch& s) {
+void run_expert(const Backend& backend, const MoeWeights& w, const MoeConfig& c, int32_t e, const float* xn,
+                int64_t dim, MoeScratch& s) {
   const int32_t begin = s.pair_start[e], n = s.pair_start[e + 1] - begin;
   const int32_t k = c.num_experts_used, ffn = c.expert_ffn_dim;
   s.xe.resize(static_cast<size_t>(n) * dim);
@@ -84,25 +85,25 @@ void run_expert(const MoeWeights& w, const MoeConfig& c, int32_t e, const float*
     std::memcpy(&s.xe[i * dim], xn + t * dim, sizeof(float) * dim);
   }
   const MatmulJob gate_up[] = {{&w.gate[e], s.ge.data()}, {&w.up[e], s.ue.data()}};
-  matmul_many(gate_up, s.xe.data(), n);
-  swiglu(s.ge.data(), s.ue.data(), s.ge.data(), static_cast<int64_t>(n) * ffn);
-  matmul(w.down[e], s.ge.data(), n, s.ue.data());  // [n, dim]
+  backend.matmul_many(gate_up, s.xe.data(), n);
+  backend.swiglu(s.ge.data(), s.ue.data(), s.ge.data(), static_cast<int64_t>(n) * ffn);
+  backend.matmul(w.down[e], s.ge.data(), n, s.ue.data());  // [n, dim]
   for (int32_t i = 0; i < n; ++i)
     std::memcpy(&s.ye[static_cast<size_t>(s.pairs[begin + i]) * dim], &s.ue[i * dim], sizeof(float) * dim);
 }
 
 // out += sigmoid(xn . shared_gate) * SwiGLU_shared(xn), per token.
-void add_shared_expert(const MoeWeights& w, const MoeConfig& c, const float* xn, int64_t T, int64_t dim,
-                       MoeScratch& s, float* out) {
+void add_shared_expert(const Backend& backend, const MoeWeights& w, const MoeConfig& c, const float* xn,
+                       int64_t T, int64_t dim, MoeScratch& s, float* out) {
   const int64_t ffn = c.shared_ffn_dim;
   s.sg.resize(static_cast<size_t>(T));
   s.sh1.resize(static_cast<size_t>(T * ffn));
   s.sh2.resize(static_cast<size_t>(T * std::max(ffn, dim)));
-  matmul(*w.shared_gate, xn, T, s.sg.data());
+  backend.matmul(*w.shared_gate, xn, T, s.sg.data());
   const MatmulJob gate_up[] = {{&w.shared_w_gate, s.sh1.data()}, {&w.shared_w_up, s.sh2.data()}};
-  matmul_many(gate_up, xn, T);
-  swiglu(s.sh1.data(), s.sh2.data(), s.sh1.data(), T * ffn);
-  matmul(w.shared_w_down, s.sh1.data(), T, s.sh2.data());  // [T, dim]
+  backend.matmul_many(gate_up, xn, T);
+  backend.swiglu(s.sh1.data(), s.sh2.data(), s.sh1.data(), T * ffn);
+  backend.matmul(w.shared_w_down, s.sh1.data(), T, s.sh2.data());  // [T, dim]
   for (int64_t t = 0; t < T; ++t) {
     const float g = 1.f / (1.f + std::exp(-s.sg[t]));
     for (int64_t i = 0; i < dim; ++i) out[t * dim + i] += g * s.sh2[t * dim + i];
@@ -111,17 +112,17 @@ void add_shared_expert(const MoeWeights& w, const MoeConfig& c, const float* xn,
 
 }  // namespace
 
-void moe_ffn(const MoeWeights& w, const MoeConfig& c, const float* xn, int64_t T, int64_t dim, MoeScratch& s,
-             float* out, MoeStats& stats, int32_t layer) {
+void moe_ffn(const Backend& backend, const MoeWeights& w, const MoeConfig& c, const float* xn, int64_t T,
+             int64_t dim, MoeScratch& s, float* out, MoeStats& stats, int32_t layer) {
   const int32_t E = c.num_experts, k = c.num_experts_used;
   KVLM_ASSERT(stats.weight_reads.size() >= static_cast<size_t>(layer + 1) * E, "MoeStats sized for every layer");
-  route(w, c, xn, T, s);
+  route(backend, w, c, xn, T, s);
   group_by_expert(c, T, s);
   s.ye.resize(static_cast<size_t>(T) * k * dim);
   for (int32_t e = 0; e < E; ++e) {
     const int32_t n = s.pair_start[e + 1] - s.pair_start[e];
     if (n == 0) continue;
-    run_expert(w, c, e, xn, dim, s);
+    run_expert(backend, w, c, e, xn, dim, s);
     ++stats.weight_reads[static_cast<size_t>(layer) * E + e];
     stats.tokens[static_cast<size_t>(layer) * E + e] += n;
   }
@@ -135,7 +136,7 @@ void moe_ffn(const MoeWeights& w, const MoeConfig& c, const float* xn, int64_t T
       for (int64_t i = 0; i < dim; ++i) o[i] += wr * y[i];
     }
   }
-  if (w.shared_gate) add_shared_expert(w, c, xn, T, dim, s, out);
+  if (w.shared_gate) add_shared_expert(backend, w, c, xn, T, dim, s, out);
 }
 
 }  // namespace kvlm

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/matmul.h"
+#include "backend/backend.h"
 #include "model/config.h"
 #include "model/weights.h"
 
@@ -57,7 +57,7 @@ struct MoeStats {
 // out ([T, dim]) = the MoE FFN of xn ([T, dim]). Each token's output depends
 // only on its own row, summed over its experts in rank order, so it is bit
 // for bit the same in any batch. `stats` gets layer `layer`'s counts.
-void moe_ffn(const MoeWeights& w, const MoeConfig& c, const float* xn, int64_t T, int64_t dim, MoeScratch& s,
-             float* out, MoeStats& stats, int32_t layer);
+void moe_ffn(const Backend& backend, const MoeWeights& w, const MoeConfig& c, const float* xn, int64_t T,
+             int64_t dim, MoeScratch& s, float* out, MoeStats& stats, int32_t layer);
 
 }  // namespace kvlm

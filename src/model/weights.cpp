@@ -8,12 +8,13 @@
 namespace kvlm {
 namespace {
 
-// pack_for_matmul, then the file's bytes of a packed matrix go back to the
-// system: the kernels read the packed copy only, and keeping both would hold
-// a model's weights twice (an 8B Q4_0 model: 8.8 GB of RSS instead of 4.6).
-// The embedding table is never released (get_row reads its rows).
-WeightMatrix packed_and_released(WeightMatrix w) {
-  w = pack_for_matmul(std::move(w));
+// Backend::prepare_matrix, then the file's bytes of a matrix the backend
+// copied go back to the system: the kernels read the copy only, and keeping
+// both would hold a model's weights twice (an 8B Q4_0 model on the CPU: 8.8
+// GB of RSS instead of 4.6). The embedding table is never released (get_row
+// reads its rows).
+WeightMatrix prepared_and_released(const Backend& backend, WeightMatrix w) {
+  w = backend.prepare_matrix(std::move(w));
   if (w.packed) release_pages(w.data, row_bytes(w.dtype, w.cols) * static_cast<size_t>(w.rows));
   return w;
 }
@@ -29,7 +30,7 @@ std::optional<WeightMatrix> WeightLoader::optional_matrix(const std::string& nam
   if (!ok)
     throw_error(ErrorCode::kCorrupt, "{}: tensor '{}' has shape {}, expected [{}, {}]", gguf_.path(),
                 name, t->shape_string(), cols, rows);
-  return packed_and_released(WeightMatrix{t->data, t->dtype, rows, cols, nullptr});
+  return prepared_and_released(backend_, WeightMatrix{t->data, t->dtype, rows, cols, nullptr});
 }
 
 WeightMatrix WeightLoader::matrix(const std::string& name, int64_t rows, int64_t cols) const {
@@ -41,11 +42,11 @@ WeightMatrix WeightLoader::matrix(const std::string& name, int64_t rows, int64_t
 namespace {
 
 // Rows [first_row, first_row + rows) of a tensor whose rows are `cols` long.
-WeightMatrix slice(const GgufTensor& t, int64_t first_row, int64_t rows, int64_t cols) {
+WeightMatrix slice(const Backend& backend, const GgufTensor& t, int64_t first_row, int64_t rows, int64_t cols) {
   KVLM_ASSERT(t.slices.empty(), "row ranges of a contiguous tensor only");
   const auto* base = static_cast<const uint8_t*>(t.data);
   const size_t offset = static_cast<size_t>(first_row) * row_bytes(t.dtype, cols);
-  return packed_and_released(WeightMatrix{base + offset, t.dtype, rows, cols, nullptr});
+  return prepared_and_released(backend, WeightMatrix{base + offset, t.dtype, rows, cols, nullptr});
 }
 
 }  // namespace
@@ -61,7 +62,7 @@ std::vector<WeightMatrix> WeightLoader::split_rows(const std::string& name, cons
   std::vector<WeightMatrix> parts;
   int64_t first = 0;
   for (int64_t r : row_counts) {
-    parts.push_back(slice(t, first, r, cols));
+    parts.push_back(slice(backend_, t, first, r, cols));
     first += r;
   }
   return parts;
@@ -75,7 +76,7 @@ std::vector<WeightMatrix> WeightLoader::experts(const std::string& name, int64_t
                 t.shape_string(), cols, rows, num_experts);
   std::vector<WeightMatrix> out;
   for (int64_t e = 0; e < num_experts; ++e)
-    out.push_back(packed_and_released(WeightMatrix{t.slice(e, num_experts), t.dtype, rows, cols, nullptr}));
+    out.push_back(prepared_and_released(backend_, WeightMatrix{t.slice(e, num_experts), t.dtype, rows, cols, nullptr}));
   return out;
 }
 
@@ -112,7 +113,7 @@ WeightMatrix WeightLoader::token_embedding(ModelConfig& config) const {
 
 WeightMatrix WeightLoader::output_head(const WeightMatrix& token_embd, int64_t vocab_size, int64_t dim) const {
   if (auto head = optional_matrix("output.weight", vocab_size, dim)) return *head;
-  return pack_for_matmul(token_embd);
+  return backend_.prepare_matrix(token_embd);
 }
 
 }  // namespace kvlm

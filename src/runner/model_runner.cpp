@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "backend/cpu/attention.h"
 #include "backend/cpu/ops.h"
 #include "common/assert.h"
 

@@ -5,31 +5,12 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <span>
 
 #include "backend/dtype.h"
+#include "backend/weight_matrix.h"
 
 namespace kvlm {
-
-// The kernels' own layout of a quantized matrix (backend/cpu/matmul_impl.h):
-// groups of 8 rows interleaved so that one register holds 4 quants of each of
-// 8 rows. Immutable once built.
-struct PackedWeights;
-
-// A weight matrix as GGUF stores it: `rows` rows (output features) of `cols`
-// elements (input features, contiguous, a multiple of the block size) of `dtype`.
-struct WeightMatrix {
-  const void* data = nullptr;
-  DType dtype = DType::kF32;
-  int64_t rows = 0;
-  int64_t cols = 0;
-  // Optional copy of `data` in the kernels' layout (pack_for_matmul). When set,
-  // matmul() reads it instead of `data`; get_row() always reads `data`.
-  // shared_ptr because WeightMatrix is a copyable view: a model whose output
-  // head is its embedding table holds two copies of one matrix.
-  std::shared_ptr<const PackedWeights> packed;
-};
 
 // Returns w with `packed` set (on 2 MiB pages) for the dtypes whose kernels
 // have a packed layout: all of them on the SIMD paths (F32, F16, BF16, Q8_0,
@@ -50,12 +31,6 @@ WeightMatrix pack_for_matmul(WeightMatrix w);
 // sequence decoded alone or inside any batch gets identical logits.
 // Scratch for quantized activations is kept per calling thread and reused.
 void matmul(const WeightMatrix& w, const float* x, int64_t num_tokens, float* y);
-
-// One matrix of matmul_many and its output, [num_tokens, w->rows].
-struct MatmulJob {
-  const WeightMatrix* w;
-  float* y;
-};
 
 // matmul() of one input by several matrices (a layer's q, k and v, or its
 // gate and up): the input is quantized once and all the matrices' rows share

@@ -443,8 +443,9 @@ void run(const WeightMatrix& w, const MatmulActs& acts, int64_t row_begin, int64
     const int num_rows = static_cast<int>(std::min<int64_t>(kBandRows, row_end - r0));
     const int64_t s = r0 / kBandRows;
     const uint8_t* band = KVLM_KERNEL_ISA::strip_of(w, s).bytes;  // packed now if w has no packed copy
-    const bool has_next = w.packed && r0 + kBandRows < w.rows;
-    const NextBand next{has_next ? w.packed->strip(s + 1).bytes : nullptr, band_bytes, r0 + kBandRows < row_end};
+    const PackedWeights* packed = packed_weights(w);
+    const bool has_next = packed && r0 + kBandRows < w.rows;
+    const NextBand next{has_next ? packed->strip(s + 1).bytes : nullptr, band_bytes, r0 + kBandRows < row_end};
     const uint8_t* tail = band + n8 * kBandRows * Load::kBytes;
     for (int64_t t0 = tok_begin; t0 < tok_end; t0 += kMaxTiles * kMaxTile) {
       const int64_t t1 = std::min(tok_end, t0 + kMaxTiles * kMaxTile);

@@ -57,7 +57,8 @@ struct StripAt {
 // of a Zen 5 read Q4_0 weights at 15 GB/s against 25 GB/s paired, and
 // TinyLlama's Q4_0 decode went from 22 to 47 tokens/s on one thread
 // (2026-12-01): that CPU reads several streams at once far slower than one.
-struct PackedWeights {
+// The CPU's PreparedMatrix (backend/weight_matrix.h): pack_for_matmul makes it.
+struct PackedWeights final : PreparedMatrix {
   size_t strip_bytes = 0;  // a multiple of 32
   int64_t num_strips = 0;
   bool paired = false;
@@ -69,6 +70,13 @@ struct PackedWeights {
     return {bytes.data() + static_cast<size_t>(s) * strip_bytes, 0};
   }
 };
+
+// w's packed copy, or nullptr. On the CPU only pack_for_matmul sets
+// WeightMatrix::packed, so a copy there is a PackedWeights (a checked cast
+// would cost a branch per strip in the kernels' loops).
+inline const PackedWeights* packed_weights(const WeightMatrix& w) {
+  return static_cast<const PackedWeights*>(w.packed.get());
+}
 
 namespace cpu {
 
@@ -325,7 +333,7 @@ void pack_strip_half(const uint8_t* const* rows, int64_t cols, uint8_t* out, int
 // path's packing of it made now in the calling thread's scratch (a paired
 // layout: slot 0 of a pair). Rows past the matrix's end repeat its last row.
 inline StripAt strip_of(const WeightMatrix& w, int64_t s) {
-  if (w.packed) return w.packed->strip(s);
+  if (const PackedWeights* p = packed_weights(w)) return p->strip(s);
   const size_t wrow_bytes = row_bytes(w.dtype, w.cols);
   const auto* base = static_cast<const uint8_t*>(w.data);
   const uint8_t* rows[kStripRows];
@@ -391,9 +399,10 @@ void for_each_strip_chunked(const WeightMatrix& w, int64_t r0, int64_t r1, int64
   int64_t r = r0;
   // One token tile (decode): several tiles compute long enough per byte that
   // strip by strip is as fast, and a strip stays in cache across them.
-  if (w.packed && (r0 / kStripRows) % 2 == 0 && t1 - t0 <= kMaxTile) {
+  const PackedWeights* packed = packed_weights(w);
+  if (packed && (r0 / kStripRows) % 2 == 0 && t1 - t0 <= kMaxTile) {
     for (; r + 2 * kStripRows <= r1; r += 2 * kStripRows) {
-      const StripAt pair[2] = {w.packed->strip(r / kStripRows), w.packed->strip(r / kStripRows + 1)};
+      const StripAt pair[2] = {packed->strip(r / kStripRows), packed->strip(r / kStripRows + 1)};
       for (int64_t t = t0; t < t1; t += kMaxTile) {
         const int n = static_cast<int>(std::min<int64_t>(kMaxTile, t1 - t));
         __m256 acc[2][kMaxTile];
@@ -453,11 +462,11 @@ void for_each_strip_pair(const WeightMatrix& w, int64_t row_begin, int64_t row_e
                          int64_t tok_end, float* y, PairFn&& pair, TileFn&& tile) {
   KVLM_ASSERT(row_begin % kStripRows == 0, "matmul: row range not aligned to a strip");
   int64_t r0 = row_begin;
-  if (w.packed) {
+  if (const PackedWeights* packed = packed_weights(w)) {
     for (; r0 + 2 * kStripRows <= row_end; r0 += 2 * kStripRows) {
-      const StripAt first = w.packed->strip(r0 / kStripRows);
-      const StripAt second = w.packed->strip(r0 / kStripRows + 1);
-      const StripAt next_second = r0 + 4 * kStripRows <= row_end ? w.packed->strip(r0 / kStripRows + 3) : StripAt{};
+      const StripAt first = packed->strip(r0 / kStripRows);
+      const StripAt second = packed->strip(r0 / kStripRows + 1);
+      const StripAt next_second = r0 + 4 * kStripRows <= row_end ? packed->strip(r0 / kStripRows + 3) : StripAt{};
       for (int64_t t = tok_begin; t < tok_end; t += kMaxTile) {
         const int n = static_cast<int>(std::min<int64_t>(kMaxTile, tok_end - t));
         const StripAt next = t + kMaxTile >= tok_end ? next_second : StripAt{};

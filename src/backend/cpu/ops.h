@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "backend/rope_params.h"
+
 namespace kvlm {
 
 // y = x / sqrt(mean(x^2) + eps) * w, per row. x and y may alias.  x, y: [num_rows, n]; w: [n]
@@ -13,23 +15,6 @@ void rms_norm(const float* x, const float* w, float* y, int64_t num_rows, int64_
 // y = (x - mean) / sqrt(var + eps) * w + b, per row. b may be nullptr. x, y may alias.
 void layer_norm(const float* x, const float* w, const float* b, float* y, int64_t num_rows,
                 int64_t n, float eps);
-
-enum class RopeStyle {
-  kNormal,  // llama: rotate pairs (2i, 2i+1)
-  kNeox,    // NEOX / Qwen2 / Gemma: rotate pairs (i, i + rot_dim/2)
-};
-
-struct RopeParams {
-  RopeStyle style = RopeStyle::kNormal;
-  int32_t rot_dim = 0;        // leading dims of each head that rotate (even); 0 = head_dim
-  float freq_base = 10000.f;
-  float freq_scale = 1.f;     // linear scaling: position * freq_scale
-  // [rot_dim / 2] or nullptr: pair i's angle is divided by freq_factors[i]
-  // (llama3 scaling's rope_freqs, Phi-3's long/short factors). Not owned: it
-  // points into the model that set it and lives as long as that model.
-  const float* freq_factors = nullptr;
-  float attn_factor = 1.f;    // cos and sin scaled by it (Phi-3 long-rope's magnitude correction)
-};
 
 // Rotates each head of each token in place by its position.
 // x: [num_tokens, num_heads, head_dim]; positions: [num_tokens].
