@@ -110,6 +110,10 @@ bool refuse_when_queue_full(ServerContext& ctx, int32_t num_choices, http::Respo
 // names); none named is the served model. Answers 404 model_not_found and
 // returns nullopt otherwise; else the name the answer gives.
 std::optional<std::string> served_model(const ServerContext& ctx, const std::string& asked, http::Response& res);
+// 400 unsupported_parameter on `param`: the model has no FIM tokens.
+void send_no_fim_tokens(http::Response& res, const std::string& param);
+// llama.cpp's POST /infill (routes_infill.cpp).
+void handle_infill(ServerContext& ctx, const http::Request& req, http::Response& res);
 void handle_completions(ServerContext& ctx, const http::Request& req, http::Response& res);
 void handle_chat_completions(ServerContext& ctx, const http::Request& req, http::Response& res);
 // POST /v1/messages, Anthropic's Messages API (routes_messages.cpp).

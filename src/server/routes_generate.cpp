@@ -16,7 +16,7 @@
 #include "server/routes_choices.h"
 #include "server/routes_tools.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/vocab.h"
+#include "tokenizer/fim.h"
 #include "wire/openai/chat_render.h"
 #include "wire/openai/json_text.h"
 
@@ -67,31 +67,17 @@ bool add_prompt(const ServerContext& ctx, const openai::Prompt& p, const std::st
   return true;
 }
 
-// A fill-in-the-middle prompt in the prefix-suffix-middle order code models
-// are trained on (llama.cpp's): [BOS] <fim_pre> prefix <fim_suf> suffix
-// <fim_mid>; the model writes the middle. The FIM tokens are the GGUF's, or
-// found by their text (tokenizer/vocab.cpp). False after answering 400 for
-// a model without them.
+// A fill-in-the-middle prompt (tokenizer/fim.h): prefix, the gap, suffix.
+// False after answering 400 for a model without FIM tokens.
 bool add_fim_prompt(const ServerContext& ctx, const std::string& prefix, const std::string& suffix, Generation& gen,
                     http::Response& res) {
-  const Tokenizer& tok = ctx.engine.tokenizer();
-  const SpecialTokens& s = tok.vocab().special();
-  if (!s.fim_pre || !s.fim_suf || !s.fim_mid) {
-    openai::RequestError e{400, "this model has no fill-in-the-middle tokens (fim_pre, fim_suf, fim_mid): 'suffix' "
-                                "needs a code model trained for it", std::string("suffix")};
-    e.code = "unsupported_parameter";
-    send_error(res, e);
+  if (refuse_long_prompt(ctx, res, prefix.size() + suffix.size(), 0, "prompt")) return false;
+  std::optional<std::vector<int32_t>> ids = fim_prompt(ctx.engine.tokenizer(), {.prefix = prefix, .suffix = suffix});
+  if (!ids) {
+    send_no_fim_tokens(res, "suffix");
     return false;
   }
-  if (refuse_long_prompt(ctx, res, prefix.size() + suffix.size(), 0, "prompt")) return false;
-  std::vector<int32_t> ids;
-  if (tok.add_bos() && tok.bos_id()) ids.push_back(*tok.bos_id());
-  ids.push_back(*s.fim_pre);
-  for (int32_t id : tok.encode(prefix, /*add_special=*/false, /*parse_special=*/false)) ids.push_back(id);
-  ids.push_back(*s.fim_suf);
-  for (int32_t id : tok.encode(suffix, /*add_special=*/false, /*parse_special=*/false)) ids.push_back(id);
-  ids.push_back(*s.fim_mid);
-  gen.prompts.push_back(std::move(ids));
+  gen.prompts.push_back(std::move(*ids));
   gen.prompt_texts.emplace_back();
   return true;
 }
@@ -105,6 +91,13 @@ size_t message_bytes(const openai::Json& messages) {
 }
 
 }  // namespace
+
+void send_no_fim_tokens(http::Response& res, const std::string& param) {
+  openai::RequestError e{400, fmt::format("this model has no fill-in-the-middle tokens (fim_pre, fim_suf, fim_mid): "
+                                          "'{}' needs a code model trained for it", param), param};
+  e.code = "unsupported_parameter";
+  send_error(res, e);
+}
 
 std::optional<std::string> served_model(const ServerContext& ctx, const std::string& asked, http::Response& res) {
   if (asked.empty()) return ctx.model_names[0];

@@ -149,6 +149,7 @@ Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Imp
   post("/tokenize", route(handle_tokenize, Access::kKey));
   post("/detokenize", route(handle_detokenize, Access::kKey));
   post("/apply-template", route(handle_apply_template, Access::kKey));
+  post("/infill", route(handle_infill, Access::kMetered));
   get("/health", route(handle_health, Access::kPublic));
   get("/props", route(handle_props, Access::kKey));
   get("/metrics", route(handle_metrics, Access::kMetrics));

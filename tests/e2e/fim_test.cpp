@@ -1,7 +1,8 @@
-// Fill-in-the-middle through /v1/completions' `suffix` (OpenAI's legacy FIM,
-// as code assistants send it), on a model with StarCoder's vocabulary (its
-// <fim_prefix>, <fim_suffix>, <fim_middle> found by their text): the prompt
-// is prefix-suffix-middle, the output that of the same ids sent as a prompt.
+// Fill-in-the-middle through /v1/completions' `suffix` (OpenAI's legacy FIM)
+// and llama.cpp's /infill, as code assistants send them, on a model with
+// StarCoder's vocabulary (its <fim_prefix>, <fim_suffix>, <fim_middle> found
+// by their text): the prompt is prefix-suffix-middle, the output that of the
+// same ids sent as a prompt.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -66,6 +67,59 @@ TEST_F(Fim, SuffixRefusesEchoAndTokenIdPrompts) {
   auto [ids_status, ids] = post("/v1/completions", {{"prompt", Json::array({1, 2})}, {"suffix", "y"}});
   EXPECT_EQ(ids_status, 400) << ids;
   EXPECT_EQ(ids["error"]["param"], "suffix");
+}
+
+// llama.cpp's /infill: another file as context (after a snippet line: this
+// vocabulary's <repo_name> and <file_sep> are not the spellings llama.cpp
+// takes for the repository format), the prefix, suffix and the text typed at
+// the gap; the middle is that of the same ids as a prompt, whole and
+// streamed in llama.cpp's native shape.
+TEST_F(Fim, InfillWithOtherFilesIsTheSpelledPromptsCompletion) {
+  const Json request = {{"input_prefix", "def add(a, b):\n    "}, {"input_suffix", "\n    return c\n"},
+                        {"input_extra", Json::array({Json{{"filename", "util.py"}, {"text", "x = 1\n"}}})},
+                        {"prompt", "c"}, {"n_predict", 10}, {"temperature", 0}};
+  auto [status, whole] = post("/infill", request);
+  ASSERT_EQ(status, 200) << whole;
+  // llama.cpp's layout, each piece tokenized on its own: the special tokens,
+  // then the texts as text.
+  Json ids = Json::array();
+  auto add = [&](const std::string& piece, bool special) {
+    auto [status, t] = post("/tokenize", {{"content", piece}, {"add_special", false}, {"parse_special", special}});
+    ASSERT_EQ(status, 200) << t;
+    if (special) ASSERT_EQ(t["tokens"].size(), 1u) << piece << " is not one token: " << t;
+    for (const Json& id : t["tokens"]) ids.push_back(id);
+  };
+  for (const auto& [piece, special] : std::vector<std::pair<std::string, bool>>{
+           {"\n\n--- snippet ---\n\n", false}, {"x = 1\n", false}, {"<fim_prefix>", true},
+           {"def add(a, b):\n    ", false}, {"<fim_suffix>", true}, {"\n    return c\n", false},
+           {"<fim_middle>", true}, {"c", false}})
+    add(piece, special);
+  EXPECT_EQ(whole["tokens_evaluated"], ids.size());
+  auto [i_status, by_ids] = post("/v1/completions", {{"prompt", ids}, {"max_tokens", 10}, {"temperature", 0}});
+  ASSERT_EQ(i_status, 200) << by_ids;
+  EXPECT_EQ(whole["content"], by_ids["choices"][0]["text"]);
+  EXPECT_EQ(whole["stop"], true);
+  EXPECT_EQ(whole["stop_type"], "limit");
+  EXPECT_EQ(whole["tokens_predicted"], 10);
+
+  Json streamed_request = request;
+  streamed_request["stream"] = true;
+  httplib::Client c("127.0.0.1", server_->port());
+  auto r = c.Post("/infill", streamed_request.dump(), "application/json");
+  ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
+  std::string content;
+  Json last;
+  for (const std::string& data : test::sse_data(r->body)) {
+    last = Json::parse(data);
+    content += last["content"].get<std::string>();
+  }
+  EXPECT_EQ(content, whole["content"]);
+  EXPECT_EQ(last["stop"], true) << r->body;
+  EXPECT_EQ(last["tokens_predicted"], 10);
+
+  auto [bad_status, bad] = post("/infill", {{"input_prefix", 3}});
+  EXPECT_EQ(bad_status, 400) << bad;
+  EXPECT_EQ(bad["error"]["param"], "input_prefix");
 }
 
 // A model without FIM tokens: a clear 400 naming suffix.
