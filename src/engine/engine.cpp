@@ -4,12 +4,11 @@
 #include <algorithm>
 #include <chrono>
 
-#include <unistd.h>
-
 #include "backend/threads.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "engine/stop_matcher.h"
+#include "kv/kv_pool_sizing.h"
 #include "model/model.h"
 #include "runner/kv_storage.h"
 #include "runner/model_runner.h"
@@ -36,27 +35,6 @@ bool deliver_text(RequestStream& stream, Decode&& decode, std::string& text) {
   }
 }
 
-// Default KV pool budget: a quarter of physical memory, at most 4 GiB.
-int64_t default_kv_budget_bytes() {
-  const int64_t pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-  const int64_t quarter = pages > 0 && page > 0 ? pages * page / 4 : (int64_t{1} << 30);
-  return std::min<int64_t>(quarter, int64_t{4} << 30);
-}
-
-// The pool's size in blocks from the flags: --kv-mem bytes, else --ctx
-// tokens, else max_seqs full-length sequences within a memory budget.
-int64_t kv_pool_blocks(const EngineConfig& config, int64_t num_groups, int64_t block_bytes, int32_t model_len) {
-  if (config.kv_mem_bytes > 0) return config.kv_mem_bytes / block_bytes;
-  // Every group keeps its own blocks; a full group needs ceil(tokens / bs).
-  if (config.kv_tokens > 0) return num_groups * ((config.kv_tokens + config.block_size - 1) / config.block_size);
-  // The pool is mapped lazily, so unused capacity costs address space only.
-  const int64_t blocks_per_seq = num_groups * ((model_len + config.block_size - 1) / config.block_size);
-  int64_t num_blocks = blocks_per_seq * config.max_seqs;
-  const int64_t budget = default_kv_budget_bytes();
-  if (num_blocks * block_bytes > budget) num_blocks = std::max<int64_t>(blocks_per_seq, budget / block_bytes);
-  return num_blocks;
-}
-
 }  // namespace
 
 Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> tokenizer, EngineConfig config,
@@ -64,7 +42,7 @@ Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> tokenize
     : model_(std::move(model)), tokenizer_(std::move(tokenizer)), config_(config), clock_(clock) {
   set_num_threads(config_.num_threads);
   check_config();
-  size_kv_pool();
+  plan_kv_pool();
   build_scheduler_and_runner();
   if (config_.tiers) open_tiers();
   if (config_.kv_events) {
@@ -100,25 +78,24 @@ int32_t Engine::trained_context_len() const {
   return model_len;
 }
 
-void Engine::size_kv_pool() {
-  int32_t model_len = trained_context_len();
-  const int64_t num_groups = static_cast<int64_t>(model_->kv_groups().size());
+void Engine::plan_kv_pool() {
+  KvPoolSizing sizing;
+  sizing.model_len = trained_context_len();
+  sizing.kv_mem_bytes = config_.kv_mem_bytes;
+  sizing.kv_tokens = config_.kv_tokens;
+  sizing.max_seqs = config_.max_seqs;
+  sizing.memory_budget_bytes = default_kv_budget_bytes();
+  sizing.block_size = config_.block_size;
   const size_t block_bytes = KvStorage::bytes_per_block(*model_, config_.kv_dtype, config_.block_size);
-  const int64_t num_blocks = kv_pool_blocks(config_, num_groups, static_cast<int64_t>(block_bytes), model_len);
-  if (num_blocks < 1)
-    throw_error(ErrorCode::kInvalidArgument,
-                "the KV pool holds no block: one block of {} tokens takes {} bytes", config_.block_size, block_bytes);
-  if (num_blocks > (1 << 30)) throw_error(ErrorCode::kInvalidArgument, "KV pool of {} blocks is too large", num_blocks);
-  num_kv_blocks_ = static_cast<int32_t>(num_blocks);
-  // A request must fit in the pool alone, or it could never finish.
-  int64_t pool_tokens = num_blocks / num_groups * config_.block_size;
-  if (pool_tokens < model_len) {
-    log_info("context limited to {} tokens by the KV pool (model: {})", pool_tokens, model_len);
-    model_len = static_cast<int32_t>(pool_tokens);
-  }
-  max_model_len_ = model_len;
+  sizing.block_bytes = static_cast<int64_t>(block_bytes);
+  sizing.num_groups = static_cast<int32_t>(model_->kv_groups().size());
+  const KvPoolSize size = size_kv_pool(sizing);
+  if (size.max_model_len < sizing.model_len)
+    log_info("context limited to {} tokens by the KV pool (model: {})", size.pool_tokens, sizing.model_len);
+  num_kv_blocks_ = size.num_blocks;
+  max_model_len_ = size.max_model_len;
   log_info("KV pool: {} blocks of {} tokens ({:.1f} MiB, {}), context {} tokens per request", num_kv_blocks_,
-           config_.block_size, static_cast<double>(num_blocks) * block_bytes / 1048576.0,
+           config_.block_size, static_cast<double>(num_kv_blocks_) * block_bytes / 1048576.0,
            dtype_name(config_.kv_dtype), max_model_len_);
 }
 

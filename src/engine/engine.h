@@ -283,7 +283,7 @@ class Engine {
   // The config's max_model_len, else the model's context, within the
   // positions a learned position table holds.
   int32_t trained_context_len() const;
-  void size_kv_pool();  // sets num_kv_blocks_ and max_model_len_
+  void plan_kv_pool();  // sets num_kv_blocks_ and max_model_len_ (kv/kv_pool_sizing.h)
   void build_scheduler_and_runner();
   void open_tiers();
   void choose_proposer();
