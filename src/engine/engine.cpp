@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "engine/stop_matcher.h"
 #include "kv/kv_pool_sizing.h"
+#include "kvstore/record_codec.h"
 #include "model/model.h"
 #include "runner/kv_storage.h"
 #include "runner/model_runner.h"
@@ -119,8 +120,14 @@ void Engine::open_tiers() {
     throw_error(ErrorCode::kInvalidArgument, "KV tiers need a model whose layers share one KV cache; {} has sliding-window layers",
                 model_->config().arch_name);
   if (!config_.prefix_caching) throw_error(ErrorCode::kInvalidArgument, "KV tiers need prefix caching");
-  tiers_ = TierStack::open(*config_.tiers);
+  tiers_ = TierLoader(TierStack::open(*config_.tiers),
+                      KvStorage::bytes_per_block(*model_, config_.kv_dtype, config_.block_size));
   scheduler_->kv_manager().record_published(true);
+}
+
+std::optional<Hash128> Engine::shared_tier_id() const {
+  if (!config_.tiers || !config_.tiers->redis) return std::nullopt;
+  return RecordCodec(config_.tiers->redis->ns, config_.tiers->redis->security).tier_id();
 }
 
 void Engine::choose_proposer() {
@@ -146,7 +153,7 @@ Engine::~Engine() {
   if (thread_.joinable()) thread_.join();
   if (kv_events_) kv_events_->close();
   // A clean restart finds what was queued (bounded: a dead tier cannot hold us).
-  if (tiers_ && !tiers_->flush(config_.tier_flush_timeout_s))
+  if (!tiers_.flush(config_.tier_flush_timeout_s))
     log_warn("KV tiers: queued writes not flushed within {} s", config_.tier_flush_timeout_s);
 }
 
@@ -201,7 +208,7 @@ EngineMetrics Engine::metrics() const {
   }
   // Live, not as of the last step: the I/O thread keeps writing after the
   // engine goes idle. stats() never waits on a tier.
-  if (tiers_) m.tiers = tiers_->stats().tiers;
+  if (tiers_.enabled()) m.tiers = tiers_.tier_stats();
   return m;
 }
 
@@ -211,7 +218,7 @@ void Engine::loop() {
       std::unique_lock lock(mu_);
       auto ready = [&] { return stopping_ || !inbox_.empty() || !cancels_.empty() || scheduler_->has_unfinished(); };
       // Requests waiting on a tier lookup: poll its completions every millisecond.
-      if (loading_.empty()) {
+      if (tiers_.empty()) {
         cv_.wait(lock, ready);
       } else {
         cv_.wait_for(lock, std::chrono::milliseconds(1), ready);
@@ -233,7 +240,7 @@ void Engine::loop() {
       }
       num_unfinished_ -= static_cast<int32_t>(live_.size());
       live_.clear();
-      loading_.clear();
+      tiers_.clear();
       followers_.clear();
     }
     if (kv_events_) kv_events_->append(scheduler_->kv_manager().take_kv_events());
@@ -248,7 +255,7 @@ void Engine::loop() {
   }
   deliverer_->post(deliveries_);
   live_.clear();
-  loading_.clear();
+  tiers_.clear();
   followers_.clear();
 }
 
@@ -271,7 +278,7 @@ void Engine::admit_inbox() {
   }
   for (RequestId id : cancels) {
     if (!live_.count(id)) continue;
-    loading_.erase(id);
+    tiers_.erase(id);
     drop_follower(id);
     auto r = scheduler_->finish(id, FinishReason::kAborted);
     finish_live(id, FinishReason::kAborted, r.get());
@@ -312,7 +319,7 @@ void Engine::step() {
   record_decode_forward(out, std::chrono::duration<double>(t_sample - t_forward).count());
   record_speculation(out, sampled);
   auto finished = scheduler_->update(out, sampled.tokens, runner_->kv_stats(), sampled.num_tokens);
-  store_published_blocks();
+  tiers_.store_published(scheduler_->kv_manager(), runner_->storage());
   postprocess(out, sampled, std::move(finished));
   auto seconds = [](Steady::duration d) { return std::chrono::duration<double>(d).count(); };
   record_step_times({seconds(t_forward - t_begin), seconds(t_sample - t_forward), seconds(t_post - t_sample),
@@ -439,7 +446,7 @@ void Engine::fail_live(RequestId id, const Error& error) {
 
 void Engine::fail_request(RequestId id, const Error& error) {
   if (!live_.count(id)) return;
-  loading_.erase(id);
+  tiers_.erase(id);
   drop_follower(id);
   scheduler_->finish(id, FinishReason::kAborted);  // releases its blocks (nullptr if not there)
   release_followers(id);  // its parked siblings prefill the prompt themselves
@@ -522,15 +529,18 @@ void Engine::publish_metrics() {
   size_t num_followers = 0;  // choices waiting for their first sibling's prefill
   for (const auto& [first, waiting] : followers_) num_followers += waiting.size();
   metrics_.num_waiting =
-      scheduler_->num_waiting() + static_cast<int32_t>(inbox_.size() + loading_.size() + num_followers);
-  metrics_.num_loading = static_cast<int32_t>(loading_.size());
-  metrics_.num_pending_tokens = scheduler_->num_pending_tokens();
-  for (const auto& [id, r] : loading_) metrics_.num_pending_tokens += r->num_tokens();
+      scheduler_->num_waiting() + static_cast<int32_t>(inbox_.size() + tiers_.num_loading() + num_followers);
+  metrics_.num_loading = static_cast<int32_t>(tiers_.num_loading());
+  metrics_.num_pending_tokens = scheduler_->num_pending_tokens() + tiers_.num_loading_tokens();
   metrics_.num_kv_blocks_used = kv.pool().num_used_blocks();
   metrics_.peak_kv_blocks_used = peak_kv_blocks_used_;
   metrics_.num_prefix_query_tokens = kv.num_prefix_query_tokens();
   metrics_.num_prefix_hit_tokens = kv.num_prefix_hit_tokens();
   metrics_.num_preemptions = scheduler_->num_preemptions();
+  metrics_.num_tier_hit_tokens = tiers_.num_hit_tokens();
+  metrics_.num_tier_writes_queued = tiers_.num_writes_queued();
+  metrics_.num_tier_writes_dropped = tiers_.num_writes_dropped();
+  metrics_.num_tier_lookups_timed_out = tiers_.num_lookups_timed_out();
   if (proposer_) {
     metrics_.num_spec_draft_seqs = proposer_->num_sequences();
     metrics_.spec_draft_kv_bytes = proposer_->kv_bytes();

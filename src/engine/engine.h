@@ -30,6 +30,7 @@
 #include "engine/request_stream.h"
 #include "engine/speculative.h"
 #include "engine/stream_deliverer.h"
+#include "engine/tier_loader.h"
 #include "kv/kv_policy.h"
 #include "kvstore/tier_stack.h"
 #include "runner/sampler.h"
@@ -297,17 +298,13 @@ class Engine {
   // through its new Live before anything else sees it; throws
   // Error(kInvalidArgument) for output the request could not have produced.
   void replay_output(Live& live, const Request& request, int32_t num_replayed) const;
+  // A new request: a tier lookup (TierLoader) or the scheduler.
   void admit(std::unique_ptr<Request> request);
+  // Requests whose tier lookup finished or was given up go to the scheduler.
+  void take_tier_loads();
+  void admit_after_lookup(std::unique_ptr<Request> request);
   void release_followers(RequestId first);
   void drop_follower(RequestId id);
-  // KV tiers (engine_tiers.cpp): a new request's lookup, finished loads, and
-  // newly full blocks going down.
-  bool begin_tier_lookup(std::unique_ptr<Request>& request);
-  void take_tier_loads();
-  // Requests whose lookup is past its deadline go on as misses.
-  void expire_tier_lookups();
-  void admit_after_lookup(std::unique_ptr<Request> request);
-  void store_published_blocks();
   // engine_sample.cpp: the step's logits rows to tokens (and logprobs), the
   // rows split over the compute threads. Each worker touches only its own
   // sequences' Live (sampler, matcher, scratch) and result slots; what the
@@ -387,11 +384,7 @@ class Engine {
   // thread before the first one samples, then only read (by compute threads).
   // shared_ptr: the bench and tests build their own.
   std::shared_ptr<const constrain::TokenIndex> token_index_;
-  std::unique_ptr<TierStack> tiers_;                           // null without tiers
-  std::unordered_map<RequestId, std::unique_ptr<Request>> loading_;  // waiting for a tier lookup
-  // When each lookup stops being waited for (steady clock, as the tiers'
-  // deadlines), in the order they began; entries of finished lookups are skipped.
-  std::deque<std::pair<double, RequestId>> loading_deadlines_;
+  TierLoader tiers_;                            // requests waiting for a tier lookup; inert without tiers
   std::vector<StreamDeliverer::Delivery> deliveries_;                // engine thread: this step's
   std::unique_ptr<StreamDeliverer> deliverer_;  // wakes stream readers off the step thread
   std::unique_ptr<KvEventLog> kv_events_;       // null unless EngineConfig::kv_events

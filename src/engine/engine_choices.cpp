@@ -6,6 +6,7 @@
 #include "engine/engine.h"
 #include "engine/engine_live.h"
 #include "model/model.h"
+#include "runner/model_runner.h"
 #include "sched/scheduler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -170,7 +171,22 @@ void Engine::replay_output(Live& live, const Request& request, int32_t num_repla
 void Engine::admit(std::unique_ptr<Request> request) {
   const RequestId id = request->id;
   try {
-    if (begin_tier_lookup(request)) return;
+    if (tiers_.begin_lookup(request, scheduler_->kv_manager())) return;
+    scheduler_->add_request(std::move(request));
+  } catch (const Error& e) {
+    fail_live(id, e);
+  }
+}
+
+void Engine::take_tier_loads() {
+  if (!tiers_.enabled()) return;
+  for (std::unique_ptr<Request>& request : tiers_.take_ready(scheduler_->kv_manager(), runner_->storage()))
+    admit_after_lookup(std::move(request));
+}
+
+void Engine::admit_after_lookup(std::unique_ptr<Request> request) {
+  const RequestId id = request->id;
+  try {
     scheduler_->add_request(std::move(request));
   } catch (const Error& e) {
     fail_live(id, e);
