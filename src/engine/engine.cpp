@@ -50,7 +50,7 @@ Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> tokenize
     kv_events_ = std::make_unique<KvEventLog>();
     scheduler_->kv_manager().record_kv_events(true);
   }
-  choose_proposer();
+  spec_ = SpeculationController(config_.speculative);
   metrics_.num_kv_blocks = num_kv_blocks_;
   metrics_.block_size = config_.block_size;
   deliverer_ = std::make_unique<StreamDeliverer>();
@@ -128,20 +128,6 @@ void Engine::open_tiers() {
 std::optional<Hash128> Engine::shared_tier_id() const {
   if (!config_.tiers || !config_.tiers->redis) return std::nullopt;
   return RecordCodec(config_.tiers->redis->ns, config_.tiers->redis->security).tier_id();
-}
-
-void Engine::choose_proposer() {
-  if (config_.speculative.proposer) {
-    proposer_ = config_.speculative.proposer;
-  } else if (config_.speculative.mode == SpeculateMode::kNgram) {
-    proposer_ = std::make_shared<NgramProposer>(config_.speculative.min_ngram, config_.speculative.max_ngram);
-  } else if (config_.speculative.mode == SpeculateMode::kDraft) {
-    throw_error(ErrorCode::kInvalidArgument, "speculation with a draft model needs the draft: pass --draft-model "
-                                             "FILE (a GGUF with the same vocabulary)");
-  }
-  if (config_.speculative.num_spec_tokens < 0 || config_.speculative.num_spec_tokens > 64)
-    throw_error(ErrorCode::kInvalidArgument, "spec tokens {} must be in [0, 64] (0: adaptive)",
-                config_.speculative.num_spec_tokens);
 }
 
 Engine::~Engine() {
@@ -236,7 +222,7 @@ void Engine::loop() {
           stream->fail(error);
         });
         scheduler_->finish(id, FinishReason::kAborted);
-        if (proposer_) proposer_->release(id);
+        spec_.release(id);
       }
       num_unfinished_ -= static_cast<int32_t>(live_.size());
       live_.clear();
@@ -316,7 +302,7 @@ void Engine::step() {
         std::max(live.peak_resident_tokens, s.slot_begin + static_cast<int32_t>(s.new_tokens.size()));
   }
   const auto t_post = Steady::now();
-  record_decode_forward(out, std::chrono::duration<double>(t_sample - t_forward).count());
+  spec_.record_forward(out, std::chrono::duration<double>(t_sample - t_forward).count());
   record_speculation(out, sampled);
   auto finished = scheduler_->update(out, sampled.tokens, runner_->kv_stats(), sampled.num_tokens);
   tiers_.store_published(scheduler_->kv_manager(), runner_->storage());
@@ -324,6 +310,29 @@ void Engine::step() {
   auto seconds = [](Steady::duration d) { return std::chrono::duration<double>(d).count(); };
   record_step_times({seconds(t_forward - t_begin), seconds(t_sample - t_forward), seconds(t_post - t_sample),
                      seconds(Steady::now() - t_post)});
+}
+
+// Proposals for every decoding request that speculates, asked of the
+// proposer in one batch (SpeculationController).
+void Engine::propose_drafts() {
+  if (!spec_.enabled()) return;
+  spec_.begin_step(scheduler_->num_running());
+  // A thinking section forces tokens and moves its grammar's start: such a
+  // request decodes one token a step.
+  for (auto& [id, live] : live_)
+    spec_.consider(id, scheduler_->find(id), live->speculative && !live->thinking, live->spec);
+  spec_.propose(*scheduler_);
+}
+
+void Engine::record_speculation(const SchedulerOutput& out, const SampledBatch& batch) {
+  size_t k = 0;
+  for (const ScheduledSeq& s : out.seqs) {
+    if (!s.sample) continue;
+    const int32_t n = batch.num_tokens[k++];
+    if (s.num_spec_tokens == 0) continue;
+    const bool failed = std::any_of(batch.failed.begin(), batch.failed.end(), [&](const auto& f) { return f.first == s.id; });
+    if (!failed) spec_.record_verified(s.num_spec_tokens, n, live_.at(s.id)->spec);
+  }
 }
 
 void Engine::record_step_times(const StepTimes& t) {
@@ -437,7 +446,7 @@ void Engine::fail_live(RequestId id, const Error& error) {
   auto it = live_.find(id);
   if (it == live_.end()) return;
   deliver([stream = it->second->stream, error] { stream->fail(error); });
-  if (proposer_) proposer_->release(id);
+  spec_.release(id);
   live_.erase(it);
   --num_unfinished_;
   std::lock_guard lock(mu_);
@@ -518,7 +527,7 @@ void Engine::finish_live(RequestId id, FinishReason reason, const Request* reque
   metrics_.queue_s.observe(live.stats.queue_s);
   if (live.stats.num_generated_tokens > 0) metrics_.ttft_s.observe(live.stats.ttft_s);
   for (double gap : live.stats.itl_s) metrics_.itl_s.observe(gap);
-  if (proposer_) proposer_->release(id);
+  spec_.release(id);
   live_.erase(it);
 }
 
@@ -541,9 +550,15 @@ void Engine::publish_metrics() {
   metrics_.num_tier_writes_queued = tiers_.num_writes_queued();
   metrics_.num_tier_writes_dropped = tiers_.num_writes_dropped();
   metrics_.num_tier_lookups_timed_out = tiers_.num_lookups_timed_out();
-  if (proposer_) {
-    metrics_.num_spec_draft_seqs = proposer_->num_sequences();
-    metrics_.spec_draft_kv_bytes = proposer_->kv_bytes();
+  if (spec_.enabled()) {
+    const SpeculationController::Counters& c = spec_.counters();
+    metrics_.num_spec_proposed = c.num_proposed;
+    metrics_.num_spec_accepted = c.num_accepted;
+    metrics_.num_spec_steps = c.num_steps;
+    metrics_.spec_tokens_per_step = c.tokens_per_step;
+    metrics_.spec_propose_s = c.propose_s;
+    metrics_.num_spec_draft_seqs = spec_.num_draft_sequences();
+    metrics_.spec_draft_kv_bytes = spec_.draft_kv_bytes();
   }
   metrics_.num_prefix_evicted_blocks = kv.pool().num_evicted_cached_blocks();
   for (KvPolicyKind k : all_kv_policies())

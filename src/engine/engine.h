@@ -28,7 +28,7 @@
 #include "common/histogram.h"
 #include "engine/kv_event_log.h"
 #include "engine/request_stream.h"
-#include "engine/speculative.h"
+#include "engine/spec/speculation_controller.h"
 #include "engine/stream_deliverer.h"
 #include "engine/tier_loader.h"
 #include "kv/kv_policy.h"
@@ -81,7 +81,7 @@ struct EngineConfig {
   // Keep a KvEventLog of the prefix cache's changes (kv_events()), for a
   // router that routes by the blocks each server holds.
   bool kv_events = false;
-  // Speculative decoding (engine/speculative.h); off by default.
+  // Speculative decoding (engine/spec/speculative.h); off by default.
   SpeculativeConfig speculative;
 };
 
@@ -214,7 +214,7 @@ struct EngineMetrics {
   int64_t num_spec_proposed = 0;
   int64_t num_spec_accepted = 0;
   int64_t num_spec_steps = 0;
-  // A draft model's state (engine/draft_proposer.h): sequences it keeps KV
+  // A draft model's state (engine/spec/draft_proposer.h): sequences it keeps KV
   // for now, and those KV buffers' bytes (their capacity; pages are touched
   // as they fill). 0 for proposers without state.
   int32_t num_spec_draft_seqs = 0;
@@ -287,7 +287,6 @@ class Engine {
   void plan_kv_pool();  // sets num_kv_blocks_ and max_model_len_ (kv/kv_pool_sizing.h)
   void build_scheduler_and_runner();
   void open_tiers();
-  void choose_proposer();
   void loop();
   void step();
   void admit_inbox();
@@ -321,14 +320,13 @@ class Engine {
   };
   SampledBatch sample_batch(const SchedulerOutput& out, std::span<const float> logits);
   void sample_seq(const ScheduledSeq& s, std::span<const float> logits, SeqSample& slot);
-  // engine_speculate.cpp: proposals for the decoding requests before the
-  // schedule, and one sequence's verification (a compute thread's work, as
-  // sample_seq): a token per row until one differs from its proposal.
+  // Speculative decoding (SpeculationController): proposals for the decoding
+  // requests before the schedule, one sequence's verification (a compute
+  // thread's work, as sample_seq: a token per row until one differs from its
+  // proposal), and what the verifications gave.
   void propose_drafts();
   void verify_seq(const ScheduledSeq& s, std::span<const float> logits, SeqSample& slot);
   void record_speculation(const SchedulerOutput& out, const SampledBatch& batch);
-  // The forward pass of a step of decodes took `seconds` (adaptive K's cost model).
-  void record_decode_forward(const SchedulerOutput& out, double seconds);
   // engine_embed.cpp: the step's final hidden states added to their
   // embedding requests' pools, and a finished request's pooled vector.
   void collect_hidden(const SchedulerOutput& out);
@@ -385,14 +383,10 @@ class Engine {
   // shared_ptr: the bench and tests build their own.
   std::shared_ptr<const constrain::TokenIndex> token_index_;
   TierLoader tiers_;                            // requests waiting for a tier lookup; inert without tiers
+  SpeculationController spec_;                  // off unless EngineConfig::speculative
   std::vector<StreamDeliverer::Delivery> deliveries_;                // engine thread: this step's
   std::unique_ptr<StreamDeliverer> deliverer_;  // wakes stream readers off the step thread
   std::unique_ptr<KvEventLog> kv_events_;       // null unless EngineConfig::kv_events
-  std::shared_ptr<Proposer> proposer_;          // null unless speculation is on
-  // Moving averages, in seconds, of one pass of the proposer (its time over
-  // the longest proposal it made) and of a decode step's forward pass:
-  // their ratio is a proposal's cost for adaptive K (engine_speculate.cpp).
-  double propose_pass_s_ = 0, decode_forward_s_ = 0;
 
   // Inbox from other threads.
   mutable std::mutex mu_;

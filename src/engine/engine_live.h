@@ -9,7 +9,7 @@
 
 #include "constrain/matcher.h"
 #include "engine/engine.h"
-#include "engine/speculative.h"
+#include "engine/spec/speculative.h"
 #include "engine/stop_matcher.h"
 #include "engine/thinking_tracker.h"
 #include "runner/sampler.h"
