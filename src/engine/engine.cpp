@@ -7,7 +7,7 @@
 #include "backend/threads.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "engine/stop_matcher.h"
+#include "engine/output_processor.h"
 #include "kv/kv_pool_sizing.h"
 #include "kvstore/record_codec.h"
 #include "model/model.h"
@@ -17,30 +17,10 @@
 #include "tokenizer/tokenizer.h"
 
 namespace kvlm {
-namespace {
-
-// Sets `text` from `decode` (detokenizing, on the stream deliverer's thread).
-// A fault there fails that request's stream alone and returns false; the
-// stream then drops the request's later deliveries. (The engine generates
-// the request's remaining tokens unseen: a fault here is an allocation
-// failure, and the step goes on as it would.)
-template <typename Decode>
-bool deliver_text(RequestStream& stream, Decode&& decode, std::string& text) {
-  try {
-    text = decode();
-    return true;
-  } catch (const std::exception& e) {
-    stream.fail(Error(ErrorCode::kInternal,
-                      fmt::format("detokenizing this request failed: {} (other requests are unaffected)", e.what())));
-    return false;
-  }
-}
-
-}  // namespace
-
 Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> tokenizer, EngineConfig config,
                const Clock& clock)
-    : model_(std::move(model)), tokenizer_(std::move(tokenizer)), config_(config), clock_(clock) {
+    : model_(std::move(model)), tokenizer_(std::move(tokenizer)),
+      output_(std::make_unique<OutputProcessor>(*tokenizer_)), config_(config), clock_(clock) {
   set_num_threads(config_.num_threads);
   check_config();
   plan_kv_pool();
@@ -320,7 +300,7 @@ void Engine::propose_drafts() {
   // A thinking section forces tokens and moves its grammar's start: such a
   // request decodes one token a step.
   for (auto& [id, live] : live_)
-    spec_.consider(id, scheduler_->find(id), live->speculative && !live->thinking, live->spec);
+    spec_.consider(id, scheduler_->find(id), live->speculative && !live->output.thinking, live->spec);
   spec_.propose(*scheduler_);
 }
 
@@ -379,8 +359,8 @@ void Engine::postprocess(const SchedulerOutput& out, const SampledBatch& sampled
       for (int32_t j = 0; j < num_kept && live_.count(s.id); ++j) {
         const Live& live = *live_.at(s.id);
         std::optional<bool> grammar_done;
-        if (s.num_spec_tokens > 0 && j < live.num_grammar_advanced)
-          grammar_done = live.grammar_done && j + 1 == live.num_grammar_advanced;
+        if (s.num_spec_tokens > 0 && j < live.output.num_grammar_advanced)
+          grammar_done = live.output.grammar_done && j + 1 == live.output.num_grammar_advanced;
         postprocess_one(s.id, sampled.tokens[first + j], sampled.logprobs[first + j],
                         j + 1 == num_kept ? done : nullptr, now, grammar_done);
         ++num_generated;
@@ -415,28 +395,20 @@ void Engine::postprocess_one(RequestId id, int32_t token, const SampledLogprobs&
   live.last_token_s = now;
   const bool stopped_by_token = finished && finished->finish_reason == FinishReason::kStop;
   // An end-of-generation token ends the text; it is not part of it.
-  std::string text;
-  std::shared_ptr<OutputText> detokenize;  // set: the deliverer's thread detokenizes (OutputText)
-  if (!stopped_by_token) {
-    if (live.text_on_engine_thread) {
-      text = live.text->stop.push(live.text->detok.push(token));
-    } else {
-      detokenize = live.text;
-    }
-  }
+  PendingText text = stopped_by_token ? PendingText{} : OutputProcessor::push(live.output, token);
   std::vector<SampledLogprobs> lp;
   if (live.logprobs >= 0 && !stopped_by_token) lp.push_back(token_lp);
-  deliver([stream = live.stream, token, text = std::move(text), detokenize = std::move(detokenize),
-           lp = std::move(lp), plp = std::move(live.prompt_logprobs)]() mutable {
-    if (detokenize && !deliver_text(*stream, [&] { return detokenize->detok.push(token); }, text)) return;
-    stream->push({token}, std::move(text), std::move(lp), std::move(plp));
+  deliver([stream = live.stream, token, text = std::move(text), lp = std::move(lp),
+           plp = std::move(live.prompt_logprobs)]() mutable {
+    if (!text.resolve_token(*stream, token)) return;
+    stream->push({token}, std::move(text.text), std::move(lp), std::move(plp));
   });
   live.prompt_logprobs.clear();
-  const bool grammar_done = (live.matcher || live.thinking) && !stopped_by_token &&
-                            (grammar_done_in ? *grammar_done_in : advance_output(live, token));
+  const bool grammar_done = live.output.tracked() && !stopped_by_token &&
+                            (grammar_done_in ? *grammar_done_in : output_->advance(live.output, token));
   if (finished) {
     finish_live(id, *finished->finish_reason, finished);
-  } else if ((live.text_on_engine_thread && live.text->stop.stopped()) || grammar_done) {
+  } else if (live.output.stopped() || grammar_done) {
     auto r = scheduler_->finish(id, FinishReason::kStop);
     finish_live(id, FinishReason::kStop, r.get());
   }
@@ -490,21 +462,11 @@ void Engine::finish_live(RequestId id, FinishReason reason, const Request* reque
   live.stats.e2e_s = now - live.arrival_s;
   live.stats.peak_resident_tokens = live.peak_resident_tokens;
   if (live.pooling != Pooling::kNone && reason != FinishReason::kAborted) live.stats.embedding = pooled_embedding(live);
-  std::string tail;
-  std::shared_ptr<OutputText> flush;  // set: the deliverer's thread flushes the text (OutputText)
-  if (reason != FinishReason::kAborted) {
-    OutputText& out = *live.text;
-    if (!live.text_on_engine_thread) {
-      flush = live.text;
-    } else if (!out.stop.stopped()) {
-      tail = out.stop.push(out.detok.flush()) + out.stop.flush();
-    }
-    if (live.text_on_engine_thread && out.stop.stopped()) live.stats.stop_string = out.stop.matched();
-  }
-  deliver([stream = live.stream, reason, stats = live.stats, tail = std::move(tail),
-           flush = std::move(flush)]() mutable {
-    if (flush && !deliver_text(*stream, [&] { return flush->detok.flush(); }, tail)) return;
-    stream->finish(reason, std::move(stats), std::move(tail));
+  PendingText tail;
+  if (reason != FinishReason::kAborted) tail = OutputProcessor::finish(live.output, live.stats.stop_string);
+  deliver([stream = live.stream, reason, stats = live.stats, tail = std::move(tail)]() mutable {
+    if (!tail.resolve_flush(*stream)) return;
+    stream->finish(reason, std::move(stats), std::move(tail.text));
   });
   log_debug("request {} {}: prompt {}, generated {}, cached {}, kv {} (most resident {} tokens)", id.value(),
             finish_reason_name(reason), live.stats.num_prompt_tokens, live.stats.num_generated_tokens,

@@ -39,10 +39,10 @@ namespace kvlm {
 
 class Model;
 struct ModelConfig;
+class OutputProcessor;
 class Tokenizer;
 namespace constrain {
 class Program;
-class TokenIndex;
 }  // namespace constrain
 class Scheduler;
 class ModelRunner;
@@ -346,19 +346,6 @@ class Engine {
   void postprocess_one(RequestId id, int32_t token, const SampledLogprobs& token_lp, const Request* finished,
                        double now, std::optional<bool> grammar_done = std::nullopt);
   void publish_metrics();
-  // engine_constrain.cpp: a constrained request's logits with the tokens its
-  // grammar refuses at -inf (a compute thread's work: reads token_index_,
-  // which the engine thread has built, and writes only `live`), and its
-  // grammar advanced past a sampled token (true: the grammar is done, the
-  // request ends).
-  std::span<const float> constrained_logits(Live& live, std::span<const float> logits) const;
-  // The row a request draws from: as it is, its grammar's mask, or (inside a
-  // thinking section while a grammar waits) without end-of-generation tokens.
-  std::span<const float> draw_logits(Live& live, std::span<const float> logits) const;
-  // A generated token through the thinking section (forcing the close once
-  // its budget is spent) and the grammar; true: the grammar is complete, or
-  // the token left it (the request ends).
-  bool advance_output(Live& live, int32_t token) const;
   void record_step_times(const StepTimes& t);  // adds one step's times to metrics_
   // Queues a stream update (push, finish, fail) for the deliverer; the loop
   // posts them after each step, in order.
@@ -368,6 +355,9 @@ class Engine {
 
   std::unique_ptr<Model> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  // Requests' text, grammars and thinking sections; what a compute thread
+  // reads of it while a batch samples, the engine thread built before.
+  std::unique_ptr<OutputProcessor> output_;
   EngineConfig config_;
   const Clock& clock_;
   int32_t max_model_len_ = 0;
@@ -378,10 +368,6 @@ class Engine {
   // The map: engine thread only. While a batch samples, each compute thread
   // works on the Live of its own sequences (sample_batch).
   std::unordered_map<RequestId, std::unique_ptr<Live>> live_;
-  // The vocabulary's token trie for constrained requests, built by the engine
-  // thread before the first one samples, then only read (by compute threads).
-  // shared_ptr: the bench and tests build their own.
-  std::shared_ptr<const constrain::TokenIndex> token_index_;
   TierLoader tiers_;                            // requests waiting for a tier lookup; inert without tiers
   SpeculationController spec_;                  // off unless EngineConfig::speculative
   std::vector<StreamDeliverer::Delivery> deliveries_;                // engine thread: this step's
