@@ -31,9 +31,9 @@
 #include "apps/commands.h"
 #include "apps/model_loading.h"
 #include "common/error.h"
-#include "engine/draft_proposer.h"
+#include "engine/spec/draft_proposer.h"
 #include "engine/engine.h"
-#include "engine/speculative.h"
+#include "engine/spec/speculative.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 

@@ -4,7 +4,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "engine/draft_proposer.h"
+#include "engine/spec/draft_proposer.h"
 #include "engine/fault_injection.h"
 #include "model/model.h"
 #include "model/quantize_tensors.h"

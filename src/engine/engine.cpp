@@ -4,12 +4,12 @@
 #include <algorithm>
 #include <chrono>
 
-#include <unistd.h>
-
 #include "backend/threads.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "engine/stop_matcher.h"
+#include "engine/output_processor.h"
+#include "kv/kv_pool_sizing.h"
+#include "kvstore/record_codec.h"
 #include "model/model.h"
 #include "runner/kv_storage.h"
 #include "runner/model_runner.h"
@@ -17,61 +17,20 @@
 #include "tokenizer/tokenizer.h"
 
 namespace kvlm {
-namespace {
-
-// Sets `text` from `decode` (detokenizing, on the stream deliverer's thread).
-// A fault there fails that request's stream alone and returns false; the
-// stream then drops the request's later deliveries. (The engine generates
-// the request's remaining tokens unseen: a fault here is an allocation
-// failure, and the step goes on as it would.)
-template <typename Decode>
-bool deliver_text(RequestStream& stream, Decode&& decode, std::string& text) {
-  try {
-    text = decode();
-    return true;
-  } catch (const std::exception& e) {
-    stream.fail(Error(ErrorCode::kInternal,
-                      fmt::format("detokenizing this request failed: {} (other requests are unaffected)", e.what())));
-    return false;
-  }
-}
-
-// Default KV pool budget: a quarter of physical memory, at most 4 GiB.
-int64_t default_kv_budget_bytes() {
-  const int64_t pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-  const int64_t quarter = pages > 0 && page > 0 ? pages * page / 4 : (int64_t{1} << 30);
-  return std::min<int64_t>(quarter, int64_t{4} << 30);
-}
-
-// The pool's size in blocks from the flags: --kv-mem bytes, else --ctx
-// tokens, else max_seqs full-length sequences within a memory budget.
-int64_t kv_pool_blocks(const EngineConfig& config, int64_t num_groups, int64_t block_bytes, int32_t model_len) {
-  if (config.kv_mem_bytes > 0) return config.kv_mem_bytes / block_bytes;
-  // Every group keeps its own blocks; a full group needs ceil(tokens / bs).
-  if (config.kv_tokens > 0) return num_groups * ((config.kv_tokens + config.block_size - 1) / config.block_size);
-  // The pool is mapped lazily, so unused capacity costs address space only.
-  const int64_t blocks_per_seq = num_groups * ((model_len + config.block_size - 1) / config.block_size);
-  int64_t num_blocks = blocks_per_seq * config.max_seqs;
-  const int64_t budget = default_kv_budget_bytes();
-  if (num_blocks * block_bytes > budget) num_blocks = std::max<int64_t>(blocks_per_seq, budget / block_bytes);
-  return num_blocks;
-}
-
-}  // namespace
-
 Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> tokenizer, EngineConfig config,
                const Clock& clock)
-    : model_(std::move(model)), tokenizer_(std::move(tokenizer)), config_(config), clock_(clock) {
+    : model_(std::move(model)), tokenizer_(std::move(tokenizer)),
+      output_(std::make_unique<OutputProcessor>(*tokenizer_)), config_(config), clock_(clock) {
   set_num_threads(config_.num_threads);
   check_config();
-  size_kv_pool();
+  plan_kv_pool();
   build_scheduler_and_runner();
   if (config_.tiers) open_tiers();
   if (config_.kv_events) {
     kv_events_ = std::make_unique<KvEventLog>();
     scheduler_->kv_manager().record_kv_events(true);
   }
-  choose_proposer();
+  spec_ = SpeculationController(config_.speculative);
   metrics_.num_kv_blocks = num_kv_blocks_;
   metrics_.block_size = config_.block_size;
   deliverer_ = std::make_unique<StreamDeliverer>();
@@ -100,25 +59,24 @@ int32_t Engine::trained_context_len() const {
   return model_len;
 }
 
-void Engine::size_kv_pool() {
-  int32_t model_len = trained_context_len();
-  const int64_t num_groups = static_cast<int64_t>(model_->kv_groups().size());
+void Engine::plan_kv_pool() {
+  KvPoolSizing sizing;
+  sizing.model_len = trained_context_len();
+  sizing.kv_mem_bytes = config_.kv_mem_bytes;
+  sizing.kv_tokens = config_.kv_tokens;
+  sizing.max_seqs = config_.max_seqs;
+  sizing.memory_budget_bytes = default_kv_budget_bytes();
+  sizing.block_size = config_.block_size;
   const size_t block_bytes = KvStorage::bytes_per_block(*model_, config_.kv_dtype, config_.block_size);
-  const int64_t num_blocks = kv_pool_blocks(config_, num_groups, static_cast<int64_t>(block_bytes), model_len);
-  if (num_blocks < 1)
-    throw_error(ErrorCode::kInvalidArgument,
-                "the KV pool holds no block: one block of {} tokens takes {} bytes", config_.block_size, block_bytes);
-  if (num_blocks > (1 << 30)) throw_error(ErrorCode::kInvalidArgument, "KV pool of {} blocks is too large", num_blocks);
-  num_kv_blocks_ = static_cast<int32_t>(num_blocks);
-  // A request must fit in the pool alone, or it could never finish.
-  int64_t pool_tokens = num_blocks / num_groups * config_.block_size;
-  if (pool_tokens < model_len) {
-    log_info("context limited to {} tokens by the KV pool (model: {})", pool_tokens, model_len);
-    model_len = static_cast<int32_t>(pool_tokens);
-  }
-  max_model_len_ = model_len;
+  sizing.block_bytes = static_cast<int64_t>(block_bytes);
+  sizing.num_groups = static_cast<int32_t>(model_->kv_groups().size());
+  const KvPoolSize size = size_kv_pool(sizing);
+  if (size.max_model_len < sizing.model_len)
+    log_info("context limited to {} tokens by the KV pool (model: {})", size.pool_tokens, sizing.model_len);
+  num_kv_blocks_ = size.num_blocks;
+  max_model_len_ = size.max_model_len;
   log_info("KV pool: {} blocks of {} tokens ({:.1f} MiB, {}), context {} tokens per request", num_kv_blocks_,
-           config_.block_size, static_cast<double>(num_blocks) * block_bytes / 1048576.0,
+           config_.block_size, static_cast<double>(num_kv_blocks_) * block_bytes / 1048576.0,
            dtype_name(config_.kv_dtype), max_model_len_);
 }
 
@@ -142,22 +100,14 @@ void Engine::open_tiers() {
     throw_error(ErrorCode::kInvalidArgument, "KV tiers need a model whose layers share one KV cache; {} has sliding-window layers",
                 model_->config().arch_name);
   if (!config_.prefix_caching) throw_error(ErrorCode::kInvalidArgument, "KV tiers need prefix caching");
-  tiers_ = TierStack::open(*config_.tiers);
+  tiers_ = TierLoader(TierStack::open(*config_.tiers),
+                      KvStorage::bytes_per_block(*model_, config_.kv_dtype, config_.block_size));
   scheduler_->kv_manager().record_published(true);
 }
 
-void Engine::choose_proposer() {
-  if (config_.speculative.proposer) {
-    proposer_ = config_.speculative.proposer;
-  } else if (config_.speculative.mode == SpeculateMode::kNgram) {
-    proposer_ = std::make_shared<NgramProposer>(config_.speculative.min_ngram, config_.speculative.max_ngram);
-  } else if (config_.speculative.mode == SpeculateMode::kDraft) {
-    throw_error(ErrorCode::kInvalidArgument, "speculation with a draft model needs the draft: pass --draft-model "
-                                             "FILE (a GGUF with the same vocabulary)");
-  }
-  if (config_.speculative.num_spec_tokens < 0 || config_.speculative.num_spec_tokens > 64)
-    throw_error(ErrorCode::kInvalidArgument, "spec tokens {} must be in [0, 64] (0: adaptive)",
-                config_.speculative.num_spec_tokens);
+std::optional<Hash128> Engine::shared_tier_id() const {
+  if (!config_.tiers || !config_.tiers->redis) return std::nullopt;
+  return RecordCodec(config_.tiers->redis->ns, config_.tiers->redis->security).tier_id();
 }
 
 Engine::~Engine() {
@@ -169,7 +119,7 @@ Engine::~Engine() {
   if (thread_.joinable()) thread_.join();
   if (kv_events_) kv_events_->close();
   // A clean restart finds what was queued (bounded: a dead tier cannot hold us).
-  if (tiers_ && !tiers_->flush(config_.tier_flush_timeout_s))
+  if (!tiers_.flush(config_.tier_flush_timeout_s))
     log_warn("KV tiers: queued writes not flushed within {} s", config_.tier_flush_timeout_s);
 }
 
@@ -224,7 +174,7 @@ EngineMetrics Engine::metrics() const {
   }
   // Live, not as of the last step: the I/O thread keeps writing after the
   // engine goes idle. stats() never waits on a tier.
-  if (tiers_) m.tiers = tiers_->stats().tiers;
+  if (tiers_.enabled()) m.tiers = tiers_.tier_stats();
   return m;
 }
 
@@ -234,7 +184,7 @@ void Engine::loop() {
       std::unique_lock lock(mu_);
       auto ready = [&] { return stopping_ || !inbox_.empty() || !cancels_.empty() || scheduler_->has_unfinished(); };
       // Requests waiting on a tier lookup: poll its completions every millisecond.
-      if (loading_.empty()) {
+      if (tiers_.empty()) {
         cv_.wait(lock, ready);
       } else {
         cv_.wait_for(lock, std::chrono::milliseconds(1), ready);
@@ -252,11 +202,11 @@ void Engine::loop() {
           stream->fail(error);
         });
         scheduler_->finish(id, FinishReason::kAborted);
-        if (proposer_) proposer_->release(id);
+        spec_.release(id);
       }
       num_unfinished_ -= static_cast<int32_t>(live_.size());
       live_.clear();
-      loading_.clear();
+      tiers_.clear();
       followers_.clear();
     }
     if (kv_events_) kv_events_->append(scheduler_->kv_manager().take_kv_events());
@@ -271,7 +221,7 @@ void Engine::loop() {
   }
   deliverer_->post(deliveries_);
   live_.clear();
-  loading_.clear();
+  tiers_.clear();
   followers_.clear();
 }
 
@@ -294,7 +244,7 @@ void Engine::admit_inbox() {
   }
   for (RequestId id : cancels) {
     if (!live_.count(id)) continue;
-    loading_.erase(id);
+    tiers_.erase(id);
     drop_follower(id);
     auto r = scheduler_->finish(id, FinishReason::kAborted);
     finish_live(id, FinishReason::kAborted, r.get());
@@ -332,14 +282,37 @@ void Engine::step() {
         std::max(live.peak_resident_tokens, s.slot_begin + static_cast<int32_t>(s.new_tokens.size()));
   }
   const auto t_post = Steady::now();
-  record_decode_forward(out, std::chrono::duration<double>(t_sample - t_forward).count());
+  spec_.record_forward(out, std::chrono::duration<double>(t_sample - t_forward).count());
   record_speculation(out, sampled);
   auto finished = scheduler_->update(out, sampled.tokens, runner_->kv_stats(), sampled.num_tokens);
-  store_published_blocks();
+  tiers_.store_published(scheduler_->kv_manager(), runner_->storage());
   postprocess(out, sampled, std::move(finished));
   auto seconds = [](Steady::duration d) { return std::chrono::duration<double>(d).count(); };
   record_step_times({seconds(t_forward - t_begin), seconds(t_sample - t_forward), seconds(t_post - t_sample),
                      seconds(Steady::now() - t_post)});
+}
+
+// Proposals for every decoding request that speculates, asked of the
+// proposer in one batch (SpeculationController).
+void Engine::propose_drafts() {
+  if (!spec_.enabled()) return;
+  spec_.begin_step(scheduler_->num_running());
+  // A thinking section forces tokens and moves its grammar's start: such a
+  // request decodes one token a step.
+  for (auto& [id, live] : live_)
+    spec_.consider(id, scheduler_->find(id), live->speculative && !live->output.thinking, live->spec);
+  spec_.propose(*scheduler_);
+}
+
+void Engine::record_speculation(const SchedulerOutput& out, const SampledBatch& batch) {
+  size_t k = 0;
+  for (const ScheduledSeq& s : out.seqs) {
+    if (!s.sample) continue;
+    const int32_t n = batch.num_tokens[k++];
+    if (s.num_spec_tokens == 0) continue;
+    const bool failed = std::any_of(batch.failed.begin(), batch.failed.end(), [&](const auto& f) { return f.first == s.id; });
+    if (!failed) spec_.record_verified(s.num_spec_tokens, n, live_.at(s.id)->spec);
+  }
 }
 
 void Engine::record_step_times(const StepTimes& t) {
@@ -386,8 +359,8 @@ void Engine::postprocess(const SchedulerOutput& out, const SampledBatch& sampled
       for (int32_t j = 0; j < num_kept && live_.count(s.id); ++j) {
         const Live& live = *live_.at(s.id);
         std::optional<bool> grammar_done;
-        if (s.num_spec_tokens > 0 && j < live.num_grammar_advanced)
-          grammar_done = live.grammar_done && j + 1 == live.num_grammar_advanced;
+        if (s.num_spec_tokens > 0 && j < live.output.num_grammar_advanced)
+          grammar_done = live.output.grammar_done && j + 1 == live.output.num_grammar_advanced;
         postprocess_one(s.id, sampled.tokens[first + j], sampled.logprobs[first + j],
                         j + 1 == num_kept ? done : nullptr, now, grammar_done);
         ++num_generated;
@@ -422,28 +395,20 @@ void Engine::postprocess_one(RequestId id, int32_t token, const SampledLogprobs&
   live.last_token_s = now;
   const bool stopped_by_token = finished && finished->finish_reason == FinishReason::kStop;
   // An end-of-generation token ends the text; it is not part of it.
-  std::string text;
-  std::shared_ptr<OutputText> detokenize;  // set: the deliverer's thread detokenizes (OutputText)
-  if (!stopped_by_token) {
-    if (live.text_on_engine_thread) {
-      text = live.text->stop.push(live.text->detok.push(token));
-    } else {
-      detokenize = live.text;
-    }
-  }
+  PendingText text = stopped_by_token ? PendingText{} : OutputProcessor::push(live.output, token);
   std::vector<SampledLogprobs> lp;
   if (live.logprobs >= 0 && !stopped_by_token) lp.push_back(token_lp);
-  deliver([stream = live.stream, token, text = std::move(text), detokenize = std::move(detokenize),
-           lp = std::move(lp), plp = std::move(live.prompt_logprobs)]() mutable {
-    if (detokenize && !deliver_text(*stream, [&] { return detokenize->detok.push(token); }, text)) return;
-    stream->push({token}, std::move(text), std::move(lp), std::move(plp));
+  deliver([stream = live.stream, token, text = std::move(text), lp = std::move(lp),
+           plp = std::move(live.prompt_logprobs)]() mutable {
+    if (!text.resolve_token(*stream, token)) return;
+    stream->push({token}, std::move(text.text), std::move(lp), std::move(plp));
   });
   live.prompt_logprobs.clear();
-  const bool grammar_done = (live.matcher || live.thinking) && !stopped_by_token &&
-                            (grammar_done_in ? *grammar_done_in : advance_output(live, token));
+  const bool grammar_done = live.output.tracked() && !stopped_by_token &&
+                            (grammar_done_in ? *grammar_done_in : output_->advance(live.output, token));
   if (finished) {
     finish_live(id, *finished->finish_reason, finished);
-  } else if ((live.text_on_engine_thread && live.text->stop.stopped()) || grammar_done) {
+  } else if (live.output.stopped() || grammar_done) {
     auto r = scheduler_->finish(id, FinishReason::kStop);
     finish_live(id, FinishReason::kStop, r.get());
   }
@@ -453,7 +418,7 @@ void Engine::fail_live(RequestId id, const Error& error) {
   auto it = live_.find(id);
   if (it == live_.end()) return;
   deliver([stream = it->second->stream, error] { stream->fail(error); });
-  if (proposer_) proposer_->release(id);
+  spec_.release(id);
   live_.erase(it);
   --num_unfinished_;
   std::lock_guard lock(mu_);
@@ -462,7 +427,7 @@ void Engine::fail_live(RequestId id, const Error& error) {
 
 void Engine::fail_request(RequestId id, const Error& error) {
   if (!live_.count(id)) return;
-  loading_.erase(id);
+  tiers_.erase(id);
   drop_follower(id);
   scheduler_->finish(id, FinishReason::kAborted);  // releases its blocks (nullptr if not there)
   release_followers(id);  // its parked siblings prefill the prompt themselves
@@ -497,21 +462,11 @@ void Engine::finish_live(RequestId id, FinishReason reason, const Request* reque
   live.stats.e2e_s = now - live.arrival_s;
   live.stats.peak_resident_tokens = live.peak_resident_tokens;
   if (live.pooling != Pooling::kNone && reason != FinishReason::kAborted) live.stats.embedding = pooled_embedding(live);
-  std::string tail;
-  std::shared_ptr<OutputText> flush;  // set: the deliverer's thread flushes the text (OutputText)
-  if (reason != FinishReason::kAborted) {
-    OutputText& out = *live.text;
-    if (!live.text_on_engine_thread) {
-      flush = live.text;
-    } else if (!out.stop.stopped()) {
-      tail = out.stop.push(out.detok.flush()) + out.stop.flush();
-    }
-    if (live.text_on_engine_thread && out.stop.stopped()) live.stats.stop_string = out.stop.matched();
-  }
-  deliver([stream = live.stream, reason, stats = live.stats, tail = std::move(tail),
-           flush = std::move(flush)]() mutable {
-    if (flush && !deliver_text(*stream, [&] { return flush->detok.flush(); }, tail)) return;
-    stream->finish(reason, std::move(stats), std::move(tail));
+  PendingText tail;
+  if (reason != FinishReason::kAborted) tail = OutputProcessor::finish(live.output, live.stats.stop_string);
+  deliver([stream = live.stream, reason, stats = live.stats, tail = std::move(tail)]() mutable {
+    if (!tail.resolve_flush(*stream)) return;
+    stream->finish(reason, std::move(stats), std::move(tail.text));
   });
   log_debug("request {} {}: prompt {}, generated {}, cached {}, kv {} (most resident {} tokens)", id.value(),
             finish_reason_name(reason), live.stats.num_prompt_tokens, live.stats.num_generated_tokens,
@@ -534,7 +489,7 @@ void Engine::finish_live(RequestId id, FinishReason reason, const Request* reque
   metrics_.queue_s.observe(live.stats.queue_s);
   if (live.stats.num_generated_tokens > 0) metrics_.ttft_s.observe(live.stats.ttft_s);
   for (double gap : live.stats.itl_s) metrics_.itl_s.observe(gap);
-  if (proposer_) proposer_->release(id);
+  spec_.release(id);
   live_.erase(it);
 }
 
@@ -545,18 +500,27 @@ void Engine::publish_metrics() {
   size_t num_followers = 0;  // choices waiting for their first sibling's prefill
   for (const auto& [first, waiting] : followers_) num_followers += waiting.size();
   metrics_.num_waiting =
-      scheduler_->num_waiting() + static_cast<int32_t>(inbox_.size() + loading_.size() + num_followers);
-  metrics_.num_loading = static_cast<int32_t>(loading_.size());
-  metrics_.num_pending_tokens = scheduler_->num_pending_tokens();
-  for (const auto& [id, r] : loading_) metrics_.num_pending_tokens += r->num_tokens();
+      scheduler_->num_waiting() + static_cast<int32_t>(inbox_.size() + tiers_.num_loading() + num_followers);
+  metrics_.num_loading = static_cast<int32_t>(tiers_.num_loading());
+  metrics_.num_pending_tokens = scheduler_->num_pending_tokens() + tiers_.num_loading_tokens();
   metrics_.num_kv_blocks_used = kv.pool().num_used_blocks();
   metrics_.peak_kv_blocks_used = peak_kv_blocks_used_;
   metrics_.num_prefix_query_tokens = kv.num_prefix_query_tokens();
   metrics_.num_prefix_hit_tokens = kv.num_prefix_hit_tokens();
   metrics_.num_preemptions = scheduler_->num_preemptions();
-  if (proposer_) {
-    metrics_.num_spec_draft_seqs = proposer_->num_sequences();
-    metrics_.spec_draft_kv_bytes = proposer_->kv_bytes();
+  metrics_.num_tier_hit_tokens = tiers_.num_hit_tokens();
+  metrics_.num_tier_writes_queued = tiers_.num_writes_queued();
+  metrics_.num_tier_writes_dropped = tiers_.num_writes_dropped();
+  metrics_.num_tier_lookups_timed_out = tiers_.num_lookups_timed_out();
+  if (spec_.enabled()) {
+    const SpeculationController::Counters& c = spec_.counters();
+    metrics_.num_spec_proposed = c.num_proposed;
+    metrics_.num_spec_accepted = c.num_accepted;
+    metrics_.num_spec_steps = c.num_steps;
+    metrics_.spec_tokens_per_step = c.tokens_per_step;
+    metrics_.spec_propose_s = c.propose_s;
+    metrics_.num_spec_draft_seqs = spec_.num_draft_sequences();
+    metrics_.spec_draft_kv_bytes = spec_.draft_kv_bytes();
   }
   metrics_.num_prefix_evicted_blocks = kv.pool().num_evicted_cached_blocks();
   for (KvPolicyKind k : all_kv_policies())

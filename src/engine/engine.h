@@ -28,8 +28,9 @@
 #include "common/histogram.h"
 #include "engine/kv_event_log.h"
 #include "engine/request_stream.h"
-#include "engine/speculative.h"
+#include "engine/spec/speculation_controller.h"
 #include "engine/stream_deliverer.h"
+#include "engine/tier_loader.h"
 #include "kv/kv_policy.h"
 #include "kvstore/tier_stack.h"
 #include "runner/sampler.h"
@@ -38,10 +39,10 @@ namespace kvlm {
 
 class Model;
 struct ModelConfig;
+class OutputProcessor;
 class Tokenizer;
 namespace constrain {
 class Program;
-class TokenIndex;
 }  // namespace constrain
 class Scheduler;
 class ModelRunner;
@@ -80,7 +81,7 @@ struct EngineConfig {
   // Keep a KvEventLog of the prefix cache's changes (kv_events()), for a
   // router that routes by the blocks each server holds.
   bool kv_events = false;
-  // Speculative decoding (engine/speculative.h); off by default.
+  // Speculative decoding (engine/spec/speculative.h); off by default.
   SpeculativeConfig speculative;
 };
 
@@ -213,7 +214,7 @@ struct EngineMetrics {
   int64_t num_spec_proposed = 0;
   int64_t num_spec_accepted = 0;
   int64_t num_spec_steps = 0;
-  // A draft model's state (engine/draft_proposer.h): sequences it keeps KV
+  // A draft model's state (engine/spec/draft_proposer.h): sequences it keeps KV
   // for now, and those KV buffers' bytes (their capacity; pages are touched
   // as they fill). 0 for proposers without state.
   int32_t num_spec_draft_seqs = 0;
@@ -283,10 +284,9 @@ class Engine {
   // The config's max_model_len, else the model's context, within the
   // positions a learned position table holds.
   int32_t trained_context_len() const;
-  void size_kv_pool();  // sets num_kv_blocks_ and max_model_len_
+  void plan_kv_pool();  // sets num_kv_blocks_ and max_model_len_ (kv/kv_pool_sizing.h)
   void build_scheduler_and_runner();
   void open_tiers();
-  void choose_proposer();
   void loop();
   void step();
   void admit_inbox();
@@ -297,17 +297,13 @@ class Engine {
   // through its new Live before anything else sees it; throws
   // Error(kInvalidArgument) for output the request could not have produced.
   void replay_output(Live& live, const Request& request, int32_t num_replayed) const;
+  // A new request: a tier lookup (TierLoader) or the scheduler.
   void admit(std::unique_ptr<Request> request);
+  // Requests whose tier lookup finished or was given up go to the scheduler.
+  void take_tier_loads();
+  void admit_after_lookup(std::unique_ptr<Request> request);
   void release_followers(RequestId first);
   void drop_follower(RequestId id);
-  // KV tiers (engine_tiers.cpp): a new request's lookup, finished loads, and
-  // newly full blocks going down.
-  bool begin_tier_lookup(std::unique_ptr<Request>& request);
-  void take_tier_loads();
-  // Requests whose lookup is past its deadline go on as misses.
-  void expire_tier_lookups();
-  void admit_after_lookup(std::unique_ptr<Request> request);
-  void store_published_blocks();
   // engine_sample.cpp: the step's logits rows to tokens (and logprobs), the
   // rows split over the compute threads. Each worker touches only its own
   // sequences' Live (sampler, matcher, scratch) and result slots; what the
@@ -324,14 +320,13 @@ class Engine {
   };
   SampledBatch sample_batch(const SchedulerOutput& out, std::span<const float> logits);
   void sample_seq(const ScheduledSeq& s, std::span<const float> logits, SeqSample& slot);
-  // engine_speculate.cpp: proposals for the decoding requests before the
-  // schedule, and one sequence's verification (a compute thread's work, as
-  // sample_seq): a token per row until one differs from its proposal.
+  // Speculative decoding (SpeculationController): proposals for the decoding
+  // requests before the schedule, one sequence's verification (a compute
+  // thread's work, as sample_seq: a token per row until one differs from its
+  // proposal), and what the verifications gave.
   void propose_drafts();
   void verify_seq(const ScheduledSeq& s, std::span<const float> logits, SeqSample& slot);
   void record_speculation(const SchedulerOutput& out, const SampledBatch& batch);
-  // The forward pass of a step of decodes took `seconds` (adaptive K's cost model).
-  void record_decode_forward(const SchedulerOutput& out, double seconds);
   // engine_embed.cpp: the step's final hidden states added to their
   // embedding requests' pools, and a finished request's pooled vector.
   void collect_hidden(const SchedulerOutput& out);
@@ -351,19 +346,6 @@ class Engine {
   void postprocess_one(RequestId id, int32_t token, const SampledLogprobs& token_lp, const Request* finished,
                        double now, std::optional<bool> grammar_done = std::nullopt);
   void publish_metrics();
-  // engine_constrain.cpp: a constrained request's logits with the tokens its
-  // grammar refuses at -inf (a compute thread's work: reads token_index_,
-  // which the engine thread has built, and writes only `live`), and its
-  // grammar advanced past a sampled token (true: the grammar is done, the
-  // request ends).
-  std::span<const float> constrained_logits(Live& live, std::span<const float> logits) const;
-  // The row a request draws from: as it is, its grammar's mask, or (inside a
-  // thinking section while a grammar waits) without end-of-generation tokens.
-  std::span<const float> draw_logits(Live& live, std::span<const float> logits) const;
-  // A generated token through the thinking section (forcing the close once
-  // its budget is spent) and the grammar; true: the grammar is complete, or
-  // the token left it (the request ends).
-  bool advance_output(Live& live, int32_t token) const;
   void record_step_times(const StepTimes& t);  // adds one step's times to metrics_
   // Queues a stream update (push, finish, fail) for the deliverer; the loop
   // posts them after each step, in order.
@@ -373,6 +355,9 @@ class Engine {
 
   std::unique_ptr<Model> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  // Requests' text, grammars and thinking sections; what a compute thread
+  // reads of it while a batch samples, the engine thread built before.
+  std::unique_ptr<OutputProcessor> output_;
   EngineConfig config_;
   const Clock& clock_;
   int32_t max_model_len_ = 0;
@@ -383,23 +368,11 @@ class Engine {
   // The map: engine thread only. While a batch samples, each compute thread
   // works on the Live of its own sequences (sample_batch).
   std::unordered_map<RequestId, std::unique_ptr<Live>> live_;
-  // The vocabulary's token trie for constrained requests, built by the engine
-  // thread before the first one samples, then only read (by compute threads).
-  // shared_ptr: the bench and tests build their own.
-  std::shared_ptr<const constrain::TokenIndex> token_index_;
-  std::unique_ptr<TierStack> tiers_;                           // null without tiers
-  std::unordered_map<RequestId, std::unique_ptr<Request>> loading_;  // waiting for a tier lookup
-  // When each lookup stops being waited for (steady clock, as the tiers'
-  // deadlines), in the order they began; entries of finished lookups are skipped.
-  std::deque<std::pair<double, RequestId>> loading_deadlines_;
+  TierLoader tiers_;                            // requests waiting for a tier lookup; inert without tiers
+  SpeculationController spec_;                  // off unless EngineConfig::speculative
   std::vector<StreamDeliverer::Delivery> deliveries_;                // engine thread: this step's
   std::unique_ptr<StreamDeliverer> deliverer_;  // wakes stream readers off the step thread
   std::unique_ptr<KvEventLog> kv_events_;       // null unless EngineConfig::kv_events
-  std::shared_ptr<Proposer> proposer_;          // null unless speculation is on
-  // Moving averages, in seconds, of one pass of the proposer (its time over
-  // the longest proposal it made) and of a decode step's forward pass:
-  // their ratio is a proposal's cost for adaptive K (engine_speculate.cpp).
-  double propose_pass_s_ = 0, decode_forward_s_ = 0;
 
   // Inbox from other threads.
   mutable std::mutex mu_;

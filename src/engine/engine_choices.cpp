@@ -6,6 +6,7 @@
 #include "engine/engine.h"
 #include "engine/engine_live.h"
 #include "model/model.h"
+#include "runner/model_runner.h"
 #include "sched/scheduler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -143,26 +144,7 @@ std::vector<std::shared_ptr<RequestStream>> Engine::submit_batch(std::vector<Gen
 
 void Engine::replay_output(Live& live, const Request& request, int32_t num_replayed) const {
   const auto tokens = std::span<const int32_t>(request.tokens).last(static_cast<size_t>(num_replayed));
-  const auto& stops = request.stop_token_ids;
-  std::string text;
-  for (int32_t t : tokens) {
-    // Output that would have ended the request, or left its grammar, was never sent.
-    if (std::find(stops.begin(), stops.end(), t) != stops.end())
-      throw_error(ErrorCode::kInvalidArgument, "replayed output token {} ends the generation", t);
-    // Forced tokens (a thinking section's markers) were what the run wrote.
-    if (!live.forced.empty()) {
-      if (t != live.forced.front())
-        throw_error(ErrorCode::kInvalidArgument, "replayed output token {} is not the marker token the run forced", t);
-      live.forced.pop_front();
-    }
-    if (live.matcher && tokenizer_->is_end_of_generation(t))
-      throw_error(ErrorCode::kInvalidArgument, "the replayed output does not follow the request's grammar");
-    if ((live.matcher || live.thinking) && advance_output(live, t) && !live.matcher->complete())
-      throw_error(ErrorCode::kInvalidArgument, "the replayed output does not follow the request's grammar");
-    text += live.text->stop.push(live.text->detok.push(t));
-    if (live.text->stop.stopped())
-      throw_error(ErrorCode::kInvalidArgument, "the replayed output contains one of the request's stop strings");
-  }
+  std::string text = output_->replay(live.output, tokens, request.stop_token_ids);
   live.sampler.skip_draws(num_replayed);
   live.stream->push_replayed(std::vector<int32_t>(tokens.begin(), tokens.end()), std::move(text));
 }
@@ -170,7 +152,22 @@ void Engine::replay_output(Live& live, const Request& request, int32_t num_repla
 void Engine::admit(std::unique_ptr<Request> request) {
   const RequestId id = request->id;
   try {
-    if (begin_tier_lookup(request)) return;
+    if (tiers_.begin_lookup(request, scheduler_->kv_manager())) return;
+    scheduler_->add_request(std::move(request));
+  } catch (const Error& e) {
+    fail_live(id, e);
+  }
+}
+
+void Engine::take_tier_loads() {
+  if (!tiers_.enabled()) return;
+  for (std::unique_ptr<Request>& request : tiers_.take_ready(scheduler_->kv_manager(), runner_->storage()))
+    admit_after_lookup(std::move(request));
+}
+
+void Engine::admit_after_lookup(std::unique_ptr<Request> request) {
+  const RequestId id = request->id;
+  try {
     scheduler_->add_request(std::move(request));
   } catch (const Error& e) {
     fail_live(id, e);

@@ -7,6 +7,7 @@
 // the order the serial loop had. The tokens are the same whatever the thread
 // count or split; only the time to reach them changes.
 #include <algorithm>
+#include <deque>
 #include <exception>
 #include <new>
 
@@ -14,9 +15,9 @@
 
 #include "backend/thread_pool.h"
 #include "backend/threads.h"
-#include "constrain/token_mask.h"
 #include "engine/engine.h"
 #include "engine/engine_live.h"
+#include "engine/output_processor.h"
 #include "model/model.h"
 #include "sched/scheduler.h"
 
@@ -70,9 +71,8 @@ Engine::SampledBatch Engine::sample_batch(const SchedulerOutput& out, std::span<
     row += static_cast<size_t>(num_rows(s));
     if (num_rows(s) == 0) continue;
     work.push_back(i);
-    // The trie is shared by every constrained request: built here, before the fork.
-    if (s.sample && slots[i].live->matcher && !token_index_)
-      token_index_ = constrain::TokenIndex::from_tokenizer(*tokenizer_);
+    // What every constrained request shares is built here, before the fork.
+    if (s.sample) output_->prepare(slots[i].live->output);
   }
   // Tasks of whole sequences, about sample_logits_per_task logits each: a
   // handful of rows over a small vocabulary is faster without the fork.
@@ -108,7 +108,7 @@ Engine::SampledBatch Engine::sample_batch(const SchedulerOutput& out, std::span<
 }
 
 // On a compute thread: reads the step's logits and this sequence's Request,
-// writes only its Live's sampler, matcher and scratch, and `slot`. Throws
+// writes only its Live's sampler and output state, and `slot`. Throws
 // nothing: a failure is kept in the slot for the engine thread.
 void Engine::sample_seq(const ScheduledSeq& s, std::span<const float> logits, SeqSample& slot) {
   const size_t vocab = static_cast<size_t>(model_->config().vocab_size);
@@ -135,14 +135,15 @@ void Engine::sample_seq(const ScheduledSeq& s, std::span<const float> logits, Se
     const std::span<const float> row = row_logits(static_cast<size_t>(s.num_prompt_logits));
     if (config_.fault_hook) config_.fault_hook(s.id, live.stats.num_generated_tokens);
     int32_t token = 0;
-    if (live.forced.empty()) {
-      token = live.sampler.sample(draw_logits(live, row), r.tokens);
+    std::deque<int32_t>& forced = live.output.forced;
+    if (forced.empty()) {
+      token = live.sampler.sample(output_->draw_logits(live.output, row), r.tokens);
     } else {
       // A forced token (a thinking section's marker) draws as a sampled one
       // does: a resumed request skips one draw per token it replays.
       live.sampler.sample(row, r.tokens);
-      token = live.forced.front();
-      live.forced.pop_front();
+      token = forced.front();
+      forced.pop_front();
     }
     slot.tokens.push_back(token);
     slot.logprobs.emplace_back();
@@ -159,7 +160,7 @@ void Engine::sample_seq(const ScheduledSeq& s, std::span<const float> logits, Se
 // (Sampler::sample's draft); the first token that differs from its proposal
 // ends the run. So the tokens are those decoding without proposals gives
 // (greedy), or follow its distribution (sampling). The grammar is advanced
-// here past each token a later row depends on (Live::num_grammar_advanced).
+// here past each token a later row depends on (SeqOutput::num_grammar_advanced).
 void Engine::verify_seq(const ScheduledSeq& s, std::span<const float> logits, SeqSample& slot) {
   const size_t vocab = static_cast<size_t>(model_->config().vocab_size);
   Live& live = *slot.live;
@@ -167,12 +168,13 @@ void Engine::verify_seq(const ScheduledSeq& s, std::span<const float> logits, Se
   const int32_t k = s.num_spec_tokens;
   const std::span<const int32_t> drafts = std::span<const int32_t>(s.new_tokens).last(static_cast<size_t>(k));
   std::vector<int32_t> history(r.tokens);  // the penalties' view before each row
-  live.num_grammar_advanced = 0;
-  live.grammar_done = false;
+  SeqOutput& output = live.output;
+  output.num_grammar_advanced = 0;
+  output.grammar_done = false;
   for (int32_t i = 0; i <= k; ++i) {
     const auto row = logits.subspan((slot.first_row + static_cast<size_t>(s.num_prompt_logits + i)) * vocab, vocab);
     if (config_.fault_hook) config_.fault_hook(s.id, live.stats.num_generated_tokens + i);
-    const std::span<const float> draw_from = draw_logits(live, row);  // no thinking section here
+    const std::span<const float> draw_from = output_->draw_logits(output, row);  // no thinking section here
     const std::optional<int32_t> draft = i < k ? std::optional<int32_t>(drafts[i]) : std::nullopt;
     const int32_t token = live.sampler.sample(draw_from, history, draft);
     slot.tokens.push_back(token);
@@ -182,10 +184,10 @@ void Engine::verify_seq(const ScheduledSeq& s, std::span<const float> logits, Se
     // A token that ends the request ends the run: no later row is output.
     const auto& stops = r.stop_token_ids;
     if (std::find(stops.begin(), stops.end(), token) != stops.end()) return;
-    if (live.matcher) {
-      ++live.num_grammar_advanced;
-      if (advance_output(live, token)) {
-        live.grammar_done = true;
+    if (output.matcher) {
+      ++output.num_grammar_advanced;
+      if (output_->advance(output, token)) {
+        output.grammar_done = true;
         return;
       }
     }

@@ -1,7 +1,7 @@
 // The tiers behind the RAM pool, in order: disk, then Redis (docs/ARCHITECTURE.md
 // "Tiers"), with their I/O thread. This is the whole surface the engine uses.
 //
-// Integration (engine/engine_tiers.cpp). What the engine calls, all from its
+// Integration (engine/tier_loader.cpp). What the engine calls, all from its
 // step thread, none of it blocking on a tier:
 //
 //   at start:        tiers = TierStack::open(config), config from

@@ -1,4 +1,4 @@
-// The draft-model proposer (engine/draft_proposer.h) on synth-tiny: the F32
+// The draft-model proposer (engine/spec/draft_proposer.h) on synth-tiny: the F32
 // model is the target, its Q4_0 quantization (the same weights: its argmax
 // agrees often, not always) or the target itself (it agrees always) the
 // draft. Greedy output is token for token what the engine gives without
@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "common/error.h"
-#include "engine/draft_proposer.h"
+#include "engine/spec/draft_proposer.h"
 #include "engine/engine.h"
 #include "model/make_model.h"
 #include "model/model.h"

@@ -1,4 +1,4 @@
-// Speculative decoding (engine/speculative.h) on stories260K: greedy output
+// Speculative decoding (engine/spec/speculative.h) on stories260K: greedy output
 // is token for token what the engine gives without proposals (batched,
 // chunked, preempted, under KV budgets, with a grammar, with logprobs), the
 // rejected proposals leave the pool whole, and sampled output follows the
@@ -12,9 +12,9 @@
 #include <thread>
 
 #include "constrain/constraint.h"
-#include "engine/draft_proposer.h"
+#include "engine/spec/draft_proposer.h"
 #include "engine/engine.h"
-#include "engine/speculative.h"
+#include "engine/spec/speculative.h"
 #include "model/model.h"
 #include "runner/sampler.h"
 #include "support/test_support.h"
@@ -443,7 +443,7 @@ TEST(SpecSampling, EngineOutputFollowsTheTargetDistribution) {
   expect_pool_whole(*on);
 }
 
-// A draft model proposes its argmax (engine/draft_proposer.h): here the
+// A draft model proposes its argmax (engine/spec/draft_proposer.h): here the
 // target itself, whose mode is accepted with its probability under the
 // request's sampler (top-k 4 at temperature 2: often, not always), so the
 // output is drawn through both branches of the rejection rule.

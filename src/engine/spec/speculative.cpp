@@ -1,4 +1,4 @@
-#include "engine/speculative.h"
+#include "engine/spec/speculative.h"
 
 #include <algorithm>
 

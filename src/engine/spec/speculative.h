@@ -85,7 +85,7 @@ class ReplayProposer final : public Proposer {
   std::unordered_map<uint64_t, std::vector<int32_t>> continuations_;  // by prompt hash
 };
 
-// kDraft: the proposer is a DraftProposer (engine/draft_proposer.h) the
+// kDraft: the proposer is a DraftProposer (engine/spec/draft_proposer.h) the
 // caller builds from a second model and passes as SpeculativeConfig::proposer.
 enum class SpeculateMode { kOff, kNgram, kDraft };
 std::string_view speculate_mode_name(SpeculateMode m);  // "off", "ngram", "draft"

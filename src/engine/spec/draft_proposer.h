@@ -34,7 +34,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/speculative.h"
+#include "engine/spec/speculative.h"
 #include "model/model.h"
 #include "runner/kv_storage.h"
 

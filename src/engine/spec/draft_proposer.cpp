@@ -1,4 +1,4 @@
-#include "engine/draft_proposer.h"
+#include "engine/spec/draft_proposer.h"
 
 #include <algorithm>
 #include <cstdlib>
