@@ -27,7 +27,8 @@ async function raised(call) {
 }
 
 const out = {};
-out.not_found_route = await raised(() => main.messages.countTokens({ model, messages: ask.messages }));
+// A route of the API kvlm does not have (message batches): its 404 in Anthropic's shape.
+out.not_found_route = await raised(() => main.messages.batches.retrieve("msgbatch_01"));
 out.not_found_model = await raised(() => main.messages.create({ ...ask, model: "claude-nope" }));
 out.bad_request = await raised(() => main.messages.create({ model, messages: ask.messages }));
 out.authentication = await raised(() =>
