@@ -17,15 +17,15 @@ namespace kvlm {
 class Tokenizer;
 
 struct FimFile {
-  std::string filename;
-  std::string text;
+  std::string filename{};
+  std::string text{};
 };
 
 struct FimParts {
-  std::string prefix;
-  std::string suffix;
-  std::string middle;  // text already typed at the gap (llama.cpp's `prompt`)
-  std::vector<FimFile> extra;
+  std::string prefix{};
+  std::string suffix{};
+  std::string middle{};  // text already typed at the gap (llama.cpp's `prompt`)
+  std::vector<FimFile> extra{};
 };
 
 // The prompt's token ids; nullopt when the vocabulary has no fim_pre,
