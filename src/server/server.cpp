@@ -49,6 +49,11 @@ struct Server::Impl {
   FrontDoor door{load_api_keys(config.api_keys, config.api_key_file), config.metrics_key};
   std::unique_ptr<http::HttpServer> http;  // made once the routes are in place
   int port = -1;
+
+  // The model's chat template (or --chat-template-file's) and what it says
+  // about tool calls and thinking; a model without one serves completions.
+  void load_template(const Engine& engine);
+  void add_routes();
 };
 
 namespace {
@@ -83,27 +88,67 @@ constrain::GrammarLimits grammar_limits(const ServerConfig& c) {
 
 }  // namespace
 
+void Server::Impl::load_template(const Engine& engine) {
+  // An override must parse (a startup error); a model without a template
+  // still serves completions, and chat requests get a 400.
+  try {
+    ctx.chat_template = load_chat_template(engine.model().gguf().metadata(), config.chat_template_file);
+    ctx.tool_format = detect_tool_call_format(ctx.chat_template->source());
+    ctx.template_renders_tools = template_renders_tools(ctx.chat_template->source());
+    ctx.reasoning_markers = detect_reasoning_markers(ctx.chat_template->source());
+    log_info("chat template: tool calls in the {} format{}{}", tool_call_format_name(ctx.tool_format),
+             ctx.template_renders_tools ? "" : " (tools described in a system prompt)",
+             !ctx.reasoning_markers ? ""
+             : config.separate_reasoning ? "; thinking answered apart (reasoning_content)"
+                                         : "; thinking left in the content (--reasoning-format none)");
+  } catch (const Error& e) {
+    if (config.chat_template_file) throw;
+    ctx.chat_template_error = e.what();
+    log_warn("chat completions disabled: {}", e.what());
+  }
+}
+
+void Server::Impl::add_routes() {
+  auto route = [this](Route handler, Access access) {
+    return with_access(door, access, [this, handler](http::Request& req, http::Response& res) {
+      // The body's parsed JSON is held for as long as the handler runs.
+      const int64_t body_memory = take_body_memory(ctx, req, res);
+      if (body_memory == 0 && !req.body.empty()) return;
+      const BodyMemoryHold hold{*ctx.body_memory, body_memory};
+      handler(ctx, req, res);
+    });
+  };
+  auto post = [this](const std::string& path, RouteHandler h) { routes.post(path, std::move(h)); };
+  auto get = [this](const std::string& path, RouteHandler h) { routes.get(path, std::move(h)); };
+  post("/v1/completions", route(handle_completions, Access::kMetered));
+  post("/v1/chat/completions", route(handle_chat_completions, Access::kMetered));
+  post("/v1/messages", route(handle_messages, Access::kMetered));
+  post("/v1/messages/count_tokens", route(handle_count_tokens, Access::kKey));
+  post("/v1/completions/render", route(handle_render_completion, Access::kKey));
+  post("/v1/chat/completions/render", route(handle_render_chat, Access::kKey));
+  post("/v1/responses", route(handle_responses, Access::kMetered));
+  get(R"(/v1/responses/([A-Za-z0-9_-]+))", route(handle_get_response, Access::kKey));
+  get(R"(/v1/responses/([A-Za-z0-9_-]+)/input_items)", route(handle_response_input_items, Access::kKey));
+  routes.del(R"(/v1/responses/([A-Za-z0-9_-]+))", route(handle_delete_response, Access::kKey));
+  get("/v1/models", route(handle_models, Access::kKey));
+  get(R"(/v1/models/(.+))", route(handle_model, Access::kKey));
+  post("/v1/embeddings", route(handle_embeddings, Access::kMetered));
+  post("/tokenize", route(handle_tokenize, Access::kKey));
+  post("/detokenize", route(handle_detokenize, Access::kKey));
+  post("/apply-template", route(handle_apply_template, Access::kKey));
+  post("/infill", route(handle_infill, Access::kMetered));
+  get("/health", route(handle_health, Access::kPublic));
+  get("/props", route(handle_props, Access::kKey));
+  get("/metrics", route(handle_metrics, Access::kMetrics));
+  get("/v1/status", route(handle_status, Access::kStatus));
+  get("/v1/kv/events", route(handle_kv_events, Access::kKey));
+  add_web_routes(routes);
+}
+
 Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Impl>(engine, std::move(config))) {
   Impl& s = *impl_;
   if (s.ctx.model_names.empty()) throw_error(ErrorCode::kInvalidArgument, "the server needs a model name");
-  // The chat template: an override must parse (a startup error); a model
-  // without one still serves completions, and chat requests get a 400.
-  try {
-    s.ctx.chat_template = load_chat_template(engine.model().gguf().metadata(), s.config.chat_template_file);
-    s.ctx.tool_format = detect_tool_call_format(s.ctx.chat_template->source());
-    s.ctx.template_renders_tools = template_renders_tools(s.ctx.chat_template->source());
-    s.ctx.reasoning_markers = detect_reasoning_markers(s.ctx.chat_template->source());
-    log_info("chat template: tool calls in the {} format{}{}", tool_call_format_name(s.ctx.tool_format),
-             s.ctx.template_renders_tools ? "" : " (tools described in a system prompt)",
-             !s.ctx.reasoning_markers ? ""
-             : s.config.separate_reasoning ? "; thinking answered apart (reasoning_content)"
-                                           : "; thinking left in the content (--reasoning-format none)");
-  } catch (const Error& e) {
-    if (s.config.chat_template_file) throw;
-    s.ctx.chat_template_error = e.what();
-    log_warn("chat completions disabled: {}", e.what());
-  }
-
+  s.load_template(engine);
   set_pooling(s.ctx, engine.model().config(), s.config.pooling);
   if (s.config.model_sampling_defaults) {
     s.ctx.sampling_defaults = SamplingDefaults::from_metadata(engine.model().gguf().metadata());
@@ -122,40 +167,7 @@ Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Imp
       std::make_unique<MemoryBudget>(s.config.body_mem_bytes > 0 ? s.config.body_mem_bytes : default_memory_share());
   s.ctx.instance_id = openai::new_id("kvlm");
   s.ctx.keys = &s.door.keys;
-  auto route = [this](Route handler, Access access) {
-    return with_access(impl_->door, access, [this, handler](http::Request& req, http::Response& res) {
-      // The body's parsed JSON is held for as long as the handler runs.
-      const int64_t body_memory = take_body_memory(impl_->ctx, req, res);
-      if (body_memory == 0 && !req.body.empty()) return;
-      const BodyMemoryHold hold{*impl_->ctx.body_memory, body_memory};
-      handler(impl_->ctx, req, res);
-    });
-  };
-  auto post = [&s](const std::string& path, RouteHandler h) { s.routes.post(path, std::move(h)); };
-  auto get = [&s](const std::string& path, RouteHandler h) { s.routes.get(path, std::move(h)); };
-  post("/v1/completions", route(handle_completions, Access::kMetered));
-  post("/v1/chat/completions", route(handle_chat_completions, Access::kMetered));
-  post("/v1/messages", route(handle_messages, Access::kMetered));
-  post("/v1/messages/count_tokens", route(handle_count_tokens, Access::kKey));
-  post("/v1/completions/render", route(handle_render_completion, Access::kKey));
-  post("/v1/chat/completions/render", route(handle_render_chat, Access::kKey));
-  post("/v1/responses", route(handle_responses, Access::kMetered));
-  get(R"(/v1/responses/([A-Za-z0-9_-]+))", route(handle_get_response, Access::kKey));
-  get(R"(/v1/responses/([A-Za-z0-9_-]+)/input_items)", route(handle_response_input_items, Access::kKey));
-  s.routes.del(R"(/v1/responses/([A-Za-z0-9_-]+))", route(handle_delete_response, Access::kKey));
-  get("/v1/models", route(handle_models, Access::kKey));
-  get(R"(/v1/models/(.+))", route(handle_model, Access::kKey));
-  post("/v1/embeddings", route(handle_embeddings, Access::kMetered));
-  post("/tokenize", route(handle_tokenize, Access::kKey));
-  post("/detokenize", route(handle_detokenize, Access::kKey));
-  post("/apply-template", route(handle_apply_template, Access::kKey));
-  post("/infill", route(handle_infill, Access::kMetered));
-  get("/health", route(handle_health, Access::kPublic));
-  get("/props", route(handle_props, Access::kKey));
-  get("/metrics", route(handle_metrics, Access::kMetrics));
-  get("/v1/status", route(handle_status, Access::kStatus));
-  get("/v1/kv/events", route(handle_kv_events, Access::kKey));
-  add_web_routes(s.routes);
+  s.add_routes();
   s.routes.set_cors_origins(s.config.cors_origins);
   // Anthropic's clients read errors on its routes in Anthropic's shape: the
   // key check's 401, a 404 under /v1/messages, a failure found later too.
