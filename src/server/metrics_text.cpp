@@ -13,6 +13,11 @@
 namespace kvlm {
 namespace {
 
+// The fraction of the pool's blocks in use (0 to 1), under every engine's name.
+double kv_usage(const EngineMetrics& m) {
+  return m.num_kv_blocks ? static_cast<double>(m.num_kv_blocks_used) / m.num_kv_blocks : 0.0;
+}
+
 // Label values escape backslash, quote and newline.
 std::string escape_label(const std::string& v) {
   std::string out;
@@ -142,8 +147,7 @@ std::string prometheus_text(const EngineMetrics& m, const std::string& model_nam
   w.metric("kvlm_kv_blocks_capacity", "gauge", "KV cache blocks in the pool (used or free).", m.num_kv_blocks);
   w.metric("kvlm_kv_blocks_used", "gauge", "KV cache blocks referenced by requests.", m.num_kv_blocks_used);
   w.metric("kvlm_kv_blocks_peak", "gauge", "Most KV cache blocks referenced at once since start.", m.peak_kv_blocks_used);
-  w.metric("kvlm_kv_usage_ratio", "gauge", "Fraction of KV cache blocks in use (0 to 1).",
-           m.num_kv_blocks ? static_cast<double>(m.num_kv_blocks_used) / m.num_kv_blocks : 0.0);
+  w.metric("kvlm_kv_usage_ratio", "gauge", "Fraction of KV cache blocks in use (0 to 1).", kv_usage(m));
   w.metric("kvlm_kv_block_size_tokens", "gauge", "Token slots per KV cache block.", m.block_size);
   w.metric("kvlm_prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.",
            static_cast<double>(m.num_prefix_query_tokens));
@@ -245,10 +249,6 @@ std::optional<MetricsCompat> parse_metrics_compat(const std::string& name) {
 }
 
 namespace {
-
-double kv_usage(const EngineMetrics& m) {
-  return m.num_kv_blocks ? static_cast<double>(m.num_kv_blocks_used) / m.num_kv_blocks : 0.0;
-}
 
 // vLLM's names (its V1 engine), labelled model_name as vLLM labels them; the
 // old gpu_cache_usage_perc too, which routers of older vLLMs read.

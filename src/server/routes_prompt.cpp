@@ -60,6 +60,16 @@ bool rendered(http::Response& res, Render&& render) {
   }
 }
 
+// The prompt ids of `body`'s chat request, as generation renders them;
+// nullopt after answering the refusal.
+std::optional<std::vector<int32_t>> prompt_ids(const ServerContext& ctx, const Json& body, http::Response& res) {
+  std::optional<openai::ChatRequest> r = prompt_request(ctx, body, res);
+  if (!r) return std::nullopt;
+  std::vector<int32_t> ids;
+  if (!rendered(res, [&] { ids = render_chat_prompt(ctx.engine.tokenizer(), *ctx.chat_template, *r); })) return std::nullopt;
+  return ids;
+}
+
 }  // namespace
 
 void handle_count_tokens(ServerContext& ctx, const http::Request& req, http::Response& res) {
@@ -69,11 +79,9 @@ void handle_count_tokens(ServerContext& ctx, const http::Request& req, http::Res
   if (auto* e = std::get_if<openai::RequestError>(&chat)) return send_error(res, *e);
   Json chat_body = std::get<Json>(chat);
   if (const Json* model = body->is_object() && body->contains("model") ? &(*body)["model"] : nullptr) chat_body["model"] = *model;
-  std::optional<openai::ChatRequest> r = prompt_request(ctx, chat_body, res);
-  if (!r) return;
-  size_t count = 0;
-  if (!rendered(res, [&] { count = render_chat_prompt(ctx.engine.tokenizer(), *ctx.chat_template, *r).size(); })) return;
-  res.set_content(openai::dump_json(Json{{"input_tokens", count}}), "application/json");
+  std::optional<std::vector<int32_t>> ids = prompt_ids(ctx, chat_body, res);
+  if (!ids) return;
+  res.set_content(openai::dump_json(Json{{"input_tokens", ids->size()}}), "application/json");
 }
 
 void handle_apply_template(ServerContext& ctx, const http::Request& req, http::Response& res) {
@@ -87,22 +95,18 @@ void handle_apply_template(ServerContext& ctx, const http::Request& req, http::R
 }
 
 void handle_tokenize_messages(ServerContext& ctx, const Json& body, http::Response& res) {
-  std::optional<openai::ChatRequest> r = prompt_request(ctx, body, res);
-  if (!r) return;
-  std::vector<int32_t> ids;
-  if (!rendered(res, [&] { ids = render_chat_prompt(ctx.engine.tokenizer(), *ctx.chat_template, *r); })) return;
-  Json out = {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", ctx.engine.max_model_len()}};
+  std::optional<std::vector<int32_t>> ids = prompt_ids(ctx, body, res);
+  if (!ids) return;
+  Json out = {{"tokens", *ids}, {"count", ids->size()}, {"max_model_len", ctx.engine.max_model_len()}};
   res.set_content(openai::dump_json(out), "application/json");
 }
 
 void handle_render_chat(ServerContext& ctx, const http::Request& req, http::Response& res) {
   auto body = parse_body(req, res);
   if (!body) return;
-  std::optional<openai::ChatRequest> r = prompt_request(ctx, *body, res);
-  if (!r) return;
-  std::vector<int32_t> ids;
-  if (!rendered(res, [&] { ids = render_chat_prompt(ctx.engine.tokenizer(), *ctx.chat_template, *r); })) return;
-  res.set_content(openai::dump_json(Json{{"token_ids", ids}}), "application/json");
+  std::optional<std::vector<int32_t>> ids = prompt_ids(ctx, *body, res);
+  if (!ids) return;
+  res.set_content(openai::dump_json(Json{{"token_ids", *ids}}), "application/json");
 }
 
 // A completions request's prompts as generation tokenizes them (text with
