@@ -68,17 +68,22 @@ fi
 
 BUILD_DIR="${BUILD_DIR:-build}"
 source scripts/cmake_generator.sh
+source scripts/cpu_isa_paths.sh
 # Unity batches: a fresh build in about half the time (CMakeLists.txt, KVLM_UNITY_BUILD).
 # shellcheck disable=SC2046  # the generator's words split on purpose
 if ((ONLY_KVLM)); then
-  # Tests and micro-benchmarks off unless this build folder has them already
-  # (then they stay: a later full setup reuses every object).
+  # Tests and micro-benchmarks off, and only this CPU's kernel copy (the
+  # copies are most of a kvlm build), unless this build folder was set up
+  # whole before (then it stays so: a later full setup reuses every object).
   options=(-DCMAKE_BUILD_TYPE=Release -DKVLM_UNITY_BUILD=ON)
-  if [[ ! -f "$BUILD_DIR/CMakeCache.txt" ]]; then options+=(-DKVLM_BUILD_TESTS=OFF -DKVLM_BUILD_BENCH=OFF); fi
+  if [[ ! -f "$BUILD_DIR/CMakeCache.txt" ]]; then
+    options+=(-DKVLM_BUILD_TESTS=OFF -DKVLM_BUILD_BENCH=OFF "-DKVLM_ISA_PATHS=$(cpu_isa_paths)")
+  fi
   cmake $(cmake_generator "$BUILD_DIR") -S . -B "$BUILD_DIR" "${options[@]}" >/dev/null
   cmake --build "$BUILD_DIR" -j"$(nproc)" --target kvlm
 else
   cmake $(cmake_generator "$BUILD_DIR") -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DKVLM_UNITY_BUILD=ON \
-    -DKVLM_BUILD_TESTS=ON -DKVLM_BUILD_BENCH=ON -DKVLM_WERROR=ON >/dev/null
+    -DKVLM_BUILD_TESTS=ON -DKVLM_BUILD_BENCH=ON -DKVLM_WERROR=ON \
+    "-DKVLM_ISA_PATHS=avx2;avxvnni;avx512" >/dev/null
   cmake --build "$BUILD_DIR" -j"$(nproc)"
 fi

@@ -40,7 +40,25 @@ bool cpu_has_avx_vnni() {
 }
 #endif
 
+// Whether this build holds the path's kernel copies (KVLM_ISA_PATHS).
+bool path_built(CpuPath path) {
+  switch (path) {
+    case CpuPath::kScalar: return true;
+#if KVLM_HAVE_ISA_PATHS && defined(KVLM_BUILT_AVX2)
+    case CpuPath::kAvx2: return true;
+#endif
+#if KVLM_HAVE_ISA_PATHS && defined(KVLM_BUILT_AVXVNNI)
+    case CpuPath::kAvxVnni: return true;
+#endif
+#if KVLM_HAVE_ISA_PATHS && defined(KVLM_BUILT_AVX512)
+    case CpuPath::kAvx512: return true;
+#endif
+    default: return false;
+  }
+}
+
 bool cpu_has_path(CpuPath path) {
+  if (!path_built(path)) return false;
 #if KVLM_HAVE_ISA_PATHS && (defined(__GNUC__) || defined(__clang__))
   // __builtin_cpu_supports also checks that the OS saves the wider registers
   // (XCR0), so a hypervisor that hides AVX-512 state is seen as lacking it.

@@ -131,22 +131,28 @@ const CpuKernels& kernels_for(CpuPath path) {
                                      kernel_q4_0_scalar, kernel_q4_k_scalar, kernel_q6_k_scalar, no_strip_bytes,
                                      no_strip_packer,    quantize_act_q8_0,  quantize_act_q8_k};
   KVLM_ASSERT(cpu_path_supported(path), "matmul: kernels of a CPU path this CPU cannot run");
-#if KVLM_HAVE_ISA_PATHS
+  // Only the copies this build holds (KVLM_ISA_PATHS): cpu_path_supported()
+  // is false for the others.
+#if KVLM_HAVE_ISA_PATHS && defined(KVLM_BUILT_AVX2)
   static const CpuKernels kAvx2 = {avx2::kernel_f32,  avx2::kernel_f16,  avx2::kernel_bf16,
                                    avx2::kernel_q8_0, avx2::kernel_q4_0, avx2::kernel_q4_k,
                                    avx2::kernel_q6_k, avx2::packed_strip_bytes, avx2::strip_packer,
       avx2::quantize_act_q8_0, avx2::quantize_act_q8_k};
+  if (path == CpuPath::kAvx2) return kAvx2;
+#endif
+#if KVLM_HAVE_ISA_PATHS && defined(KVLM_BUILT_AVX512)
   static const CpuKernels kAvx512 = {avx512::kernel_f32,  avx512::kernel_f16,  avx512::kernel_bf16,
                                      avx512::kernel_q8_0, avx512::kernel_q4_0, avx512::kernel_q4_k,
                                      avx512::kernel_q6_k, avx512::packed_strip_bytes, avx512::strip_packer,
       avx512::quantize_act_q8_0, avx512::quantize_act_q8_k, /*act_q8_tiles=*/true};
+  if (path == CpuPath::kAvx512) return kAvx512;
+#endif
+#if KVLM_HAVE_ISA_PATHS && defined(KVLM_BUILT_AVXVNNI)
   static const CpuKernels kAvxVnni = {avxvnni::kernel_f32,  avxvnni::kernel_f16,  avxvnni::kernel_bf16,
                                       avxvnni::kernel_q8_0, avxvnni::kernel_q4_0, avxvnni::kernel_q4_k,
                                       avxvnni::kernel_q6_k, avxvnni::packed_strip_bytes, avxvnni::strip_packer,
       avxvnni::quantize_act_q8_0, avxvnni::quantize_act_q8_k};
-  if (path == CpuPath::kAvx2) return kAvx2;
   if (path == CpuPath::kAvxVnni) return kAvxVnni;
-  if (path == CpuPath::kAvx512) return kAvx512;
 #endif
   return kScalar;
 }

@@ -20,17 +20,22 @@ namespace {
   }
 
 constexpr OpsKernels kScalarOps = KVLM_OPS_TABLE(base);
-#if KVLM_HAVE_ISA_PATHS
+// Only the copies this build holds (KVLM_ISA_PATHS; avxvnni implies avx2).
+#if KVLM_HAVE_ISA_PATHS && defined(KVLM_BUILT_AVX2)
 constexpr OpsKernels kAvx2Ops = KVLM_OPS_TABLE(avx2);
+#endif
+#if KVLM_HAVE_ISA_PATHS && defined(KVLM_BUILT_AVX512)
 constexpr OpsKernels kAvx512Ops = KVLM_OPS_TABLE(avx512);
 #endif
 
 // The table of a path (AVX-VNNI runs the avx2 copies: ops_impl.h).
 const OpsKernels& table_for(CpuPath path) {
   switch (path) {
-#if KVLM_HAVE_ISA_PATHS
+#if KVLM_HAVE_ISA_PATHS && defined(KVLM_BUILT_AVX2)
     case CpuPath::kAvx2:
     case CpuPath::kAvxVnni: return kAvx2Ops;
+#endif
+#if KVLM_HAVE_ISA_PATHS && defined(KVLM_BUILT_AVX512)
     case CpuPath::kAvx512: return kAvx512Ops;
 #endif
     default: return kScalarOps;
