@@ -11,11 +11,16 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
 
 namespace kvlm::apps {
 
 // True when KVLM_PARSE_ONLY is "1" (read once).
 bool parse_only();
+
+// The items of a comma-separated flag value ("a,b,,c" -> a, b, c: empty items dropped).
+std::vector<std::string> split_list(const std::string& list);
 
 }  // namespace kvlm::apps
 

@@ -155,14 +155,6 @@ void plot_rows(const std::string& path, const std::vector<KvRow>& rows, const st
   write_kv_plot(path, series, axes);
 }
 
-std::vector<std::string> split_list(const std::string& list) {
-  std::vector<std::string> out;
-  std::stringstream ss(list);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 // What bench_kv measures with, whatever the KV type.
 struct KvBenchPlan {
   std::vector<int32_t> budgets;

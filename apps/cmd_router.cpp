@@ -2,7 +2,6 @@
 // (src/router/router.h, docs/router.md).
 #include <csignal>
 #include <cstdio>
-#include <sstream>
 #include <thread>
 
 #include <CLI/CLI.hpp>
@@ -99,14 +98,6 @@ std::unique_ptr<router::PromptReader> load_prompts(const RouterFlags& f) {
     log_warn("router: chat prompts are not predicted: {}", e.what());
   }
   return std::make_unique<router::PromptReader>(std::move(tokenizer), std::move(tmpl));
-}
-
-std::vector<std::string> split_list(const std::string& csv) {
-  std::vector<std::string> out;
-  std::stringstream in(csv);
-  for (std::string item; std::getline(in, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
 }
 
 }  // namespace
