@@ -133,6 +133,10 @@ void handle_embeddings(ServerContext& ctx, const http::Request& req, http::Respo
 void handle_model(ServerContext& ctx, const http::Request& req, http::Response& res);
 void handle_health(ServerContext& ctx, const http::Request& req, http::Response& res);
 void handle_props(ServerContext& ctx, const http::Request& req, http::Response& res);  // llama.cpp's GET /props
+// SGLang's worker API, for its router and vLLM's (routes_worker_info.cpp).
+void handle_server_info(ServerContext& ctx, const http::Request& req, http::Response& res);
+void handle_model_info(ServerContext& ctx, const http::Request& req, http::Response& res);
+void handle_get_load(ServerContext& ctx, const http::Request& req, http::Response& res);
 void handle_metrics(ServerContext& ctx, const http::Request& req, http::Response& res);
 // POST /tokenize: {"content"} (llama.cpp's; vLLM's "prompt" too) or, through
 // handle_tokenize_messages, {"messages", ...} rendered as chat would be.

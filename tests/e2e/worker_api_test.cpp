@@ -1,0 +1,106 @@
+// SGLang's worker API, which its router (SGLang Model Gateway) and vLLM's
+// router read from each worker: /server_info names the model the router
+// files the worker under and the pool's size, /model_info its kind, and
+// /get_load the load its least-load policies compare, read here while an
+// overload burst keeps requests waiting.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <regex>
+#include <thread>
+#include <vector>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "support/test_support.h"
+
+namespace kvlm {
+namespace {
+
+using Json = nlohmann::json;
+
+Json get_json(const test::ServerProcess& server, const std::string& path, const std::string& key = "") {
+  httplib::Client c("127.0.0.1", server.port());
+  httplib::Headers headers;
+  if (!key.empty()) headers.emplace("Authorization", "Bearer " + key);
+  auto r = c.Get(path, headers);
+  EXPECT_TRUE(r && r->status == 200) << path << ": " << (r ? r->body : "no answer");
+  return r && r->status == 200 ? Json::parse(r->body) : Json();
+}
+
+double gauge(const std::string& text, const std::string& name) {
+  std::smatch m;
+  const std::regex re("\n" + name + R"(\{[^}]*\} ([-0-9.e+]+))");
+  return std::regex_search(text, m, re) ? std::stod(m[1]) : -1;
+}
+
+TEST(WorkerApi, ServerAndModelInfoNameTheServedModelAndThePool) {
+  test::ServerProcess server({"-m", test::shared_path("models/synth-tiny-F32.gguf"), "-t", "1", "--max-seqs", "3",
+                              "--served-model-name", "tiny", "--kv-mem", "4194304"});
+  const std::string metrics = test::metrics_text(server);
+  const double block_size = gauge(metrics, "kvlm_kv_block_size_tokens");
+  const double blocks = gauge(metrics, "kvlm_kv_blocks_capacity");
+  ASSERT_GT(block_size, 0);
+  for (const char* path : {"/server_info", "/get_server_info"}) {
+    const Json info = get_json(server, path);
+    EXPECT_EQ(info.value("served_model_name", ""), "tiny") << path;
+    EXPECT_EQ(info.value("dp_size", 0), 1);
+    EXPECT_EQ(info.value("page_size", 0), block_size);
+    EXPECT_EQ(info.value("max_total_tokens", 0), block_size * blocks);
+    EXPECT_EQ(info.value("max_running_requests", 0), 3);
+    EXPECT_GT(info.value("context_length", 0), 0);
+  }
+  for (const char* path : {"/model_info", "/get_model_info"}) {
+    const Json info = get_json(server, path);
+    EXPECT_EQ(info.value("model_type", ""), "llama") << path;
+    EXPECT_EQ(info.value("is_generation", false), true);
+  }
+}
+
+TEST(WorkerApi, GetLoadCountsWaitingAndRunningRequestsUnderABurst) {
+  test::ServerProcess server({"-m", test::shared_path("models/synth-tiny-F32.gguf"), "-t", "1", "--max-seqs", "2"});
+  const Json idle = get_json(server, "/get_load");
+  ASSERT_TRUE(idle.is_array() && idle.size() == 1) << idle.dump();
+  EXPECT_EQ(idle[0].value("dp_rank", -1), 0);
+  EXPECT_EQ(idle[0].value("num_reqs", -1), 0);
+  EXPECT_EQ(idle[0].value("num_tokens", -1), 0);
+  std::vector<std::thread> burst;
+  for (int i = 0; i < 6; ++i)
+    burst.emplace_back([&server, i] {
+      httplib::Client c("127.0.0.1", server.port());
+      c.set_read_timeout(120);
+      const Json body = {{"prompt", "Once upon a time " + std::to_string(i)}, {"max_tokens", 48}, {"ignore_eos", true}};
+      auto r = c.Post("/v1/completions", body.dump(), "application/json");
+      EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
+    });
+  // Two run, the rest wait: poll until a reading sees both.
+  Json load;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    load = get_json(server, "/get_load");
+    if (load.is_array() && load[0].value("num_waiting_reqs", 0) > 0 && load[0].value("num_tokens", 0) > 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_GT(load[0].value("num_waiting_reqs", 0), 0) << load.dump();
+  EXPECT_GT(load[0].value("num_reqs", 0), load[0].value("num_waiting_reqs", 0)) << "a request runs beside those waiting";
+  EXPECT_LE(load[0].value("num_reqs", 0), 6);
+  const int64_t page = get_json(server, "/server_info").value("page_size", 1);
+  EXPECT_EQ(load[0].value("num_tokens", 0) % page, 0) << "whole KV blocks";
+  for (std::thread& t : burst) t.join();
+  EXPECT_EQ(get_json(server, "/get_load")[0].value("num_reqs", -1), 0);
+}
+
+TEST(WorkerApi, UnderTheApiKeys) {
+  test::ServerProcess server({"-m", test::shared_path("models/synth-tiny-F32.gguf"), "-t", "1", "--api-key", "sk-w"});
+  httplib::Client c("127.0.0.1", server.port());
+  for (const char* path : {"/server_info", "/get_server_info", "/model_info", "/get_model_info", "/get_load"}) {
+    auto r = c.Get(path);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 401) << path;
+    EXPECT_EQ(get_json(server, path, "sk-w").is_null(), false) << path;
+  }
+}
+
+}  // namespace
+}  // namespace kvlm
