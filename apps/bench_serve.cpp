@@ -135,6 +135,10 @@ struct ServeBench {
   std::string workload = "single-turn";
   int prompt_len = 128, shared_prefix = 0;  // tokens (single-turn)
   std::string dataset, plot_path;
+  // Where POST /tokenize sizes prompts in tokens (default: url): a worker's,
+  // when the server under test is a router that has no tokenizer of its own
+  // (SGLang's gateway without one registered answers it with an error).
+  std::string tokenize_url;
   std::vector<int> sweep;
   int num_tenants = 0, num_users = 0, num_turns = 3;  // multi-tenant
   int system_len = 0, user_len = 32;                  // tokens (multi-tenant)
@@ -152,9 +156,11 @@ struct WordScale {
   Json to_json() const { return tokens_per_word ? Json(*tokens_per_word) : Json(nullptr); }
 };
 
-// Asks the server to count a sample of the words prompts are made of.
-WordScale measure_words(const LoadOptions& o, const std::string& dataset) {
-  return {tokens_per_word(o, make_prompts(1, 256, 0, dataset, o.seed)[0])};
+// Asks the server (or --tokenize-url's) to count a sample of the words prompts are made of.
+WordScale measure_words(const ServeBench& b, const std::string& dataset) {
+  LoadOptions counter = b.load;
+  if (!b.tokenize_url.empty()) counter.url = b.tokenize_url;
+  return {tokens_per_word(counter, make_prompts(1, 256, 0, dataset, b.load.seed)[0])};
 }
 
 std::string counted_by(const Json& info) {
@@ -166,7 +172,7 @@ std::string counted_by(const Json& info) {
 // The prompts, and how their lengths were chosen (JSON fields of the report).
 std::vector<std::string> build_prompts(const ServeBench& b, Json& info) {
   const LoadOptions& o = b.load;
-  const WordScale scale = measure_words(o, b.dataset);
+  const WordScale scale = measure_words(b, b.dataset);
   const int num_words = std::max(1, scale.words_for(b.prompt_len));
   const int num_shared_words = std::min(num_words, scale.words_for(b.shared_prefix));
   info = {{"url", o.url},
@@ -190,7 +196,7 @@ void print_header(const Json& info, int num_requests) {
 // The conversations' shape in words, and what it was asked in tokens (JSON fields of the report).
 MultiTenantShape build_shape(const ServeBench& b, Json& info) {
   const LoadOptions& o = b.load;
-  const WordScale scale = measure_words(o, "");
+  const WordScale scale = measure_words(b, "");
   const MultiTenantShape shape{b.num_tenants, b.num_users, b.num_turns,
                                b.system_len > 0 ? std::max(1, scale.words_for(b.system_len)) : 0,
                                std::max(1, scale.words_for(b.user_len))};
@@ -308,6 +314,9 @@ std::optional<int> parse_args(int argc, char** argv, ServeBench& b) {
   app.add_option("--url", o.url, "server base URL, e.g. http://127.0.0.1:8080")->required();
   app.add_option("--api-key", o.api_key, "sent as 'Authorization: Bearer KEY'");
   app.add_option("--model", o.model, "model name to request (default: the first of /v1/models)");
+  app.add_option("--tokenize-url", b.tokenize_url,
+                 "server whose POST /tokenize sizes the prompts (default: --url; a worker's behind a router that "
+                 "has no tokenizer)");
   auto* conc = app.add_option("--concurrency", o.concurrency, "requests in flight (closed loop)")->capture_default_str();
   auto* rate = app.add_option("--rate", o.rate,
                               "requests per second, Poisson arrivals (open loop; multi-tenant: an arrival that "
