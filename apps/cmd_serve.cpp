@@ -15,6 +15,7 @@
 #include "apps/engine_options.h"
 #include "apps/front_door_options.h"
 #include "apps/http_options.h"
+#include "apps/kv_events_options.h"
 #include "common/error.h"
 #include "engine/engine.h"
 #include "model/model.h"
@@ -74,13 +75,15 @@ void add_grammar_options(CLI::App& app, ServerConfig& sc, int64_t& wait_ms) {
       ->check(CLI::Range(int64_t{0}, int64_t{600000}));
 }
 
-// The URL a registered server is reached at: --advertise, or its listening
-// address (a wildcard address says nothing: --advertise is needed then).
-std::string advertised_url(const std::string& advertise, const std::string& host, int port) {
-  if (!advertise.empty()) return router::parse_worker_url(advertise).url;
+// The URL a registered server (or its KV events' topic, `what`) names:
+// --advertise, or its listening address (a wildcard address says nothing:
+// --advertise is needed then).
+router::WorkerAddress advertised_address(const std::string& advertise, const std::string& host, int port,
+                                         const char* what = "--register") {
+  if (!advertise.empty()) return router::parse_worker_url(advertise);
   if (host == "0.0.0.0" || host == "::" || host.empty())
-    throw_error(ErrorCode::kInvalidArgument, "--register with --host {}: give --advertise http://ADDRESS:{}", host, port);
-  return fmt::format("http://{}:{}", host, port);
+    throw_error(ErrorCode::kInvalidArgument, "{} with --host {}: give --advertise http://ADDRESS:{}", what, host, port);
+  return {host, port, fmt::format("http://{}:{}", host, port)};
 }
 
 // Every flag of kvlm serve, as parsed, before it becomes a ServerConfig.
@@ -89,6 +92,7 @@ struct ServeFlags {
   ServerConfig server;
   FrontDoorFlags door;
   HttpFlags http;
+  ZmqEventFlags zmq;
   std::string reasoning_format = "separate";
   std::string generation_config = "auto";
   int64_t grammar_wait_ms = 2000;
@@ -152,6 +156,7 @@ void add_serve_options(CLI::App& app, ServeFlags& f) {
   add_grammar_options(app, sc, f.grammar_wait_ms);
   app.add_flag("--kv-events", f.engine.kv_events,
                "publish the prefix cache's changes on GET /v1/kv/events, for kvlm router's kv-aware routing");
+  add_zmq_event_options(app, f.zmq);
   app.add_option("--metrics-compat", f.metrics_compat,
                  "/metrics also gives vLLM's (vllm) or SGLang's (sglang) names for the queue, running requests, KV use "
                  "and block counts, for the schedulers and routers that read them (llm-d, vllm-router); repeatable")
@@ -182,6 +187,8 @@ void finish_server_config(ServeFlags& f) {
   sc.grammar_wait = std::chrono::milliseconds(f.grammar_wait_ms);
   apply_key_environment(f.door);
   apply_front_door_flags(f.door, sc);
+  check_zmq_event_flags(f.zmq);
+  f.engine.kv_event_contents = f.zmq.on();
 }
 
 // SIGINT/SIGTERM stop the server from a waiting thread (a handler must not
@@ -266,8 +273,13 @@ int cmd_serve(int argc, char** argv) {
   std::unique_ptr<router::RegistryMember> member;
   if (!f.registry.url.empty()) {
     f.registry.ttl = std::chrono::milliseconds(f.register_ttl_ms);
-    member = std::make_unique<router::RegistryMember>(f.registry,
-                                                      advertised_url(f.advertise, f.server.host, server.port()));
+    member = std::make_unique<router::RegistryMember>(
+        f.registry, advertised_address(f.advertise, f.server.host, server.port()).url);
+  }
+  std::unique_ptr<ZmqEventPublisher> zmq_events;
+  if (f.zmq.on()) {
+    const router::WorkerAddress a = advertised_address(f.advertise, f.server.host, server.port(), "--kv-events-zmq");
+    zmq_events = start_zmq_events(f.zmq, *engine, fmt::format("{}:{}", a.host, a.port), f.server.model_names[0]);
   }
   print_listening(f.server, server, *engine);
   serve_until_stopped(server, *engine, member.get(), stop_signals, f.drain_timeout_s);

@@ -141,6 +141,7 @@ EngineConfig make_engine_config(const EngineOptions& o) {
   c.max_seqs = o.max_seqs;
   c.prefix_caching = !o.no_prefix_cache;
   c.kv_events = o.kv_events;
+  c.kv_event_contents = o.kv_event_contents;
   c.speculative = make_speculative_config(o);
   return c;
 }

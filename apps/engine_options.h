@@ -38,6 +38,7 @@ struct EngineOptions {
   TierOptions tiers;  // --kv-disk, --kv-redis, ...
   bool kv_shift = false;
   bool kv_events = false;  // serve --kv-events: GET /v1/kv/events for a router
+  bool kv_event_contents = false;  // serve --kv-events-zmq: stored blocks' tokens in the events
   // Speculative decoding: "off", "ngram" (prompt lookup), "draft" (a draft
   // model); empty: "draft" with --draft-model, else "off". Proposals per
   // step (0: adaptive); the n-gram sizes matched; the draft model's file and

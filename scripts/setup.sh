@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs kvlm's dependencies (Debian 12 packages, gnuplot for the bench
 # plots and Chromium for the web page's test; the openai, LangChain JS, zod
-# and ws npm packages for the server tests) and builds kvlm.
+# and ws npm packages for the server tests; pyzmq and msgpack in tests/py/.venv
+# for the KV-event test) and builds kvlm.
 # Usage: scripts/setup.sh [--no-install] [--kvlm]   (BUILD_DIR=build by default)
 #   --no-install  install nothing, build only
 #   --kvlm        only what the kvlm binary needs: its build packages, no
@@ -31,7 +32,8 @@ PACKAGES=(
   "${BUILD_PACKAGES[@]}"
   libgtest-dev libgmock-dev libbenchmark-dev
   libhiredis-dev redis-server redis-tools openssl
-  curl prometheus python3 python3-jsonschema python3-numpy python3-yaml systemd
+  curl prometheus python3 python3-jsonschema python3-numpy python3-yaml python3-venv systemd
+  libzmq3-dev
   clang-16 libclang-rt-16-dev libfuzzer-16-dev
   gnuplot-nox chromium fonts-dejavu-core
 )
@@ -63,6 +65,13 @@ elif ((INSTALL)); then
         ! -d tests/npm/node_modules/@langchain/openai || ! -d tests/npm/node_modules/@anthropic-ai/sdk ||
         tests/npm/package-lock.json -nt tests/npm/node_modules ]]; then
     npm ci --prefix tests/npm --no-audit --no-fund --loglevel=error
+  fi
+  # The tests' Python clients (pyzmq, msgpack: tests/py/requirements.txt)
+  # in a venv of their own, made again when the pins change.
+  if [[ ! -x tests/py/.venv/bin/python || tests/py/requirements.txt -nt tests/py/.venv/.installed ]]; then
+    python3 -m venv tests/py/.venv
+    tests/py/.venv/bin/pip install --quiet --disable-pip-version-check -r tests/py/requirements.txt
+    touch tests/py/.venv/.installed
   fi
 fi
 

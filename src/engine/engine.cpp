@@ -26,9 +26,9 @@ Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> tokenize
   plan_kv_pool();
   build_scheduler_and_runner();
   if (config_.tiers) open_tiers();
-  if (config_.kv_events) {
-    kv_events_ = std::make_unique<KvEventLog>();
-    scheduler_->kv_manager().record_kv_events(true);
+  if (config_.kv_events || config_.kv_event_contents) {
+    kv_events_ = std::make_unique<KvEventLog>(4096, config_.kv_event_contents);
+    scheduler_->kv_manager().record_kv_events(true, config_.kv_event_contents);
   }
   spec_ = SpeculationController(config_.speculative);
   metrics_.num_kv_blocks = num_kv_blocks_;

@@ -81,6 +81,10 @@ struct EngineConfig {
   // Keep a KvEventLog of the prefix cache's changes (kv_events()), for a
   // router that routes by the blocks each server holds.
   bool kv_events = false;
+  // Its batches also keep the events themselves with each stored block's
+  // parent and tokens (KvEventBatch::events), for readers that key blocks by
+  // their tokens (the ZMQ publisher); implies kv_events.
+  bool kv_event_contents = false;
   // Speculative decoding (engine/spec/speculative.h); off by default.
   SpeculativeConfig speculative;
 };

@@ -4,9 +4,10 @@
 
 namespace kvlm {
 
-KvEventLog::KvEventLog(size_t max_batches) : max_batches_(std::max<size_t>(max_batches, 1)) {}
+KvEventLog::KvEventLog(size_t max_batches, bool keep_events)
+    : max_batches_(std::max<size_t>(max_batches, 1)), keep_events_(keep_events) {}
 
-void KvEventLog::append(std::span<const KvEvent> events) {
+void KvEventLog::append(std::vector<KvEvent> events) {
   if (events.empty()) return;
   {
     std::lock_guard lock(mu_);
@@ -27,6 +28,7 @@ void KvEventLog::append(std::span<const KvEvent> events) {
       if (last.insert_or_assign(e.hash, held).second) touched.push_back(e.hash);
     }
     for (const BlockHash& h : touched) (last.at(h) ? batch.stored : batch.removed).push_back(h);
+    if (keep_events_) batch.events = std::move(events);
     batches_.push_back(std::move(batch));
     if (batches_.size() > max_batches_) batches_.pop_front();
   }

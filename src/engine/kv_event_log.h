@@ -25,19 +25,23 @@ namespace kvlm {
 // One step's changes, as their net effect: `stored` were held at the end of
 // the step, `removed` were not (disjoint; apply in any order). seq counts
 // batches from 1, without gaps.
+// `events` are the step's events themselves, in order, with their blocks'
+// contents: kept only by a log made with keep_events (the ZMQ publisher
+// needs them; the HTTP stream does not).
 struct KvEventBatch {
   uint64_t seq = 0;
   std::vector<BlockHash> stored;
   std::vector<BlockHash> removed;
+  std::vector<KvEvent> events;
 };
 
 class KvEventLog {
  public:
   // Keeps the last `max_batches` batches for readers that are behind.
-  explicit KvEventLog(size_t max_batches = 4096);
+  explicit KvEventLog(size_t max_batches = 4096, bool keep_events = false);
 
   // Engine thread: one batch of events, in order (nothing for an empty list).
-  void append(std::span<const KvEvent> events);
+  void append(std::vector<KvEvent> events);
 
   struct Snapshot {
     uint64_t seq = 0;                // the last batch it includes
@@ -56,6 +60,7 @@ class KvEventLog {
 
  private:
   const size_t max_batches_;
+  const bool keep_events_;
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   std::deque<KvEventBatch> batches_;          // the newest max_batches_

@@ -59,9 +59,13 @@ std::vector<std::unique_ptr<Request>> TierLoader::take_ready(KvCacheManager& kv,
     std::unique_ptr<Request> request = std::move(it->second);
     loading_.erase(it);
     std::vector<BlockHash> hashes;
-    for (const KvRecord& r : result.records) hashes.push_back(r.hash);
+    std::vector<BlockContent> contents;  // views into the records, for the KV events
+    for (const KvRecord& r : result.records) {
+      hashes.push_back(r.hash);
+      contents.push_back({r.parent, r.tokens, r.salt});
+    }
     // A pool too full to take the blocks: the load is a miss, the prompt is computed.
-    if (auto ids = hashes.empty() ? std::nullopt : kv.import_blocks(hashes)) {
+    if (auto ids = hashes.empty() ? std::nullopt : kv.import_blocks(hashes, contents)) {
       for (size_t i = 0; i < ids->size(); ++i) storage.write_block((*ids)[i], result.records[i].payload);
       kv.release_imported(*ids);
       tiers_->note_used(result);

@@ -142,7 +142,7 @@ void BlockPool::free(std::span<const BlockId> blocks) {
   }
 }
 
-void BlockPool::cache(BlockId id, const BlockHash& h) {
+void BlockPool::cache(BlockId id, const BlockHash& h, const std::optional<BlockContent>& content) {
   if (!enable_prefix_caching_) return;
   BlockMeta& m = meta_[id.value()];
   KVLM_ASSERT(m.ref_count > 0, "caching a block nobody holds");
@@ -151,7 +151,14 @@ void BlockPool::cache(BlockId id, const BlockHash& h) {
   // the other's copy stays uncached, freed like any other block.
   if (!prefix_cache_.insert(h, id)) return;
   m.hash = h;
-  if (record_events_) events_.push_back({KvEvent::Kind::kStored, h});
+  if (!record_events_) return;
+  KvEvent e{KvEvent::Kind::kStored, h};
+  if (record_contents_ && content) {
+    e.parent = content->parent;
+    e.tokens.assign(content->tokens.begin(), content->tokens.end());
+    e.salt = content->salt;
+  }
+  events_.push_back(std::move(e));
 }
 
 void BlockPool::uncache(BlockId id) {

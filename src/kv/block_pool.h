@@ -59,12 +59,26 @@ class PrefixCache {
   std::unordered_map<BlockHash, BlockId> map_;
 };
 
+// What a newly cached block holds, for readers that key blocks by their
+// tokens (vLLM's BlockStored over ZMQ, docs/router.md). The caller's views;
+// the pool copies them only while it records events with contents.
+struct BlockContent {
+  std::optional<BlockHash> parent;  // the key of the block before it (nullopt: first of its chain)
+  std::span<const int32_t> tokens;  // its block_size token ids
+  uint64_t salt = 0;                // the extra_key it was hashed with (a cache_salt's key; 0: none)
+};
+
 // A change to what the prefix cache holds, for a router that routes by the
 // blocks each server really holds (KvEventLog in engine/, docs/router.md).
 struct KvEvent {
   enum class Kind : uint8_t { kStored, kRemoved };
   Kind kind;
   BlockHash hash;  // the cache key: the chain hash for KV group 0
+  // A kStored event's content, when recorded with contents and the caller
+  // gave it (group 0's blocks): otherwise no parent, no tokens.
+  std::optional<BlockHash> parent{};
+  std::vector<int32_t> tokens{};  // [block_size], or empty: not known
+  uint64_t salt = 0;
   bool operator==(const KvEvent&) const = default;
 };
 
@@ -98,14 +112,20 @@ class BlockPool {
   void free(std::span<const BlockId> blocks);
   // Records that full block `id` holds the tokens hashed by `h`.
   // No-op if prefix caching is off, the block already has a hash, or another
-  // block already caches `h`.
-  void cache(BlockId id, const BlockHash& h);
+  // block already caches `h`. `content` goes into the stored event (only
+  // when events are recorded with contents).
+  void cache(BlockId id, const BlockHash& h, const std::optional<BlockContent>& content = std::nullopt);
   // Forgets block `id`'s hash (its content is about to change in place).
   void uncache(BlockId id);
 
   // With recording on, every hash that enters or leaves the prefix cache is
-  // listed, in order; take_events() hands the list over.
-  void record_events(bool on) { record_events_ = on; }
+  // listed, in order; take_events() hands the list over. With contents, a
+  // stored event also carries the BlockContent its cache() call gave (a copy
+  // of the tokens per block: off unless a reader needs them).
+  void record_events(bool on, bool with_contents = false) {
+    record_events_ = on;
+    record_contents_ = on && with_contents;
+  }
   std::vector<KvEvent> take_events();
   // Every hash the prefix cache holds now (a snapshot for a new reader of the events).
   std::vector<BlockHash> cached_hashes() const;
@@ -123,6 +143,7 @@ class BlockPool {
   PrefixCache prefix_cache_;
   int64_t num_evicted_cached_blocks_ = 0;
   bool record_events_ = false;
+  bool record_contents_ = false;
   std::vector<KvEvent> events_;
 };
 

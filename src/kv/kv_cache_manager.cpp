@@ -203,12 +203,17 @@ bool KvCacheManager::on_computed(RequestId id, std::span<const int32_t> tokens,
     for (auto i = static_cast<int32_t>(r.block_hashes.size()); i < num_full; ++i) {
       std::optional<BlockHash> parent;
       if (i > 0) parent = r.block_hashes[i - 1];
-      BlockHash h = hash_block(parent, tokens.subspan(static_cast<size_t>(i) * bs, bs), extra_key);
+      const BlockHash h = hash_block(parent, tokens.subspan(static_cast<size_t>(i) * bs, bs), extra_key);
       // Before any release below: a window block is full before it is out of
       // sight, so every group's copy gets published.
+      // Group 0's key is the chain hash itself, so its content names the
+      // chain's parent; other groups' keys are not published with contents.
+      const auto block_tokens = tokens.subspan(static_cast<size_t>(i) * bs, bs);
       for (int32_t g = 0; g < num_groups(); ++g) {
         const BlockTable& t = r.tables[g];
-        if (i >= t.num_released) pool_.cache(t[i], hash_for_group(h, g));
+        std::optional<BlockContent> content;
+        if (g == 0) content = BlockContent{parent, block_tokens, extra_key};
+        if (i >= t.num_released) pool_.cache(t[i], hash_for_group(h, g), content);
       }
       if (record_published_ && num_groups() == 1 && pool_.meta(r.tables[0][i]).hash == hash_for_group(h, 0)) {
         const auto first = tokens.begin() + static_cast<ptrdiff_t>(i) * bs;
@@ -279,13 +284,19 @@ std::vector<PublishedBlock> KvCacheManager::take_published() {
   return out;
 }
 
-std::optional<std::vector<BlockId>> KvCacheManager::import_blocks(std::span<const BlockHash> hashes) {
+std::optional<std::vector<BlockId>> KvCacheManager::import_blocks(std::span<const BlockHash> hashes,
+                                                                  std::span<const BlockContent> contents) {
   KVLM_ASSERT(num_groups() == 1, "tier imports need one KV group");
+  KVLM_ASSERT(contents.empty() || contents.size() == hashes.size(), "one content per imported hash");
   if (!pool_.prefix_caching() || !pool_.can_allocate(static_cast<int32_t>(hashes.size()))) return std::nullopt;
   std::vector<BlockId> ids = pool_.allocate(static_cast<int32_t>(hashes.size()));
   // A hash cached meanwhile (another request computed it) keeps its block;
   // this copy stays unhashed and is simply freed again.
-  for (size_t i = 0; i < ids.size(); ++i) pool_.cache(ids[i], hash_for_group(hashes[i], 0));
+  for (size_t i = 0; i < ids.size(); ++i) {
+    std::optional<BlockContent> content;
+    if (!contents.empty()) content = contents[i];
+    pool_.cache(ids[i], hash_for_group(hashes[i], 0), content);
+  }
   return ids;
 }
 

@@ -145,11 +145,14 @@ class KvCacheManager {
   // once, so the caller can write their bytes; nullopt if the pool is short.
   // release_imported() then leaves them free and cached, as a finished
   // request's blocks are, for the request's prefix lookup to take.
-  std::optional<std::vector<BlockId>> import_blocks(std::span<const BlockHash> hashes);
+  // `contents` (empty, or one per hash) go into the KV events.
+  std::optional<std::vector<BlockId>> import_blocks(std::span<const BlockHash> hashes,
+                                                    std::span<const BlockContent> contents = {});
   void release_imported(std::span<const BlockId> blocks);
   int64_t num_evicted_tokens(KvPolicyKind kind) const { return num_evicted_tokens_[static_cast<size_t>(kind)]; }
-  // KV events (block_pool.h): what entered and left the prefix cache.
-  void record_kv_events(bool on) { pool_.record_events(on); }
+  // KV events (block_pool.h): what entered and left the prefix cache; with
+  // contents, what each stored block of group 0 holds.
+  void record_kv_events(bool on, bool with_contents = false) { pool_.record_events(on, with_contents); }
   std::vector<KvEvent> take_kv_events() { return pool_.take_events(); }
 
   // Releases all of a request's blocks (finished, aborted or preempted), its

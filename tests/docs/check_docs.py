@@ -68,7 +68,7 @@ ISSUE_NUMBER = re.compile(r"\b[Ii]ssues? " + r"#?[0-9]+\b")
 SHARED_SCRIPTS = re.compile(r"\bshared/" + r"bench\b")
 TEXT_SUFFIXES = (".md", ".h", ".cpp", ".c", ".txt", ".cmake", ".sh", ".py", ".js", ".mjs", ".html",
                  ".css", ".json", ".supp", ".dict", ".cfg", ".yml", ".yaml")
-SKIP_DIRS = {".git", "node_modules", ".cache"}
+SKIP_DIRS = {".git", "node_modules", ".cache", ".venv"}  # .venv: tests/py's installed clients
 
 
 def source_files(root):

@@ -74,6 +74,25 @@ TEST(KvEventLog, AWaitingReaderWakesOnAppendAndClose) {
   EXPECT_TRUE(log.closed());
 }
 
+// A log kept for the ZMQ publisher also keeps each step's events as they
+// came (not their net effect), contents included; the default keeps none.
+TEST(KvEventLog, KeepsTheEventsThemselvesOnlyWhenAsked) {
+  KvEvent stored{KvEvent::Kind::kStored, h(1)};
+  stored.tokens = {5, 6};
+  const std::vector<KvEvent> step = {stored, {KvEvent::Kind::kRemoved, h(1)}, stored};
+  KvEventLog kept(8, /*keep_events=*/true);
+  kept.append(step);
+  auto batches = kept.read_after(0, std::chrono::milliseconds(0));
+  ASSERT_TRUE(batches && batches->size() == 1);
+  EXPECT_EQ((*batches)[0].events, step);
+  EXPECT_EQ((*batches)[0].stored, std::vector<BlockHash>{h(1)});
+  KvEventLog plain(8);
+  plain.append(step);
+  batches = plain.read_after(0, std::chrono::milliseconds(0));
+  ASSERT_TRUE(batches && batches->size() == 1);
+  EXPECT_TRUE((*batches)[0].events.empty());
+}
+
 }  // namespace
 }  // namespace kvlm
 

@@ -199,6 +199,53 @@ TEST(KvCacheManager, PublishedHashesChainFromHits) {
   EXPECT_EQ(kv.pool().num_free_blocks(), 16);
 }
 
+// With contents, each stored event says what its block holds: its parent's
+// hash, its tokens, the salt; without them (the HTTP stream's case) nothing
+// is copied.
+TEST(KvCacheManager, StoredEventsCarryTheirBlocksContents) {
+  KvCacheManager kv(config(16, 4));
+  kv.record_kv_events(true, /*with_contents=*/true);
+  const std::vector<int32_t> tokens = iota_tokens(9);
+  ASSERT_TRUE(kv.allocate(RequestId(1), 9));
+  ASSERT_TRUE(kv.on_computed(RequestId(1), tokens, 9, /*extra_key=*/7));
+  const std::vector<BlockHash> want = hash_full_blocks(tokens, 4, 7);
+  const std::vector<KvEvent> events = kv.take_kv_events();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].hash, want[0]);
+  EXPECT_EQ(events[0].parent, std::nullopt);
+  EXPECT_EQ(events[0].tokens, (std::vector<int32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(events[0].salt, 7u);
+  EXPECT_EQ(events[1].hash, want[1]);
+  EXPECT_EQ(events[1].parent, want[0]);
+  EXPECT_EQ(events[1].tokens, (std::vector<int32_t>{4, 5, 6, 7}));
+
+  KvCacheManager plain(config(16, 4));
+  plain.record_kv_events(true);
+  ASSERT_TRUE(plain.allocate(RequestId(1), 9));
+  ASSERT_TRUE(plain.on_computed(RequestId(1), tokens, 9));
+  for (const KvEvent& e : plain.take_kv_events()) {
+    EXPECT_FALSE(e.parent.has_value());
+    EXPECT_TRUE(e.tokens.empty());
+  }
+}
+
+// A tier import's blocks carry the contents the tier's records gave.
+TEST(KvCacheManager, ImportedBlocksCarryTheGivenContents) {
+  KvCacheManager kv(config(8, 4));
+  kv.record_kv_events(true, /*with_contents=*/true);
+  const std::vector<int32_t> tokens = iota_tokens(8);
+  const std::vector<BlockHash> hashes = hash_full_blocks(tokens, 4);
+  const std::vector<BlockContent> contents = {{std::nullopt, std::span(tokens).first(4), 0},
+                                              {hashes[0], std::span(tokens).subspan(4), 0}};
+  auto blocks = kv.import_blocks(hashes, contents);
+  ASSERT_TRUE(blocks.has_value());
+  kv.release_imported(*blocks);
+  const std::vector<KvEvent> events = kv.take_kv_events();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1].parent, hashes[0]);
+  EXPECT_EQ(events[1].tokens, (std::vector<int32_t>{4, 5, 6, 7}));
+}
+
 TEST(KvCacheManager, WindowGroupReleasesBlocksOutOfSight) {
   // Block size 4, window 8: a query at slot s sees (s-8, s].
   KvCacheManager kv(config(64, 4, /*caching=*/true, {0, 8}));
