@@ -13,7 +13,8 @@ namespace {
 
 // A tensor's rows as f32; Error(kCorrupt) unless it is [rows, cols].
 std::vector<float> rows_f32(const GgufTensor& t, int64_t rows, int64_t cols) {
-  const bool shaped = !t.dims.empty() && t.dims.size() <= 2 && t.dims[0] == cols && (t.dims.size() == 1 ? 1 : t.dims[1]) == rows;
+  const bool shaped = !t.dims.empty() && t.dims.size() <= 2 && t.dims[0] == cols &&
+                      (t.dims.size() == 1 ? 1 : t.dims[1]) == rows;
   if (!shaped || !t.slices.empty())
     throw_error(ErrorCode::kCorrupt, "tensor '{}' is {}, expected [{}, {}]", t.name, t.shape_string(), cols, rows);
   if (cols % dtype_info(t.dtype).block_size != 0)

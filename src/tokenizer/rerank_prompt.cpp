@@ -9,7 +9,8 @@ namespace {
 // replaced before {document}, so a query that says "{document}" gets the
 // document there too, as llama-server's string_replace_all does.
 std::string replace_all(std::string s, std::string_view from, std::string_view to) {
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
   return s;
 }
 
