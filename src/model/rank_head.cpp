@@ -35,7 +35,7 @@ std::unique_ptr<RankHead> RankHead::load(const Model& model) {
                 c.arch_name);
   if (c.arch != Arch::kQwen3)
     throw_error(ErrorCode::kUnsupported,
-                "kvlm ranks with Qwen3 rerankers only (as llama.cpp, which pools no other decoder's last token); "
+                "kvlm ranks with Qwen3 rerankers only (llama.cpp's softmax of the labels is Qwen3's alone); "
                 "this one is {}", c.arch_name);
   const GgufFile& g = model.gguf();
   const GgufTensor* w = g.find_tensor("cls.output.weight");

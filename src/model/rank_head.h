@@ -4,8 +4,9 @@
 // ([labels, dim]; the converter stacks the lm_head rows of "yes" and "no"),
 // plus cls.output.bias when the file has one, then a softmax over the
 // labels. The relevance score is the first label's probability (P("yes")).
-// llama.cpp ranks only Qwen3 this way (other decoders get the first token
-// and no softmax, which scores nothing), so kvlm ranks only Qwen3 too.
+// llama.cpp's softmax is Qwen3's (and Qwen3-VL's) alone, and its converter
+// writes no other decoder reranker: another decoder would score a raw
+// logit, not a probability, so kvlm ranks only Qwen3.
 #pragma once
 
 #include <cstdint>
