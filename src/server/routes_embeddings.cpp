@@ -138,6 +138,11 @@ void set_pooling(ServerContext& ctx, const ModelConfig& model, const std::string
     if (e.code() != ErrorCode::kUnsupported) throw;
     ctx.pooling = Pooling::kNone;
     ctx.pooling_error = e.what();
+    // A reranker's hidden states are a means to its scores, not embeddings:
+    // send its users to the routes that give those.
+    if (model.pooling_type == 4)
+      ctx.pooling_error = "the model is a reranker (pooling_type 4, rank): score (query, document) pairs with "
+                          "POST /v1/rerank (or /rerank, /v1/score); --pooling mean or last embeds with it anyway";
     log_warn("/v1/embeddings: {}", ctx.pooling_error);
   }
 }

@@ -193,6 +193,14 @@ TEST_F(Rerank, BadRequestsGet400OnTheirField) {
   EXPECT_EQ(post(port(), "/v1/rerank", Json{{"model", "other"}, {"query", "q"}, {"documents", {"a"}}}).status, 404);
 }
 
+TEST_F(Rerank, EmbeddingsPointToTheRerankRoutes) {
+  const Answer a = post(port(), "/v1/embeddings", Json{{"input", "a cat"}});
+  EXPECT_EQ(a.status, 400) << a.body.dump();
+  EXPECT_EQ(a.body["error"]["param"], "model");
+  EXPECT_NE(a.body["error"]["message"].get<std::string>().find("POST /v1/rerank"), std::string::npos)
+      << a.body.dump();
+}
+
 TEST(RerankNotAReranker, Answers400OnModel) {
   test::ServerProcess server({"-m", test::shared_path("models/stories260K.gguf"), "-t", "1"});
   for (const auto& [path, body] : {std::pair<std::string, Json>{"/v1/rerank", {{"query", "q"}, {"documents", {"a"}}}},
