@@ -18,7 +18,7 @@ namespace kvlm::apps {
 namespace {
 
 struct ShapeFlags {
-  std::string arch, rope_scaling;
+  std::string arch, rope_scaling, pooling;
   int32_t dim = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, vocab = 0, ctx = 0;
   int32_t experts = 0, experts_used = 0, expert_ffn = 0, shared_expert_ffn = 0, sliding_window = 0;
   int32_t rope_original_ctx = 0, scale_down = 1;
@@ -53,6 +53,10 @@ void apply_family_flags(const CLI::App& app, const ShapeFlags& f, ModelShape& s)
   if (given("--rope-high-freq-factor")) s.rope_scaling.high_freq_factor = f.rope_high;
   if (given("--rope-original-ctx")) s.rope_scaling.original_context = f.rope_original_ctx;
   if (given("--sliding-window")) s.sliding_window = f.sliding_window;
+  if (given("--pooling")) {
+    if (f.pooling != "rank") throw_error(ErrorCode::kInvalidArgument, "--pooling '{}': only rank is written", f.pooling);
+    s.rank_head = true;
+  }
   if (f.scale_down < 1) throw_error(ErrorCode::kInvalidArgument, "--scale-down {} must be at least 1", f.scale_down);
   // Fewer layers of the real shape: each layer costs what the real model's
   // does, so per-layer speed and memory traffic stay representative.
@@ -101,6 +105,7 @@ void add_shape_options(CLI::App& app, ShapeFlags& f) {
   app.add_option("--rope-high-freq-factor", f.rope_high, "llama3: high_freq_factor (default 4)");
   app.add_option("--rope-original-ctx", f.rope_original_ctx, "llama3, longrope: the original context length");
   app.add_option("--sliding-window", f.sliding_window, "phi3: attention window (0 = none)");
+  app.add_option("--pooling", f.pooling, "rank: a Qwen3-Reranker (qwen3; the vocabulary needs 'yes' and 'no')");
   app.add_option("--scale-down", f.scale_down, "keep 1/N of the layers, each of the real shape (a big preset on a small machine)");
 }
 

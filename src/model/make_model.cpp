@@ -64,6 +64,9 @@ void produce_tensor(const TensorPlan& t, size_t index, uint64_t seed, float std_
         std::fill(row.begin(), row.end(), 1.0f);
       } else if (t.fill == Fill::kValues) {
         std::copy(t.values.begin(), t.values.end(), row.begin());
+      } else if (t.fill == Fill::kRowsOf) {
+        // The source row's own stream: the same values before its quantization.
+        fill_normal(row_key(seed, t.source, t.source_rows[static_cast<size_t>(r0 + i)]), std_dev, row.data(), t.cols);
       } else {
         fill_normal(row_key(seed, index, r0 + i), std_dev, row.data(), t.cols);
       }
@@ -82,7 +85,8 @@ MakeModelResult make_model(const MakeModelOptions& o, const std::function<void(c
     throw_error(ErrorCode::kInvalidArgument, "--std {} must be in (0, 10]", o.weight_std);
   GgufWriter w;
   const int64_t vocab = set_metadata(w, o);
-  const std::vector<TensorPlan> plan = plan_tensors(o.shape, vocab, o.type);
+  std::vector<TensorPlan> plan = plan_tensors(o.shape, vocab, o.type);
+  if (o.shape.rank_head) plan_rank_head(o.shape, rank_label_tokens(o.vocab_from), plan);
 
   MakeModelResult result;
   std::set<std::string> fallbacks;

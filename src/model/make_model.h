@@ -49,6 +49,11 @@ struct ModelShape {
   int32_t shared_expert_ffn_dim = 0;  // qwen2moe's shared expert
   RopeScalingShape rope_scaling;
   int32_t sliding_window = 0;    // phi3 (0 = none)
+  // qwen3: a reranker as llama.cpp's converter writes Qwen3-Reranker
+  // (pooling_type 4, classifier.output_labels ["yes", "no"], the rerank
+  // template, cls.output.weight = the head's rows of the tokens "yes" and
+  // "no", which the vocabulary must have).
+  bool rank_head = false;
 
   int32_t head_size() const { return head_dim > 0 ? head_dim : dim / num_heads; }
 };

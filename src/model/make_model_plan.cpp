@@ -1,11 +1,13 @@
 #include "model/make_model_plan.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <set>
 
 #include <fmt/format.h>
 
+#include "common/assert.h"
 #include "common/error.h"
 #include "model/gguf.h"
 
@@ -98,6 +100,8 @@ void check_family(const ModelShape& s) {
                 s.context_length);
   if (s.sliding_window != 0 && s.arch != "phi3")
     throw_error(ErrorCode::kInvalidArgument, "--sliding-window is for --arch phi3");
+  if (s.rank_head && s.arch != "qwen3")
+    throw_error(ErrorCode::kInvalidArgument, "--pooling rank is for --arch qwen3 (llama.cpp ranks no other decoder)");
   // llama.cpp reads these families' output.weight and never falls back to the embeddings.
   if (s.tied_embeddings && (s.arch == "phi3" || s.arch == "qwen2moe"))
     throw_error(ErrorCode::kInvalidArgument, "--arch {} has an output.weight of its own: drop --tied", s.arch);
@@ -159,15 +163,16 @@ namespace {
 void add_matrix(std::vector<TensorPlan>& t, std::string name, int64_t rows, int64_t cols, DType type,
                 int64_t experts = 0) {
   const DType fit = fitting_type(type, cols);
-  t.push_back({std::move(name), cols, rows, experts, fit, Fill::kNormal, true, {}, fit != type});
+  t.push_back({std::move(name), cols, rows, experts, fit, Fill::kNormal, true, {}, fit != type, 0, {}});
 }
 
 void add_vector(std::vector<TensorPlan>& t, std::string name, int64_t n, Fill fill) {
-  t.push_back({std::move(name), n, 1, 0, DType::kF32, fill, false, {}, false});
+  t.push_back({std::move(name), n, 1, 0, DType::kF32, fill, false, {}, false, 0, {}});
 }
 
 void add_values(std::vector<TensorPlan>& t, std::string name, std::vector<float> v) {
-  t.push_back({std::move(name), static_cast<int64_t>(v.size()), 1, 0, DType::kF32, Fill::kValues, false, std::move(v), false});
+  t.push_back({std::move(name), static_cast<int64_t>(v.size()), 1, 0, DType::kF32, Fill::kValues, false, std::move(v),
+               false, 0, {}});
 }
 
 void plan_attention(const ModelShape& s, const std::string& p, DType type, std::vector<TensorPlan>& t) {
@@ -239,7 +244,37 @@ std::vector<TensorPlan> plan_tensors(const ModelShape& s, int64_t vocab, DType t
   return t;
 }
 
+std::vector<int64_t> rank_label_tokens(const std::string& vocab_from) {
+  const std::vector<std::string> tokens =
+      GgufFile::open(vocab_from)->metadata().require_string_array("tokenizer.ggml.tokens");
+  std::vector<int64_t> out;
+  for (const char* label : {"yes", "no"}) {
+    const auto it = std::find(tokens.begin(), tokens.end(), label);
+    if (it == tokens.end())
+      throw_error(ErrorCode::kInvalidArgument, "--pooling rank: '{}' has no token '{}' (the head is its row)",
+                  vocab_from, label);
+    out.push_back(it - tokens.begin());
+  }
+  return out;
+}
+
+void plan_rank_head(const ModelShape& s, std::vector<int64_t> label_tokens, std::vector<TensorPlan>& plan) {
+  const std::string head = s.tied_embeddings ? "token_embd.weight" : "output.weight";
+  const auto it = std::find_if(plan.begin(), plan.end(), [&](const TensorPlan& t) { return t.name == head; });
+  KVLM_ASSERT(it != plan.end(), "plan_tensors plans the output head");
+  const auto num_rows = static_cast<int64_t>(label_tokens.size());
+  plan.push_back({"cls.output.weight", s.dim, num_rows, 0, DType::kF32, Fill::kRowsOf, true, {}, false,
+                  static_cast<size_t>(it - plan.begin()), std::move(label_tokens)});
+}
+
 namespace {
+
+// The template Qwen3-Reranker's conversion writes (tokenizer.chat_template.rerank).
+constexpr const char* kQwen3RerankTemplate =
+    "<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and the Instruct "
+    "provided. Note that the answer can only be \"yes\" or \"no\".<|im_end|>\n<|im_start|>user\n<Instruct>: "
+    "Given a web search query, retrieve relevant passages that answer the query\n<Query>: {query}\n<Document>: "
+    "{document}<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n";
 
 void set_shape_metadata(GgufWriter& w, const ModelShape& s, int64_t vocab) {
   const std::string p = s.arch + ".";
@@ -269,6 +304,10 @@ void set_shape_metadata(GgufWriter& w, const ModelShape& s, int64_t vocab) {
     const int32_t original = s.rope_scaling.original_context > 0 ? s.rope_scaling.original_context : s.context_length;
     u32("rope.scaling.original_context_length", original);
     u32("attention.sliding_window", s.sliding_window);
+  }
+  if (s.rank_head) {
+    u32("pooling_type", 4);  // rank
+    w.set(p + "classifier.output_labels", meta_string_array({"yes", "no"}));
   }
   if (s.rope_scaling.type == "longrope") {
     // As the converter computes it for su/longrope scaling.
@@ -341,6 +380,7 @@ int64_t set_metadata(GgufWriter& w, const MakeModelOptions& o) {
   for (const auto& [key, value] : vocab_file->metadata().entries())
     if (key.rfind("tokenizer.", 0) == 0) w.set(key, value);
   pad_vocabulary(w, vocab_file->metadata(), vocab);
+  if (s.rank_head) w.set_string("tokenizer.chat_template.rerank", kQwen3RerankTemplate);
   return vocab;
 }
 

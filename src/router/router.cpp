@@ -82,6 +82,10 @@ void Router::Impl::add_routes() {
   routes.get(R"(/v1/models/([^/]+))", route(handle_proxied, Access::kKey));
   // Embeddings are the same on any worker and safe to send again.
   routes.post("/v1/embeddings", route(handle_proxied, Access::kMetered));
+  // So are a reranker's scores.
+  routes.post("/rerank", route(handle_proxied, Access::kMetered));
+  routes.post("/v1/rerank", route(handle_proxied, Access::kMetered));
+  routes.post("/v1/score", route(handle_proxied, Access::kMetered));
   routes.post("/tokenize", route(handle_proxied, Access::kKey));
   routes.post("/detokenize", route(handle_proxied, Access::kKey));
   // A prompt rendered and counted is the same on any worker.

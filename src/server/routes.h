@@ -19,7 +19,9 @@
 #include "server/in_flight.h"
 #include "server/metrics_text.h"
 #include "server/response_store.h"
+#include "model/rank_head.h"
 #include "server/sampling_defaults.h"
+#include "tokenizer/rerank_prompt.h"
 #include "wire/http/front.h"
 #include "wire/openai/protocol.h"
 
@@ -27,6 +29,7 @@ namespace kvlm {
 
 class Engine;
 struct ModelConfig;
+class Model;
 class ChatTemplate;
 class Error;
 class HeapTrimmer;
@@ -61,6 +64,11 @@ struct ServerContext {
   // (empty with --generation-config none).
   SamplingDefaults sampling_defaults{};
   std::string pooling_error{};
+  // /rerank, /v1/score: the reranker's head and prompt format; null with the
+  // reason in rank_error for a model that is not a reranker.
+  std::unique_ptr<RankHead> rank_head{};
+  std::string rank_error{};
+  RerankFormat rerank_format{};
   // Responses stored for GET /v1/responses/{id} and previous_response_id.
   ResponseStore responses{};
   InFlightRequests in_flight{};                 // generation requests not yet answered in full
@@ -129,6 +137,24 @@ void handle_models(ServerContext& ctx, const http::Request& req, http::Response&
 // `flag` (--pooling mean|last) when given, else the model's pooling_type.
 void set_pooling(ServerContext& ctx, const ModelConfig& model, const std::string& flag);
 void handle_embeddings(ServerContext& ctx, const http::Request& req, http::Response& res);
+// How run_pooled pools each prompt's final hidden states.
+struct PooledRun {
+  Pooling pooling = Pooling::kLast;
+  bool normalize = true;  // L2 (embeddings); a reranker's head wants the raw state
+};
+// Each prompt as an embedding request (routes_embeddings.cpp), batched with
+// whatever else runs, 64 at a time, under the queue limit and the drain:
+// their pooled vectors in order, or nullopt after answering the error (503
+// shutting down, queue full, a failed request) or when the client left.
+std::optional<std::vector<std::vector<float>>> run_pooled(ServerContext& ctx, std::vector<std::vector<int32_t>> prompts,
+                                                          const PooledRun& run, const http::Request& req,
+                                                          http::Response& res);
+// POST /rerank, /v1/rerank and vLLM's /v1/score (routes_rerank.cpp), for a
+// reranker model (ctx.rank_head); others get 400 with ctx.rank_error.
+void handle_rerank(ServerContext& ctx, const http::Request& req, http::Response& res);
+void handle_score(ServerContext& ctx, const http::Request& req, http::Response& res);
+// ctx.rank_head and the rerank format from the model, or ctx.rank_error.
+void set_reranker(ServerContext& ctx, const Model& model);
 // GET /v1/models/{id}: one served name's model object, or 404 model_not_found.
 void handle_model(ServerContext& ctx, const http::Request& req, http::Response& res);
 void handle_health(ServerContext& ctx, const http::Request& req, http::Response& res);

@@ -71,15 +71,16 @@ std::optional<std::vector<std::vector<int32_t>>> input_tokens(const ServerContex
 
 // Runs one wave of inputs to their end; their vectors are appended to
 // `vectors`. False after answering an error (or when the client left).
-bool embed_wave(ServerContext& ctx, std::vector<std::vector<int32_t>> prompts, InFlightRequests::Ticket& ticket,
-                bool first_wave, const http::Request& req, http::Response& res,
+bool embed_wave(ServerContext& ctx, std::vector<std::vector<int32_t>> prompts, const PooledRun& run,
+                InFlightRequests::Ticket& ticket, bool first_wave, const http::Request& req, http::Response& res,
                 std::vector<std::vector<float>>& vectors) {
   std::vector<GenerateRequest> gs(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
     gs[i].prompt_tokens = std::move(prompts[i]);
     gs[i].max_tokens = 1;
     gs[i].sampling.temperature = 0.f;
-    gs[i].pooling = ctx.pooling;
+    gs[i].pooling = run.pooling;
+    gs[i].normalize = run.normalize;
     gs[i].timeout_s = ctx.request_timeout_s;
   }
   Submitted sub;
@@ -137,6 +138,11 @@ void set_pooling(ServerContext& ctx, const ModelConfig& model, const std::string
     if (e.code() != ErrorCode::kUnsupported) throw;
     ctx.pooling = Pooling::kNone;
     ctx.pooling_error = e.what();
+    // A reranker's hidden states are a means to its scores, not embeddings:
+    // send its users to the routes that give those.
+    if (model.pooling_type == 4)
+      ctx.pooling_error = "the model is a reranker (pooling_type 4, rank): score (query, document) pairs with "
+                          "POST /v1/rerank (or /rerank, /v1/score); --pooling mean or last embeds with it anyway";
     log_warn("/v1/embeddings: {}", ctx.pooling_error);
   }
 }
@@ -150,25 +156,34 @@ void handle_embeddings(ServerContext& ctx, const http::Request& req, http::Respo
   const std::optional<std::string> model = served_model(ctx, r.model, res);
   if (!model) return;
   if (ctx.pooling == Pooling::kNone) return send_error(res, {400, ctx.pooling_error, std::string("model")});
-  // Registered before looking at draining(): a drain waits for us or we refuse.
-  std::shared_ptr<InFlightRequests::Ticket> ticket = ctx.in_flight.enter();
-  if (ctx.in_flight.draining()) {
-    res.set_header("Connection", "close");
-    return send_shutting_down(res, "the server is shutting down; send the request to another replica");
-  }
   std::optional<std::vector<std::vector<int32_t>>> prompts = input_tokens(ctx, r.inputs, res);
   if (!prompts) return;
   int64_t num_tokens = 0;
   for (const auto& p : *prompts) num_tokens += static_cast<int64_t>(p.size());
-  std::vector<std::vector<float>> vectors;
-  for (size_t first = 0; first < prompts->size(); first += kWave) {
-    const size_t last = std::min(prompts->size(), first + kWave);
-    std::vector<std::vector<int32_t>> wave(std::make_move_iterator(prompts->begin() + static_cast<ptrdiff_t>(first)),
-                                           std::make_move_iterator(prompts->begin() + static_cast<ptrdiff_t>(last)));
-    if (!embed_wave(ctx, std::move(wave), *ticket, first == 0, req, res, vectors)) return;
-  }
+  const auto vectors = run_pooled(ctx, std::move(*prompts), {ctx.pooling, true}, req, res);
+  if (!vectors) return;
   charge_tokens(req, num_tokens);  // the API key's tokens per minute
-  res.set_content(openai::dump_json(embeddings_body(vectors, r.base64, *model, num_tokens)), "application/json");
+  res.set_content(openai::dump_json(embeddings_body(*vectors, r.base64, *model, num_tokens)), "application/json");
+}
+
+std::optional<std::vector<std::vector<float>>> run_pooled(ServerContext& ctx, std::vector<std::vector<int32_t>> prompts,
+                                                          const PooledRun& run, const http::Request& req,
+                                                          http::Response& res) {
+  // Registered before looking at draining(): a drain waits for us or we refuse.
+  std::shared_ptr<InFlightRequests::Ticket> ticket = ctx.in_flight.enter();
+  if (ctx.in_flight.draining()) {
+    res.set_header("Connection", "close");
+    send_shutting_down(res, "the server is shutting down; send the request to another replica");
+    return std::nullopt;
+  }
+  std::vector<std::vector<float>> vectors;
+  for (size_t first = 0; first < prompts.size(); first += kWave) {
+    const size_t last = std::min(prompts.size(), first + kWave);
+    std::vector<std::vector<int32_t>> wave(std::make_move_iterator(prompts.begin() + static_cast<ptrdiff_t>(first)),
+                                           std::make_move_iterator(prompts.begin() + static_cast<ptrdiff_t>(last)));
+    if (!embed_wave(ctx, std::move(wave), run, *ticket, first == 0, req, res, vectors)) return std::nullopt;
+  }
+  return vectors;
 }
 
 }  // namespace kvlm

@@ -133,6 +133,9 @@ void Server::Impl::add_routes() {
   get("/v1/models", route(handle_models, Access::kKey));
   get(R"(/v1/models/(.+))", route(handle_model, Access::kKey));
   post("/v1/embeddings", route(handle_embeddings, Access::kMetered));
+  post("/rerank", route(handle_rerank, Access::kMetered));
+  post("/v1/rerank", route(handle_rerank, Access::kMetered));
+  post("/v1/score", route(handle_score, Access::kMetered));
   post("/tokenize", route(handle_tokenize, Access::kKey));
   post("/detokenize", route(handle_detokenize, Access::kKey));
   post("/apply-template", route(handle_apply_template, Access::kKey));
@@ -153,6 +156,7 @@ Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Imp
   if (s.ctx.model_names.empty()) throw_error(ErrorCode::kInvalidArgument, "the server needs a model name");
   s.load_template(engine);
   set_pooling(s.ctx, engine.model().config(), s.config.pooling);
+  set_reranker(s.ctx, engine.model());
   if (s.config.model_sampling_defaults) {
     s.ctx.sampling_defaults = SamplingDefaults::from_metadata(engine.model().gguf().metadata());
     if (!s.ctx.sampling_defaults.empty())

@@ -6,10 +6,14 @@ forward pass where llama.cpp's mirror is too old to know a family (Qwen3,
 Qwen3-MoE).
 
 Usage: numpy_reference.py MODEL.gguf TOKENS [CONTEXT]
+       numpy_reference.py --rank MODEL.gguf TOKENS
   TOKENS: comma-separated ids, fed as one sequence from position 0.
   CONTEXT: the context per sequence (Phi-3 long-rope picks its factors by it;
            default the model's trained context).
-Prints {"logits": [[...], ...]}: the logits row after each token.
+Prints {"logits": [[...], ...]}: the logits row after each token; with
+--rank (a reranker) {"score": s}: the softmax of cls.output.weight times
+the last token's final hidden state, its first label (llama.cpp's rank
+pooling of Qwen3-Reranker).
 
 Reads F32 and F16 tensors only (what `kvlm make-model --type F32` writes).
 """
@@ -201,16 +205,22 @@ def forward(meta, t, tokens, context):
             x = x + swiglu_ffn(h, gate_up[:c["ffn"]], gate_up[c["ffn"]:], t[p + "ffn_down.weight"])
         else:
             x = x + swiglu_ffn(h, t[p + "ffn_gate.weight"], t[p + "ffn_up.weight"], t[p + "ffn_down.weight"])
-    x = rms_norm(x, t["output_norm.weight"], c["eps"])
-    return x @ t.get("output.weight", t["token_embd.weight"]).T
+    return rms_norm(x, t["output_norm.weight"], c["eps"])
 
 
 def main():
-    meta, tensors = read_gguf(sys.argv[1])
-    tokens = [int(s) for s in sys.argv[2].split(",")]
-    context = int(sys.argv[3]) if len(sys.argv) > 3 else 0
-    logits = forward(meta, tensors, tokens, context)
-    json.dump({"logits": logits.tolist()}, sys.stdout)
+    rank = sys.argv[1] == "--rank"
+    args = sys.argv[2:] if rank else sys.argv[1:]
+    meta, tensors = read_gguf(args[0])
+    tokens = [int(s) for s in args[1].split(",")]
+    context = int(args[2]) if len(args) > 2 else 0
+    hidden = forward(meta, tensors, tokens, context)
+    if rank:
+        logits = tensors["cls.output.weight"] @ hidden[-1] + tensors.get("cls.output.bias", 0.0)
+        p = np.exp(logits - logits.max())
+        json.dump({"score": float(p[0] / p.sum())}, sys.stdout)
+        return
+    json.dump({"logits": (hidden @ tensors.get("output.weight", tensors["token_embd.weight"]).T).tolist()}, sys.stdout)
 
 
 if __name__ == "__main__":
