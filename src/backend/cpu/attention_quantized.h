@@ -152,18 +152,25 @@ void score_chain(const KvLayout& layout, const QuantScratch& sc, int num_q, floa
 }
 
 #if KVLM_AVX2
-// The scores of every key vector of a pass. Kept out of attend_quantized:
-// inlined there, GCC kept Q8_0's avx2 integer sums (8 heads) on the stack,
-// and a 1,024-slot layer took 225 us against 160 (bench_attention, one
-// thread, avx2 path); on its own the kernel gets the registers it needs.
+// The scores of every key vector of a pass. On the avx2 path kept out of
+// attend_quantized: inlined there, GCC kept Q8_0's avx2 integer sums (8
+// heads) on the stack, and a 1,024-slot layer took 225 us against 160
+// (bench_attention, one thread). On the avx512 path out of line cost 3-5%
+// (Q8_0 and Q4_0, 1,024 and 4,096 slots), so it stays inline there.
+#if defined(__AVX512F__)
+#define KVLM_AVX2_OUT_OF_LINE
+#else
+#define KVLM_AVX2_OUT_OF_LINE [[gnu::noinline]]
+#endif
 template <typename Kv, int NumQ>
-[[gnu::noinline]] void score_all(const KvLayout& layout, std::span<const QuantKeyVec> vecs, const QuantScratch& sc,
-                                 float scale, float* const* rows) {
+KVLM_AVX2_OUT_OF_LINE void score_all(const KvLayout& layout, std::span<const QuantKeyVec> vecs,
+                                     const QuantScratch& sc, float scale, float* const* rows) {
   const size_t nv = vecs.size();
   for (size_t i = 0; i < nv; ++i)
     Kv::template score_vec<NumQ>(layout, vecs[i], vecs[std::min(i + Kv::kKeyPrefetchAhead, nv - 1)], sc, scale,
                                  rows);
 }
+#undef KVLM_AVX2_OUT_OF_LINE
 #endif
 
 template <typename Kv>
