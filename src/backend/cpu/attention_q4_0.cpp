@@ -28,13 +28,14 @@ namespace kvlm::cpu::KVLM_SIMD_NS {
 namespace {
 
 // Q4_0 rows for attend_quantized (attention_quantized.h).
+// [[maybe_unused]]: each path's copy of the pipeline reads only some of these.
 struct Q4Kv {
-  static constexpr int64_t kRowBlockBytes = sizeof(BlockQ4_0);  // fp16 scale, then 16 bytes of quants
-  static constexpr int32_t kKeyBias = 8;                         // a nibble is q + 8
-  static constexpr QueryForm kQueryForm = KVLM_AVX2 ? QueryForm::kLanes : QueryForm::kPlain;
-  static constexpr size_t kKeyPrefetchAhead = kPrefetchAhead;
-  static constexpr bool kPrefetchValues = false;
-  static constexpr bool kWideValueSums = false;
+  [[maybe_unused]] static constexpr int64_t kRowBlockBytes = sizeof(BlockQ4_0);  // fp16 scale, then 16 bytes of quants
+  [[maybe_unused]] static constexpr int32_t kKeyBias = 8;                         // a nibble is q + 8
+  [[maybe_unused]] static constexpr QueryForm kQueryForm = KVLM_AVX2 ? QueryForm::kLanes : QueryForm::kPlain;
+  [[maybe_unused]] static constexpr size_t kKeyPrefetchAhead = kPrefetchAhead;
+  [[maybe_unused]] static constexpr bool kPrefetchValues = false;
+  [[maybe_unused]] static constexpr bool kWideValueSums = false;
 
   // Slot o's quants (nibble - 8) from its lanes (attention.h, KvLayout):
   // dimension c is byte c % 4 of lane c / 8, the low nibble if c % 8 < 4.

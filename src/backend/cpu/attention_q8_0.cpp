@@ -37,25 +37,26 @@ constexpr int64_t kQ8BlockBytes = sizeof(BlockQ8_0);  // fp16 scale, then 32 qua
 // FMAs over integer-valued floats: every partial sum is an integer below
 // 2^24 (32 products of at most 127 * 127), so each is exact, and the bits
 // are VPDPBUSD's.
+// [[maybe_unused]]: each path's copy of the pipeline reads only some of these.
 struct Q8Kv {
-  static constexpr int64_t kRowBlockBytes = kQ8BlockBytes;
+  [[maybe_unused]] static constexpr int64_t kRowBlockBytes = kQ8BlockBytes;
 #if KVLM_AVX2 && defined(__AVX512F__)
-  static constexpr int32_t kKeyBias = 128;  // a quant xor its sign bit
-  static constexpr QueryForm kQueryForm = QueryForm::kLanes;
-  static constexpr size_t kKeyPrefetchAhead = kPrefetchAhead;
-  static constexpr bool kWideValueSums = true;
+  [[maybe_unused]] static constexpr int32_t kKeyBias = 128;  // a quant xor its sign bit
+  [[maybe_unused]] static constexpr QueryForm kQueryForm = QueryForm::kLanes;
+  [[maybe_unused]] static constexpr size_t kKeyPrefetchAhead = kPrefetchAhead;
+  [[maybe_unused]] static constexpr bool kWideValueSums = true;
 #elif KVLM_AVX2
-  static constexpr int32_t kKeyBias = 0;
-  static constexpr QueryForm kQueryForm = QueryForm::kFloats;
-  static constexpr size_t kKeyPrefetchAhead = 2 * kPrefetchAhead;  // 8-slot vectors: half a line each
-  static constexpr bool kWideValueSums = false;
+  [[maybe_unused]] static constexpr int32_t kKeyBias = 0;
+  [[maybe_unused]] static constexpr QueryForm kQueryForm = QueryForm::kFloats;
+  [[maybe_unused]] static constexpr size_t kKeyPrefetchAhead = 2 * kPrefetchAhead;  // 8-slot vectors: half a line each
+  [[maybe_unused]] static constexpr bool kWideValueSums = false;
 #else
-  static constexpr int32_t kKeyBias = 0;
-  static constexpr QueryForm kQueryForm = QueryForm::kPlain;
-  static constexpr size_t kKeyPrefetchAhead = kPrefetchAhead;
-  static constexpr bool kWideValueSums = false;
+  [[maybe_unused]] static constexpr int32_t kKeyBias = 0;
+  [[maybe_unused]] static constexpr QueryForm kQueryForm = QueryForm::kPlain;
+  [[maybe_unused]] static constexpr size_t kKeyPrefetchAhead = kPrefetchAhead;
+  [[maybe_unused]] static constexpr bool kWideValueSums = false;
 #endif
-  static constexpr bool kPrefetchValues = true;
+  [[maybe_unused]] static constexpr bool kPrefetchValues = true;
 
   // Slot o's quants, four dimensions a group (attention.h, KvLayout).
   static void decode_key(const KvLayout& layout, const uint8_t* kb, int32_t o, int8_t* out) {
