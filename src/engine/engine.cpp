@@ -166,6 +166,32 @@ void Engine::cancel(RequestId id) {
   cv_.notify_all();
 }
 
+std::future<bool> Engine::reset_prefix_cache() {
+  std::promise<bool> done;
+  std::future<bool> result = done.get_future();
+  {
+    std::lock_guard lock(mu_);
+    prefix_resets_.push_back(std::move(done));
+  }
+  cv_.notify_all();
+  return result;
+}
+
+void Engine::serve_prefix_resets() {
+  std::vector<std::promise<bool>> resets;
+  {
+    std::lock_guard lock(mu_);
+    resets.swap(prefix_resets_);
+  }
+  if (resets.empty()) return;
+  const bool done = scheduler_->kv_manager().reset_prefix_cache();
+  log_info("prefix cache {}", done ? "flushed" : "not flushed: requests hold blocks");
+  // The removals reach the KV events before the caller hears it is done, so
+  // a reader that comes after the answer never sees a flushed block.
+  if (kv_events_) kv_events_->append(scheduler_->kv_manager().take_kv_events());
+  for (std::promise<bool>& r : resets) r.set_value(done);
+}
+
 EngineMetrics Engine::metrics() const {
   EngineMetrics m;
   {
@@ -182,7 +208,10 @@ void Engine::loop() {
   while (true) {
     {
       std::unique_lock lock(mu_);
-      auto ready = [&] { return stopping_ || !inbox_.empty() || !cancels_.empty() || scheduler_->has_unfinished(); };
+      auto ready = [&] {
+        return stopping_ || !inbox_.empty() || !cancels_.empty() || !prefix_resets_.empty() ||
+               scheduler_->has_unfinished();
+      };
       // Requests waiting on a tier lookup: poll its completions every millisecond.
       if (tiers_.empty()) {
         cv_.wait(lock, ready);
@@ -209,11 +238,14 @@ void Engine::loop() {
       tiers_.clear();
       followers_.clear();
     }
+    serve_prefix_resets();
     if (kv_events_) kv_events_->append(scheduler_->kv_manager().take_kv_events());
     publish_metrics();
     deliverer_->post(deliveries_);
   }
-  // Shutdown: every unfinished request ends as aborted.
+  // Shutdown: every unfinished request ends as aborted, and a flush asked
+  // meanwhile is answered (its caller may be waiting).
+  serve_prefix_resets();
   admit_inbox();
   for (auto& [id, live] : live_) {
     auto r = scheduler_->finish(id, FinishReason::kAborted);

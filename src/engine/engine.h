@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -264,6 +265,11 @@ class Engine {
   std::vector<std::shared_ptr<RequestStream>> submit_batch(std::vector<GenerateRequest> requests, int32_t n);
   // Ends a request at the next step; its blocks are released. No-op if done.
   void cancel(RequestId id);
+  // Forgets every block of the prefix cache at the next step (SGLang's
+  // /flush_cache, vLLM's reset_prefix_cache; the tiers keep theirs): true
+  // once done, false when a request held blocks then (nothing changes).
+  // The KV events list every forgotten block as removed.
+  std::future<bool> reset_prefix_cache();
   // Requests (choices) submitted and not yet ended, exact at any moment: a
   // server's admission control compares it with max_seqs plus its queue.
   int32_t num_unfinished() const { return num_unfinished_.load(); }
@@ -293,6 +299,7 @@ class Engine {
   void open_tiers();
   void loop();
   void step();
+  void serve_prefix_resets();  // the prefix_resets_ queued, between steps
   void admit_inbox();
   // engine_choices.cpp: validation shared by submit and submit_n, admission,
   // and choices parked until their first sibling has prefilled.
@@ -389,6 +396,7 @@ class Engine {
   std::deque<Inbound> inbox_;
   std::unordered_map<RequestId, std::vector<std::unique_ptr<Request>>> followers_;  // by the sibling they wait for
   std::vector<RequestId> cancels_;
+  std::vector<std::promise<bool>> prefix_resets_;  // reset_prefix_cache() calls not yet served
   bool stopping_ = false;
   int64_t next_request_id_ = 1;
   std::atomic<int32_t> num_unfinished_{0};  // live_ entries and inbox_ together

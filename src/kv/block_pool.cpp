@@ -169,6 +169,12 @@ void BlockPool::uncache(BlockId id) {
   m.hash.reset();
 }
 
+bool BlockPool::reset_prefix_cache() {
+  if (num_used_blocks() > 0) return false;
+  for (BlockId id : free_queue_.to_vector()) uncache(id);
+  return true;
+}
+
 std::vector<KvEvent> BlockPool::take_events() {
   std::vector<KvEvent> out;
   out.swap(events_);

@@ -117,6 +117,11 @@ class BlockPool {
   void cache(BlockId id, const BlockHash& h, const std::optional<BlockContent>& content = std::nullopt);
   // Forgets block `id`'s hash (its content is about to change in place).
   void uncache(BlockId id);
+  // Forgets every cached hash (SGLang's /flush_cache, vLLM's
+  // reset_prefix_cache), in the free queue's order, each a removed event; the
+  // free queue keeps its order. Only when no block is in use: false, and
+  // nothing changes, otherwise.
+  bool reset_prefix_cache();
 
   // With recording on, every hash that enters or leaves the prefix cache is
   // listed, in order; take_events() hands the list over. With contents, a

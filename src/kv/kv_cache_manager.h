@@ -154,6 +154,9 @@ class KvCacheManager {
   // contents, what each stored block of group 0 holds.
   void record_kv_events(bool on, bool with_contents = false) { pool_.record_events(on, with_contents); }
   std::vector<KvEvent> take_kv_events() { return pool_.take_events(); }
+  // Forgets every cached block (BlockPool::reset_prefix_cache); false while
+  // any request holds blocks.
+  bool reset_prefix_cache() { return requests_.empty() && pool_.reset_prefix_cache(); }
 
   // Releases all of a request's blocks (finished, aborted or preempted), its
   // last block first so cached blocks are evicted newest-first.

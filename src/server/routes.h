@@ -163,6 +163,7 @@ void handle_props(ServerContext& ctx, const http::Request& req, http::Response& 
 void handle_server_info(ServerContext& ctx, const http::Request& req, http::Response& res);
 void handle_model_info(ServerContext& ctx, const http::Request& req, http::Response& res);
 void handle_get_load(ServerContext& ctx, const http::Request& req, http::Response& res);
+void handle_flush_cache(ServerContext& ctx, const http::Request& req, http::Response& res);
 void handle_metrics(ServerContext& ctx, const http::Request& req, http::Response& res);
 // POST /tokenize: {"content"} (llama.cpp's; vLLM's "prompt" too) or, through
 // handle_tokenize_messages, {"messages", ...} rendered as chat would be.

@@ -4,9 +4,14 @@
 //       router's model id for the worker), its limits and the KV pool size;
 //   GET /model_info (/get_model_info): the model's kind;
 //   GET /get_load: the load per data-parallel rank (kvlm has one), which
-//       the gateway's load monitor reads for its least-load policies.
+//       the gateway's load monitor reads for its least-load policies;
+//   POST /flush_cache (vLLM's POST /reset_prefix_cache): the prefix cache
+//       emptied, which the gateway asks of every worker.
 // Without them the gateway registers a kvlm worker under the model id
 // "unknown" and routes every request as if all workers were idle.
+#include <chrono>
+#include <future>
+
 #include "engine/engine.h"
 #include "model/config.h"
 #include "model/model.h"
@@ -64,6 +69,24 @@ void handle_get_load(ServerContext& ctx, const http::Request&, http::Response& r
       {"num_pending_tokens", m.num_pending_tokens},
   }});
   res.set_content(openai::dump_json(load), "application/json");
+}
+
+// SGLang's POST /flush_cache and vLLM's POST /reset_prefix_cache: the
+// prefix cache forgets every block (the tiers keep theirs), when no request
+// holds blocks; a router calls it on every worker after new weights. 400,
+// as SGLang answers, while requests run.
+void handle_flush_cache(ServerContext& ctx, const http::Request&, http::Response& res) {
+  std::future<bool> done = ctx.engine.reset_prefix_cache();
+  bool flushed = false;
+  try {
+    flushed = done.wait_for(std::chrono::seconds(30)) == std::future_status::ready && done.get();
+  } catch (const std::future_error&) {
+    flushed = false;  // the engine stopped first
+  }
+  if (!flushed)
+    return send_error(res, {400, "the prefix cache was not flushed: requests hold KV blocks; try again when idle",
+                            std::nullopt});
+  res.set_content("Cache flushed.\n", "text/plain");
 }
 
 }  // namespace kvlm

@@ -145,6 +145,7 @@ void Server::Impl::add_routes() {
   for (const char* path : {"/server_info", "/get_server_info"}) get(path, route(handle_server_info, Access::kKey));
   for (const char* path : {"/model_info", "/get_model_info"}) get(path, route(handle_model_info, Access::kKey));
   get("/get_load", route(handle_get_load, Access::kKey));
+  for (const char* path : {"/flush_cache", "/reset_prefix_cache"}) post(path, route(handle_flush_cache, Access::kKey));
   get("/metrics", route(handle_metrics, Access::kMetrics));
   get("/v1/status", route(handle_status, Access::kStatus));
   get("/v1/kv/events", route(handle_kv_events, Access::kKey));

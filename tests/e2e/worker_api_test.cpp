@@ -5,6 +5,7 @@
 // overload burst keeps requests waiting.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <regex>
 #include <thread>
@@ -89,6 +90,89 @@ TEST(WorkerApi, GetLoadCountsWaitingAndRunningRequestsUnderABurst) {
   EXPECT_EQ(load[0].value("num_tokens", 0) % page, 0) << "whole KV blocks";
   for (std::thread& t : burst) t.join();
   EXPECT_EQ(get_json(server, "/get_load")[0].value("num_reqs", -1), 0);
+}
+
+// cached_tokens of a greedy completion of `prompt`.
+int64_t cached_tokens(const test::ServerProcess& server, const std::string& prompt) {
+  httplib::Client c("127.0.0.1", server.port());
+  const Json body = {{"prompt", prompt}, {"max_tokens", 2}, {"temperature", 0}};
+  auto r = c.Post("/v1/completions", body.dump(), "application/json");
+  EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
+  if (!r || r->status != 200) return -1;
+  return Json::parse(r->body)["usage"]["prompt_tokens_details"].value("cached_tokens", -1);
+}
+
+// How many hashes the KV events' opening snapshot lists (what a router
+// starts from), read off the stream's first line.
+size_t snapshot_size(const test::ServerProcess& server) {
+  httplib::Client c("127.0.0.1", server.port());
+  std::string text;
+  c.Get("/v1/kv/events", [&](const char* data, size_t n) {
+    text.append(data, n);
+    return text.find('\n', text.find("\"snapshot\"")) == std::string::npos;  // stop after the snapshot's line
+  });
+  const size_t at = text.find("data: ");
+  const size_t end = text.find('\n', at);
+  if (at == std::string::npos || end == std::string::npos) {
+    ADD_FAILURE() << "no snapshot: " << text.substr(0, 300);
+    return 0;
+  }
+  return Json::parse(text.substr(at + 6, end - at - 6))["hashes"].size();
+}
+
+TEST(WorkerApi, FlushCacheEmptiesThePrefixCacheWhenIdle) {
+  test::ServerProcess server({"-m", test::shared_path("models/synth-tiny-F32.gguf"), "-t", "1", "--kv-events"});
+  std::string prompt;
+  for (int i = 0; i < 12; ++i) prompt += "Once upon a time there was a cat. ";
+  EXPECT_EQ(cached_tokens(server, prompt), 0);
+  ASSERT_GT(cached_tokens(server, prompt), 0) << "the second time comes from the prefix cache";
+  httplib::Client c("127.0.0.1", server.port());
+  ASSERT_GT(snapshot_size(server), 0);
+  for (const char* path : {"/flush_cache", "/reset_prefix_cache"}) {
+    auto r = c.Post(path, "", "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << path << ": " << r->body;
+    EXPECT_EQ(snapshot_size(server), 0) << "a router's new reader of the KV events sees none held";
+    EXPECT_EQ(cached_tokens(server, prompt), 0) << "after " << path << " nothing is cached";
+    EXPECT_GT(cached_tokens(server, prompt), 0) << "and the cache fills again";
+  }
+}
+
+// A request that holds blocks when the flush is served: 400, nothing
+// forgotten. The request may end before the flush reaches the engine (then
+// 200 is right), so it is tried until one flush lands while it runs.
+TEST(WorkerApi, FlushCacheIsRefusedWhileRequestsHoldBlocks) {
+  test::ServerProcess server({"-m", test::shared_path("models/synth-tiny-F32.gguf"), "-t", "1"});
+  bool refused = false;
+  for (int attempt = 0; attempt < 20 && !refused; ++attempt) {
+    std::atomic<bool> started{false};
+    std::thread stream([&] {
+      httplib::Client c("127.0.0.1", server.port());
+      c.set_read_timeout(60);
+      httplib::Request req;
+      req.method = "POST";
+      req.path = "/v1/completions";
+      req.headers = {{"Content-Type", "application/json"}};
+      req.body = R"({"prompt":"Once upon a time","max_tokens":480,"ignore_eos":true,"stream":true})";
+      req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+        started = true;
+        return true;
+      };
+      c.send(req);
+    });
+    while (!started) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    httplib::Client c("127.0.0.1", server.port());
+    auto r = c.Post("/flush_cache", "", "application/json");
+    ASSERT_TRUE(r);
+    if (r->status == 400) {
+      refused = true;
+      EXPECT_NE(r->body.find("requests hold KV blocks"), std::string::npos) << r->body;
+    } else {
+      EXPECT_EQ(r->status, 200) << r->body;
+    }
+    stream.join();
+  }
+  EXPECT_TRUE(refused) << "no flush landed while a request ran in 20 tries";
 }
 
 TEST(WorkerApi, UnderTheApiKeys) {

@@ -222,6 +222,29 @@ TEST(BlockPoolEvents, ListEveryHashInAndOutInOrder) {
   EXPECT_EQ(pool.cached_hashes(), std::vector<BlockHash>{hash_of(5)});
 }
 
+// A flush (SGLang's /flush_cache): refused while a block is in use, then
+// every cached hash leaves, in the free queue's order, each a removed event,
+// and the queue's order stays (the next allocation takes the same block).
+TEST(BlockPoolEvents, ResetForgetsEveryHashOnlyWhenNothingIsInUse) {
+  BlockPool pool(3, /*enable_prefix_caching=*/true);
+  std::vector<BlockId> a = pool.allocate(3);
+  pool.cache(a[0], hash_of(1));
+  pool.cache(a[1], hash_of(2));  // a[2] holds no hash
+  pool.record_events(true);
+  pool.free(std::vector<BlockId>{a[1], a[0]});
+  EXPECT_FALSE(pool.reset_prefix_cache()) << "a[2] is in use";
+  EXPECT_EQ(pool.num_cached_blocks(), 2u);
+  EXPECT_TRUE(pool.take_events().empty());
+  pool.free(std::vector<BlockId>{a[2]});
+  const std::vector<BlockId> order = pool.free_queue_order();
+  ASSERT_TRUE(pool.reset_prefix_cache());
+  EXPECT_EQ(pool.num_cached_blocks(), 0u);
+  EXPECT_FALSE(pool.find_cached(hash_of(1)));
+  EXPECT_EQ(pool.take_events(), (std::vector<KvEvent>{{Kind::kRemoved, hash_of(2)}, {Kind::kRemoved, hash_of(1)}}));
+  EXPECT_EQ(pool.free_queue_order(), order);
+  EXPECT_EQ(pool.allocate(1)[0], order.front());
+}
+
 TEST(BlockHashHex, RoundTripsAndRefusesAnythingElse) {
   const BlockHash h = hash_of(77);
   const std::string hex = block_hash_hex(h);
