@@ -77,9 +77,7 @@ void handle_count_tokens(ServerContext& ctx, const http::Request& req, http::Res
   if (!body) return;
   auto chat = anthropic::count_tokens_chat_body(*body);
   if (auto* e = std::get_if<openai::RequestError>(&chat)) return send_error(res, *e);
-  Json chat_body = std::get<Json>(chat);
-  if (const Json* model = body->is_object() && body->contains("model") ? &(*body)["model"] : nullptr) chat_body["model"] = *model;
-  std::optional<std::vector<int32_t>> ids = prompt_ids(ctx, chat_body, res);
+  std::optional<std::vector<int32_t>> ids = prompt_ids(ctx, std::get<Json>(chat), res);
   if (!ids) return;
   res.set_content(openai::dump_json(Json{{"input_tokens", ids->size()}}), "application/json");
 }
