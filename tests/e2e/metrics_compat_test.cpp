@@ -30,15 +30,7 @@ double sample(const std::string& text, const std::string& name) {
 TEST(MetricsCompat, VllmAndSglangNamesGiveKvlmsValuesUnderABurst) {
   test::ServerProcess server({"-m", test::shared_path("models/synth-tiny-F32.gguf"), "-t", "1", "--max-seqs", "2",
                               "--metrics-compat", "vllm", "--metrics-compat", "sglang", "--served-model-name", "tiny"});
-  std::vector<std::thread> burst;
-  for (int i = 0; i < 6; ++i)
-    burst.emplace_back([&server, i] {
-      httplib::Client c("127.0.0.1", server.port());
-      c.set_read_timeout(120);
-      const Json body = {{"prompt", "Once upon a time " + std::to_string(i)}, {"max_tokens", 48}, {"ignore_eos", true}};
-      auto r = c.Post("/v1/completions", body.dump(), "application/json");
-      EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
-    });
+  std::vector<std::thread> burst = test::completion_burst(server, 6, 48);
   // Scrape until the burst has requests waiting: two run, the rest queue.
   std::string text;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);

@@ -7,7 +7,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <regex>
 #include <thread>
 #include <vector>
 
@@ -30,18 +29,12 @@ Json get_json(const test::ServerProcess& server, const std::string& path, const 
   return r && r->status == 200 ? Json::parse(r->body) : Json();
 }
 
-double gauge(const std::string& text, const std::string& name) {
-  std::smatch m;
-  const std::regex re("\n" + name + R"(\{[^}]*\} ([-0-9.e+]+))");
-  return std::regex_search(text, m, re) ? std::stod(m[1]) : -1;
-}
-
 TEST(WorkerApi, ServerAndModelInfoNameTheServedModelAndThePool) {
   test::ServerProcess server({"-m", test::shared_path("models/synth-tiny-F32.gguf"), "-t", "1", "--max-seqs", "3",
                               "--served-model-name", "tiny", "--kv-mem", "4194304"});
   const std::string metrics = test::metrics_text(server);
-  const double block_size = gauge(metrics, "kvlm_kv_block_size_tokens");
-  const double blocks = gauge(metrics, "kvlm_kv_blocks_capacity");
+  const double block_size = test::metric_sample(metrics, "kvlm_kv_block_size_tokens");
+  const double blocks = test::metric_sample(metrics, "kvlm_kv_blocks_capacity");
   ASSERT_GT(block_size, 0);
   for (const char* path : {"/server_info", "/get_server_info"}) {
     const Json info = get_json(server, path);
@@ -66,15 +59,7 @@ TEST(WorkerApi, GetLoadCountsWaitingAndRunningRequestsUnderABurst) {
   EXPECT_EQ(idle[0].value("dp_rank", -1), 0);
   EXPECT_EQ(idle[0].value("num_reqs", -1), 0);
   EXPECT_EQ(idle[0].value("num_tokens", -1), 0);
-  std::vector<std::thread> burst;
-  for (int i = 0; i < 6; ++i)
-    burst.emplace_back([&server, i] {
-      httplib::Client c("127.0.0.1", server.port());
-      c.set_read_timeout(120);
-      const Json body = {{"prompt", "Once upon a time " + std::to_string(i)}, {"max_tokens", 48}, {"ignore_eos", true}};
-      auto r = c.Post("/v1/completions", body.dump(), "application/json");
-      EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
-    });
+  std::vector<std::thread> burst = test::completion_burst(server, 6, 48);
   // Two run, the rest wait: poll until a reading sees both.
   Json load;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <httplib.h>
+#include <nlohmann/json.hpp>
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
@@ -262,6 +263,30 @@ std::string metrics_text(const ServerProcess& server) {
 
 double server_metric(const ServerProcess& server, const std::string& series) {
   return metric_sample(metrics_text(server), series);
+}
+
+std::vector<std::thread> completion_burst(const ServerProcess& server, int num_requests, int max_tokens) {
+  std::vector<std::thread> burst;
+  for (int i = 0; i < num_requests; ++i)
+    burst.emplace_back([&server, i, max_tokens] {
+      httplib::Client c("127.0.0.1", server.port());
+      c.set_read_timeout(120);
+      const nlohmann::json body = {
+          {"prompt", "Once upon a time " + std::to_string(i)}, {"max_tokens", max_tokens}, {"ignore_eos", true}};
+      auto r = c.Post("/v1/completions", body.dump(), "application/json");
+      EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
+    });
+  return burst;
+}
+
+std::string hex_bytes(const std::string& bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out.push_back(digits[c >> 4]);
+    out.push_back(digits[c & 15]);
+  }
+  return out;
 }
 
 int stream_then_hang_up(const ServerProcess& server, const std::string& path, const std::string& body, int chunks) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -68,6 +69,14 @@ double metric_sample(const std::string& text, const std::string& series);
 std::string metrics_text(const ServerProcess& server);
 // metric_sample of a server's current /metrics.
 double server_metric(const ServerProcess& server, const std::string& series);
+
+// `num_requests` greedy completions of `max_tokens` tokens each (ignore_eos,
+// prompts that differ), each on its own thread and connection, started now:
+// an overload burst. Each thread expects a 200; join them all.
+std::vector<std::thread> completion_burst(const ServerProcess& server, int num_requests, int max_tokens);
+
+// Lowercase hex of a byte string, two digits a byte (wire-format tests).
+std::string hex_bytes(const std::string& bytes);
 
 // POSTs a streaming JSON `body` to `path` and hangs up once `chunks` chunks
 // of the answer have arrived; returns how many arrived (fewer: it ended first).

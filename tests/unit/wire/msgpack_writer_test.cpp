@@ -6,26 +6,17 @@
 #include <cstdint>
 #include <string>
 
+#include "support/test_support.h"
 #include "wire/kv_events/msgpack_writer.h"
 
 namespace kvlm {
 namespace {
 
-std::string hex(const std::string& bytes) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) {
-    out.push_back(digits[c >> 4]);
-    out.push_back(digits[c & 15]);
-  }
-  return out;
-}
-
 template <typename F>
 std::string written(F&& write) {
   msgpack::Writer w;
   write(w);
-  return hex(w.bytes());
+  return test::hex_bytes(w.bytes());
 }
 
 TEST(MsgpackWriter, NilAndBooleans) {
@@ -76,14 +67,14 @@ std::string str_head(size_t n) {
   msgpack::Writer w;
   w.str(std::string(n, 'x'));
   EXPECT_EQ(w.bytes().substr(w.bytes().size() - n), std::string(n, 'x'));
-  return hex(w.bytes().substr(0, w.bytes().size() - n));
+  return test::hex_bytes(w.bytes().substr(0, w.bytes().size() - n));
 }
 
 std::string bin_head(size_t n) {
   msgpack::Writer w;
   w.bin(std::string(n, '\0'));
   EXPECT_EQ(w.bytes().substr(w.bytes().size() - n), std::string(n, '\0'));
-  return hex(w.bytes().substr(0, w.bytes().size() - n));
+  return test::hex_bytes(w.bytes().substr(0, w.bytes().size() - n));
 }
 
 TEST(MsgpackWriter, StrLengthsAtEachBoundary) {

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "support/test_support.h"
 #include "wire/kv_events/vllm_kv_events.h"
 
 namespace kvlm {
@@ -13,16 +14,6 @@ namespace {
 
 using namespace vllm_events;
 using Kind = KvEvent::Kind;
-
-std::string payload_hex(const std::string& bytes) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) {
-    out.push_back(digits[c >> 4]);
-    out.push_back(digits[c & 15]);
-  }
-  return out;
-}
 
 BlockHash h(uint64_t lo) { return BlockHash{Hash128{lo, 0x1234}}; }
 
@@ -38,7 +29,7 @@ KvEvent removed(uint64_t hash) { return KvEvent{Kind::kRemoved, h(hash)}; }
 
 TEST(VllmKvEvents, EachEventsBytes) {
   BlockStored s{{0x8000000000000001ull}, std::nullopt, {1, 300}, 2, "CPU", {}};
-  EXPECT_EQ(payload_hex(encode_batch(1.5, std::vector<Event>{s}, 0)),
+  EXPECT_EQ(test::hex_bytes(encode_batch(1.5, std::vector<Event>{s}, 0)),
             "93"                         // [ts, events, dp_rank]
             "cb3ff8000000000000"         // ts 1.5
             "91"                         // one event
@@ -54,12 +45,12 @@ TEST(VllmKvEvents, EachEventsBytes) {
             "00");                       // dp_rank
   s.parent_block_hash = 7;
   s.extra_keys = {std::vector<std::string>{"ab"}, std::nullopt};
-  EXPECT_EQ(payload_hex(encode_batch(1.5, std::vector<Event>{s}, 0)).substr(22),
+  EXPECT_EQ(test::hex_bytes(encode_batch(1.5, std::vector<Event>{s}, 0)).substr(22),
             "99ab426c6f636b53746f72656491cf800000000000000107"
             "9201cd012c02c0a3435055c0"
             "9291a26162c0"  // extra_keys [["ab"], nil]
             "00");
-  EXPECT_EQ(payload_hex(encode_batch(1.5, std::vector<Event>{BlockRemoved{{5, 6}, "CPU"}, AllBlocksCleared{}}, 3)),
+  EXPECT_EQ(test::hex_bytes(encode_batch(1.5, std::vector<Event>{BlockRemoved{{5, 6}, "CPU"}, AllBlocksCleared{}}, 3)),
             "93cb3ff800000000000092"
             "93ac426c6f636b52656d6f766564920506a3435055"  // ["BlockRemoved", [5, 6], "CPU"]
             "91b0416c6c426c6f636b73436c6561726564"        // ["AllBlocksCleared"]
