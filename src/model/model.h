@@ -51,6 +51,8 @@ class Model {
 
   const ModelConfig& config() const { return config_; }
   const GgufFile& gguf() const { return *gguf_; }
+  // The backend its weights were prepared by (an adapter's matrices must be too).
+  const Backend& backend() const { return backend_; }
   // Layer groups that share block tables (one for most models).
   virtual std::vector<KvGroupSpec> kv_groups() const;
   // Positions the model can encode at most (GPT-2's learned table); nullopt

@@ -1,0 +1,70 @@
+// LoRA adapters on a loaded base model (docs/lora.md): each adapted matrix W
+// of a layer gets y += scale * B (A x) beside the base's y = W x, for the
+// rows of a step whose sequence uses the adapter. Adapters are applied at
+// run time, never merged into the base, so one base serves many adapters
+// and the base alone in one batch (model/lora_apply.h).
+//
+// Two file formats load into one LoraAdapter (model/lora_load.h): a PEFT
+// folder (adapter_config.json + adapter_model.safetensors) and llama.cpp's
+// GGUF LoRA (general.type = adapter, adapter.type = lora).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backend/weight_matrix.h"
+#include "common/hash.h"
+
+namespace kvlm {
+
+// The base matrices an adapter can adapt, by their GGUF tensor names
+// ("blk.N.<name>.weight"). kQkv is a fused q/k/v matrix (GPT-2's c_attn).
+enum class LoraTarget : uint8_t { kQ, kK, kV, kQkv, kOut, kGate, kUp, kDown };
+inline constexpr size_t kNumLoraTargets = 8;
+
+// "attn_q", "attn_k", "attn_v", "attn_qkv", "attn_output", "ffn_gate",
+// "ffn_up", "ffn_down": the GGUF name between "blk.N." and ".weight".
+std::string_view lora_target_gguf_name(LoraTarget t);
+std::optional<LoraTarget> lora_target_from_gguf_name(std::string_view name);
+
+// One adapted matrix: delta y = scale * B (A x). A and B are F32 and were
+// prepared by the backend that runs the base (Backend::prepare_matrix).
+struct LoraPair {
+  WeightMatrix a;      // [rank, in]
+  WeightMatrix b;      // [out, rank]
+  float scale = 1.0f;  // alpha / rank (rsLoRA: alpha / sqrt(rank)), times the user's scale
+};
+
+struct LoraAdapter {
+  std::string source;   // the file or folder it was read from (messages)
+  int32_t max_rank = 0;
+  // A digest of every pair's tensors and scale (not the name or path): the
+  // KV cache keeps blocks of different adapters apart by it, and an
+  // identical adapter loaded again finds its blocks (kv/block_hash.h).
+  Hash128 identity;
+  // [num_layers][target]: the pair adapting layer l's target, if any.
+  std::vector<std::array<std::optional<LoraPair>, kNumLoraTargets>> layers;
+  // Owns the bytes the pairs' WeightMatrix views point into.
+  std::vector<std::vector<float>> storage;
+
+  const LoraPair* pair(int32_t layer, LoraTarget t) const {
+    const auto& slot = layers[static_cast<size_t>(layer)][static_cast<size_t>(t)];
+    return slot ? &*slot : nullptr;
+  }
+  // Bytes the adapter holds (its tensors as F32, and their packed copies).
+  size_t num_bytes = 0;
+  // Targets it adapts somewhere, in enum order ("attn_q", "ffn_down", ...).
+  std::vector<LoraTarget> targets() const;
+};
+
+// The extra key a request of this adapter hashes its KV blocks with, from
+// its cache_salt key (kv/block_hash.h cache_salt_key; 0: no salt): never 0,
+// and different for every adapter identity.
+uint64_t lora_extra_key(const LoraAdapter& adapter, uint64_t salt_key);
+
+}  // namespace kvlm
