@@ -39,6 +39,7 @@
 namespace kvlm {
 
 class Model;
+struct LoraAdapter;
 struct ModelConfig;
 class OutputProcessor;
 class Tokenizer;
@@ -101,6 +102,9 @@ struct GenerateRequest {
   // control tokens, and the server's tool-call parser needs to see them.
   bool render_special = false;
   uint64_t cache_salt = 0;
+  // A LoRA adapter of the engine's model (model/lora.h) the request runs
+  // with; null: the base alone. The engine holds it until the request ends.
+  std::shared_ptr<const LoraAdapter> lora;
   // < 0: none; 0: the log-probability of each generated token; N: and the N
   // most likely tokens at each step (token_logprobs in runner/sampler.h).
   int32_t logprobs = -1;

@@ -5,6 +5,7 @@
 #include "common/error.h"
 #include "engine/engine.h"
 #include "engine/engine_live.h"
+#include "model/lora.h"
 #include "model/model.h"
 #include "runner/model_runner.h"
 #include "sched/scheduler.h"
@@ -43,7 +44,10 @@ std::unique_ptr<Request> Engine::make_request(GenerateRequest& g, KvBudget& budg
   request->tokens = g.prompt_tokens;
   request->num_prompt_tokens = num_prompt;
   request->max_tokens = g.max_tokens;
-  request->cache_salt = g.cache_salt;
+  // An adapter's blocks hold its own K/V: hashed apart from the base's and
+  // every other adapter's (an identical adapter loaded again shares them).
+  request->cache_salt = g.lora ? lora_extra_key(*g.lora, g.cache_salt) : g.cache_salt;
+  request->lora = g.lora.get();
   request->prompt_logits = g.prompt_logprobs;
   request->pooling = g.pooling;
   request->kv_budget = budget;
@@ -72,6 +76,8 @@ std::vector<std::optional<size_t>> prompt_leaders(const std::vector<GenerateRequ
     const std::vector<int32_t>& a = requests[i].prompt_tokens;
     size_t best = 0;
     for (size_t j = 0; j < i; ++j) {
+      // Another salt or adapter shares no block, whatever the tokens.
+      if (requests[j].cache_salt != requests[i].cache_salt || requests[j].lora != requests[i].lora) continue;
       const std::vector<int32_t>& b = requests[j].prompt_tokens;
       const auto mismatch = std::mismatch(a.begin(), a.end(), b.begin(), b.end());
       const auto shared = static_cast<size_t>(mismatch.first - a.begin());

@@ -18,7 +18,8 @@ struct Engine::Live {
   Live(std::shared_ptr<RequestStream> s, const Tokenizer& tok, const GenerateRequest& g, double now)
       : stream(std::move(s)), sampler(g.sampling), output(tok, g), arrival_s(now),
         deadline_s(g.timeout_s > 0 ? now + g.timeout_s : 0), timeout_s(g.timeout_s), logprobs(g.logprobs),
-        speculative(g.speculative && g.pooling == Pooling::kNone), pooling(g.pooling), normalize(g.normalize) {}
+        speculative(g.speculative && g.pooling == Pooling::kNone), pooling(g.pooling), normalize(g.normalize),
+        lora(g.lora) {}
   std::shared_ptr<RequestStream> stream;
   Sampler sampler;
   // Its text, grammar and thinking section (OutputProcessor).
@@ -48,6 +49,8 @@ struct Engine::Live {
   bool normalize;
   std::vector<double> hidden_sum;
   int32_t num_hidden_rows = 0;
+  // Kept alive while the request runs (the scheduler's Request points at it).
+  std::shared_ptr<const LoraAdapter> lora;
 };
 
 }  // namespace kvlm

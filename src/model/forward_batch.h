@@ -11,6 +11,14 @@
 
 namespace kvlm {
 
+struct LoraAdapter;  // model/lora.h
+
+// The rows of a step whose sequences use one LoRA adapter (model/lora_apply.h).
+struct LoraRows {
+  const LoraAdapter* adapter = nullptr;
+  std::span<const int32_t> rows;  // rows of T, ascending
+};
+
 // A KV group is a set of layers that share block tables. Most models have one;
 // Gemma-2 has two (full-attention layers and sliding-window layers), because
 // the window layers free blocks that fall out of their window.
@@ -38,6 +46,9 @@ struct ForwardBatch {
   // l * attn_stats_layer_stride (per-layer analysis, bench kv --head-analysis)
   // instead of every layer adding into the same rows.
   size_t attn_stats_layer_stride = 0;
+  // The rows that run with a LoRA adapter, one entry per adapter in the
+  // step; rows in none run the base alone. Empty: no adapter in the step.
+  std::span<const LoraRows> lora;
 };
 
 // The seqs layer l attends with: group.seqs, or with per-layer statistics a

@@ -95,20 +95,27 @@ class Gemma2Model final : public Model {
       backend_.rms_norm(s.x.data(), L.attn_norm.data(), s.xn.data(), T, D, c.norm_eps);
       const MatmulJob qkv[] = {{&L.wq, s.q.data()}, {&L.wk, s.k.data()}, {&L.wv, s.v.data()}};
       backend_.matmul_many(qkv, s.xn.data(), T);
+      add_lora(batch, l, LoraTarget::kQ, s.xn.data(), D, s.q.data(), c.q_dim(), s);
+      add_lora(batch, l, LoraTarget::kK, s.xn.data(), D, s.k.data(), c.kv_dim(), s);
+      add_lora(batch, l, LoraTarget::kV, s.xn.data(), D, s.v.data(), c.kv_dim(), s);
       backend_.rope(s.q.data(), batch.positions.data(), T, c.num_heads, c.head_dim, c.rope);
       backend_.rope(s.k.data(), batch.positions.data(), T, c.num_kv_heads, c.head_dim, c.rope);
       backend_.kv_write(kv.layout, kv.layers[l], s.k.data(), s.v.data(), group.slots.data(), T);
       backend_.paged_attention(kv.layout, kv.layers[l], s.q.data(), layer_seqs(batch, group, l, s.layer_seq_buffer),
                                ap, s.attn.data());
       backend_.matmul(L.wo, s.attn.data(), T, s.h2.data());
+      add_lora(batch, l, LoraTarget::kOut, s.attn.data(), c.q_dim(), s.h2.data(), D, s);
       backend_.rms_norm(s.h2.data(), L.post_attn_norm.data(), s.h2.data(), T, D, c.norm_eps);
       backend_.add_inplace(s.x.data(), s.h2.data(), T * D);
 
       backend_.rms_norm(s.x.data(), L.ffn_norm.data(), s.xn.data(), T, D, c.norm_eps);
       const MatmulJob gate_up[] = {{&L.w_gate, s.h1.data()}, {&L.w_up, s.h2.data()}};
       backend_.matmul_many(gate_up, s.xn.data(), T);
+      add_lora(batch, l, LoraTarget::kGate, s.xn.data(), D, s.h1.data(), c.ffn_dim, s);
+      add_lora(batch, l, LoraTarget::kUp, s.xn.data(), D, s.h2.data(), c.ffn_dim, s);
       backend_.geglu(s.h1.data(), s.h2.data(), s.h1.data(), T * c.ffn_dim);
       backend_.matmul(L.w_down, s.h1.data(), T, s.h2.data());
+      add_lora(batch, l, LoraTarget::kDown, s.h1.data(), c.ffn_dim, s.h2.data(), D, s);
       backend_.rms_norm(s.h2.data(), L.post_ffn_norm.data(), s.h2.data(), T, D, c.norm_eps);
       backend_.add_inplace(s.x.data(), s.h2.data(), T * D);
     }

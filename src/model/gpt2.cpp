@@ -91,6 +91,7 @@ class Gpt2Model final : public Model {
       const KvGroupBatch& group = batch.groups[kv.layer_group[l]];
       backend_.layer_norm(s.x.data(), L.attn_norm.data(), L.attn_norm_b.data(), s.xn.data(), T, D, c.norm_eps);
       backend_.matmul(L.w_qkv, s.xn.data(), T, s.q.data());
+      add_lora(batch, l, LoraTarget::kQkv, s.xn.data(), D, s.q.data(), 3 * D, s);
       backend_.add_bias(s.q.data(), L.b_qkv.data(), T, 3 * D);
       for (int64_t t = 0; t < T; ++t) {  // split the fused rows
         const float* row = &s.q[t * 3 * D];
@@ -102,14 +103,17 @@ class Gpt2Model final : public Model {
       backend_.paged_attention(kv.layout, kv.layers[l], q, layer_seqs(batch, group, l, s.layer_seq_buffer), ap,
                                attn_out);
       backend_.matmul(L.wo, attn_out, T, s.h2.data());
+      add_lora(batch, l, LoraTarget::kOut, attn_out, D, s.h2.data(), D, s);
       backend_.add_bias(s.h2.data(), L.bo.data(), T, D);
       backend_.add_inplace(s.x.data(), s.h2.data(), T * D);
 
       backend_.layer_norm(s.x.data(), L.ffn_norm.data(), L.ffn_norm_b.data(), s.xn.data(), T, D, c.norm_eps);
       backend_.matmul(L.w_up, s.xn.data(), T, s.h1.data());
+      add_lora(batch, l, LoraTarget::kUp, s.xn.data(), D, s.h1.data(), c.ffn_dim, s);
       backend_.add_bias(s.h1.data(), L.b_up.data(), T, c.ffn_dim);
       backend_.gelu(s.h1.data(), T * c.ffn_dim);
       backend_.matmul(L.w_down, s.h1.data(), T, s.h2.data());
+      add_lora(batch, l, LoraTarget::kDown, s.h1.data(), c.ffn_dim, s.h2.data(), D, s);
       backend_.add_bias(s.h2.data(), L.b_down.data(), T, D);
       backend_.add_inplace(s.x.data(), s.h2.data(), T * D);
     }

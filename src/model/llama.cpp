@@ -61,7 +61,7 @@ class LlamaModel final : public Model {
     for (int32_t l = 0; l < c.num_layers; ++l) {
       attention_block(l, batch, kv, s);
       backend_.add_inplace(s.x.data(), s.h2.data(), T * c.dim);
-      ffn_block(l, T, s);
+      ffn_block(l, batch, s);
       backend_.add_inplace(s.x.data(), s.h2.data(), T * c.dim);
     }
 
@@ -86,6 +86,9 @@ class LlamaModel final : public Model {
     backend_.rms_norm(s.x.data(), L.attn_norm.data(), s.xn.data(), T, c.dim, c.norm_eps);
     const MatmulJob qkv[] = {{&L.wq, s.q.data()}, {&L.wk, s.k.data()}, {&L.wv, s.v.data()}};
     backend_.matmul_many(qkv, s.xn.data(), T);
+    add_lora(batch, l, LoraTarget::kQ, s.xn.data(), c.dim, s.q.data(), c.q_dim(), s);
+    add_lora(batch, l, LoraTarget::kK, s.xn.data(), c.dim, s.k.data(), c.kv_dim(), s);
+    add_lora(batch, l, LoraTarget::kV, s.xn.data(), c.dim, s.v.data(), c.kv_dim(), s);
     if (!L.bq.empty()) backend_.add_bias(s.q.data(), L.bq.data(), T, c.q_dim());
     if (!L.bk.empty()) backend_.add_bias(s.k.data(), L.bk.data(), T, c.kv_dim());
     if (!L.bv.empty()) backend_.add_bias(s.v.data(), L.bv.data(), T, c.kv_dim());
@@ -104,12 +107,14 @@ class LlamaModel final : public Model {
     backend_.paged_attention(kv.layout, kv.layers[l], s.q.data(), layer_seqs(batch, group, l, s.layer_seq_buffer),
                              ap, s.attn.data());
     backend_.matmul(L.wo, s.attn.data(), T, s.h2.data());
+    add_lora(batch, l, LoraTarget::kOut, s.attn.data(), c.q_dim(), s.h2.data(), c.dim, s);
   }
 
   // s.h2 ([T, dim]) = layer l's feed-forward block (SwiGLU, or its experts)
   // over the normed residual stream.
-  void ffn_block(int32_t l, int64_t T, ForwardScratch& s) const {
+  void ffn_block(int32_t l, const ForwardBatch& batch, ForwardScratch& s) const {
     const ModelConfig& c = config_;
+    const int64_t T = static_cast<int64_t>(batch.tokens.size());
     const LlamaLayer& L = layers_[l];
     backend_.rms_norm(s.x.data(), L.ffn_norm.data(), s.xn.data(), T, c.dim, c.norm_eps);
     if (c.moe.enabled()) {
@@ -118,8 +123,11 @@ class LlamaModel final : public Model {
     }
     const MatmulJob gate_up[] = {{&L.w_gate, s.h1.data()}, {&L.w_up, s.h2.data()}};
     backend_.matmul_many(gate_up, s.xn.data(), T);
+    add_lora(batch, l, LoraTarget::kGate, s.xn.data(), c.dim, s.h1.data(), c.ffn_dim, s);
+    add_lora(batch, l, LoraTarget::kUp, s.xn.data(), c.dim, s.h2.data(), c.ffn_dim, s);
     backend_.swiglu(s.h1.data(), s.h2.data(), s.h1.data(), T * c.ffn_dim);
     backend_.matmul(L.w_down, s.h1.data(), T, s.h2.data());
+    add_lora(batch, l, LoraTarget::kDown, s.h1.data(), c.ffn_dim, s.h2.data(), c.dim, s);
   }
 
   WeightMatrix token_embd_;          // [vocab, dim]

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -61,6 +62,13 @@ struct LoraAdapter {
   // Targets it adapts somewhere, in enum order ("attn_q", "ffn_down", ...).
   std::vector<LoraTarget> targets() const;
 };
+
+// One adapter that applies all of `adapters` at once (llama.cpp's several
+// --lora): for each matrix, their pairs stacked along the rank (A = [A1; A2],
+// B = [s1 B1, s2 B2], scale 1), equal in exact arithmetic to the sum of
+// their shares. One adapter is returned as it is. Each must be of one base.
+std::shared_ptr<const LoraAdapter> stack_loras(std::span<const std::shared_ptr<const LoraAdapter>> adapters,
+                                               const class Backend& backend);
 
 // The extra key a request of this adapter hashes its KV blocks with, from
 // its cache_salt key (kv/block_hash.h cache_salt_key; 0: no salt): never 0,

@@ -12,6 +12,7 @@
 #include "model/config.h"
 #include "model/forward_batch.h"
 #include "model/gguf.h"
+#include "model/lora_apply.h"
 #include "model/moe.h"
 
 namespace kvlm {
@@ -24,6 +25,7 @@ struct ForwardScratch {
   MoeScratch moe;
   MoeStats moe_stats;  // reset by each forward pass of a model with experts
   std::vector<AttentionSeq> layer_seq_buffer;  // layer_seqs() with per-layer statistics
+  LoraScratch lora;
 };
 
 struct ModelLoadOptions {
@@ -67,6 +69,12 @@ class Model {
  protected:
   Model(std::unique_ptr<GgufFile> gguf, ModelConfig config, const Backend& backend)
       : gguf_(std::move(gguf)), config_(std::move(config)), backend_(backend) {}
+  // Adds the step's LoRA adapters' share to the base's output of (layer,
+  // target): model/lora_apply.h. Nothing when no row has an adapter.
+  void add_lora(const ForwardBatch& batch, int32_t layer, LoraTarget target, const float* x, int64_t in, float* y,
+                int64_t out, ForwardScratch& s) const {
+    if (!batch.lora.empty()) apply_lora(backend_, batch.lora, layer, target, x, in, y, out, s.lora);
+  }
   std::unique_ptr<GgufFile> gguf_;  // owns the mapping the weights point into
   ModelConfig config_;
   const Backend& backend_;  // every op of the forward pass; its weights were prepared by it

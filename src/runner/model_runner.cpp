@@ -89,6 +89,17 @@ void ModelRunner::collect_stats(const SchedulerOutput& out) {
   }
 }
 
+void ModelRunner::add_adapter_rows(const LoraAdapter* adapter, int32_t begin, int32_t n) {
+  auto it = std::find_if(adapter_rows_.begin(), adapter_rows_.end(), [&](const auto& e) { return e.first == adapter; });
+  if (it == adapter_rows_.end()) {
+    // Adapters unused this step are forgotten before a new one is added, so
+    // the list holds no pointer to an adapter that is gone.
+    std::erase_if(adapter_rows_, [](const auto& e) { return e.second.empty(); });
+    it = adapter_rows_.insert(adapter_rows_.end(), {adapter, {}});
+  }
+  for (int32_t i = 0; i < n; ++i) it->second.push_back(begin + i);
+}
+
 std::span<const float> ModelRunner::execute(const SchedulerOutput& out) {
   const size_t num_groups = model_.kv_groups().size();
   const int32_t bs = storage_.block_size();
@@ -96,6 +107,7 @@ std::span<const float> ModelRunner::execute(const SchedulerOutput& out) {
   positions_.clear();
   logit_rows_.clear();
   hidden_rows_.clear();
+  for (auto& [adapter, rows] : adapter_rows_) rows.clear();
   slots_.assign(num_groups, {});
   seqs_.assign(num_groups, {});
   run_kv_ops(out.kv_ops);
@@ -129,6 +141,7 @@ std::span<const float> ModelRunner::execute(const SchedulerOutput& out) {
     }
     for (size_t g = 0; g < num_groups; ++g)
       seqs_[g].push_back(AttentionSeq{begin, n, s.slot_begin + n, tables[g].ids, stats});
+    if (s.lora) add_adapter_rows(s.lora, begin, n);
     for (int32_t i = 0; i < s.num_prompt_logits; ++i) logit_rows_.push_back(begin + i);
     for (int32_t i = n - s.num_hidden_rows; i < n; ++i) hidden_rows_.push_back(begin + i);
     // Sampling rows: the last token's, or with proposals each of the last
@@ -141,6 +154,10 @@ std::span<const float> ModelRunner::execute(const SchedulerOutput& out) {
   std::vector<KvGroupBatch> groups(num_groups);
   for (size_t g = 0; g < num_groups; ++g) groups[g] = KvGroupBatch{slots_[g], seqs_[g]};
   ForwardBatch batch{tokens_, positions_, groups, logit_rows_, hidden_rows_};
+  lora_.clear();
+  for (const auto& [adapter, rows] : adapter_rows_)
+    if (!rows.empty()) lora_.push_back(LoraRows{adapter, rows});
+  batch.lora = lora_;
   // Per-layer statistics: each layer's rows follow the previous layer's. One
   // stride for the whole batch, so only a step of one collecting seq can take it.
   if (attention_per_layer_) {

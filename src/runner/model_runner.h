@@ -45,11 +45,16 @@ class ModelRunner {
   const Model& model() const { return model_; }
 
  private:
+  // Rows [begin, begin + n) run with `adapter` this step.
+  void add_adapter_rows(const LoraAdapter* adapter, int32_t begin, int32_t n);
   const Model& model_;
   KvStorage storage_;
   ForwardScratch scratch_;
   // Batch buffers, reused across steps.
   std::vector<int32_t> tokens_, positions_, logit_rows_, hidden_rows_;
+  // The step's rows of each LoRA adapter in it (ForwardBatch::lora).
+  std::vector<std::pair<const LoraAdapter*, std::vector<int32_t>>> adapter_rows_;
+  std::vector<LoraRows> lora_;
   std::vector<std::vector<int64_t>> slots_;          // [group][T]
   std::vector<std::vector<AttentionSeq>> seqs_;      // [group][num seqs]
   std::vector<float> logits_;

@@ -15,6 +15,8 @@
 
 namespace kvlm {
 
+struct LoraAdapter;  // model/lora.h: opaque here, the runner applies it
+
 enum class RequestStatus { kWaiting, kRunning, kFinished };
 
 enum class FinishReason {
@@ -37,6 +39,9 @@ struct Request {
   int32_t max_tokens = 16;           // generated tokens allowed
   std::vector<int32_t> stop_token_ids;  // generation ends after sampling one of these
   uint64_t cache_salt = 0;           // separates prefix-cache namespaces (0: shared)
+  // The LoRA adapter it runs with (null: the base); the engine owns it, and
+  // cache_salt already keeps its blocks apart.
+  const LoraAdapter* lora = nullptr;
   // Logits are wanted for every prompt position (prompt log-probabilities):
   // the prompt is computed in full, never served by the prefix cache.
   bool prompt_logits = false;

@@ -128,6 +128,7 @@ void Scheduler::add_request(std::unique_ptr<Request> request) {
 ScheduledSeq Scheduler::make_seq(const Request& r, int32_t num_new, std::span<const int32_t> drafts) {
   ScheduledSeq s;
   s.id = r.id;
+  s.lora = r.lora;
   s.num_computed = r.num_computed_tokens;
   auto first = r.tokens.begin() + r.num_computed_tokens;
   s.new_tokens.assign(first, first + num_new);

@@ -35,6 +35,7 @@ struct SchedulerConfig {
 // One request's share of a step. Plain data: the runner needs nothing else.
 struct ScheduledSeq {
   RequestId id;
+  const LoraAdapter* lora = nullptr;  // Request::lora
   int32_t num_computed = 0;   // tokens already computed (index of the first new token)
   int32_t slot_begin = 0;     // KV slot of the first new token (== num_computed until tokens were dropped)
   int32_t position_begin = 0; // its position: num_computed, or slot_begin with --kv-shift
