@@ -65,12 +65,7 @@ std::vector<std::unique_ptr<SafetensorsFile>> open_weights(const fs::path& dir) 
   return files;
 }
 
-// HF name -> GGUF name; `expert` is set for one expert of a stack.
-struct MappedName {
-  std::string name;
-  int64_t layer = -1;
-  int64_t expert = -1;
-};
+using MappedName = HfGgufName;
 
 std::optional<MappedName> map_layer_part(const std::string& rest, int64_t layer, const std::string& arch) {
   const std::string blk = "blk." + std::to_string(layer) + ".";
@@ -130,6 +125,12 @@ std::optional<MappedName> map_name(const std::string& hf, const std::string& arc
     return std::nullopt;
   return map_layer_part(hf.substr(dot + 1), std::stoll(num), arch);
 }
+
+}  // namespace
+
+std::optional<HfGgufName> hf_gguf_name(const std::string& hf, const std::string& arch) { return map_name(hf, arch); }
+
+namespace {
 
 GgufTensor gguf_tensor(const std::string& name, const SafetensorsTensor& t) {
   GgufTensor g;

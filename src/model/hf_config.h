@@ -49,4 +49,16 @@ struct Gpt2Name {
 };
 std::optional<Gpt2Name> gpt2_gguf_name(std::string hf);
 
+// hf_checkpoint.cpp: a llama-style family's HF tensor name as GGUF names it
+// ("model.layers.3.self_attn.q_proj.weight" -> "blk.3.attn_q.weight"), with
+// its layer (-1 before the layers, 1 << 30 after) and, for one expert of a
+// stack, the expert (else -1). `arch` is general.architecture. nullopt: not a
+// tensor of these families. LoRA adapters name their modules the same way.
+struct HfGgufName {
+  std::string name;
+  int64_t layer = -1;
+  int64_t expert = -1;
+};
+std::optional<HfGgufName> hf_gguf_name(const std::string& hf, const std::string& arch);
+
 }  // namespace kvlm
