@@ -5,6 +5,7 @@
 #include "common/error.h"
 #include "engine/engine.h"
 #include "engine/engine_live.h"
+#include "kv/block_hash.h"
 #include "model/lora.h"
 #include "model/model.h"
 #include "runner/model_runner.h"
@@ -46,7 +47,7 @@ std::unique_ptr<Request> Engine::make_request(GenerateRequest& g, KvBudget& budg
   request->max_tokens = g.max_tokens;
   // An adapter's blocks hold its own K/V: hashed apart from the base's and
   // every other adapter's (an identical adapter loaded again shares them).
-  request->cache_salt = g.lora ? lora_extra_key(*g.lora, g.cache_salt) : g.cache_salt;
+  request->cache_salt = g.lora ? adapter_extra_key(g.lora->identity, g.cache_salt) : g.cache_salt;
   request->lora = g.lora.get();
   request->prompt_logits = g.prompt_logprobs;
   request->pooling = g.pooling;

@@ -25,6 +25,12 @@ BlockHash hash_for_group(const BlockHash& h, int32_t group) {
 
 uint64_t cache_salt_key(std::string_view salt) { return hash128(salt.data(), salt.size()).lo | 1; }
 
+uint64_t adapter_extra_key(const Hash128& adapter, uint64_t salt_key) {
+  // Seeded by the identity; the salt rides inside, so salted requests of one
+  // adapter stay apart too.
+  return hash128(&salt_key, sizeof(salt_key), adapter).lo | 1;
+}
+
 std::string block_hash_hex(const BlockHash& h) {
   static constexpr char kDigits[] = "0123456789abcdef";
   std::string out(32, '0');

@@ -37,6 +37,12 @@ BlockHash hash_for_group(const BlockHash& h, int32_t group);
 // never 0, which means "shared".
 uint64_t cache_salt_key(std::string_view salt);
 
+// The extra_key of a request run with a LoRA adapter whose identity (the
+// digest of its tensors and scale, model/lora.h) is `adapter`, from its
+// cache_salt_key (0: no salt): never 0, different for every adapter, so no
+// two adapters (nor an adapter and the base) share a block.
+uint64_t adapter_extra_key(const Hash128& adapter, uint64_t salt_key);
+
 // 32 lowercase hex digits (hi then lo), the form KV events and the router
 // exchange; from_hex is nullopt for anything else.
 std::string block_hash_hex(const BlockHash& h);

@@ -83,10 +83,4 @@ std::shared_ptr<const LoraAdapter> stack_loras(std::span<const std::shared_ptr<c
   return out;
 }
 
-uint64_t lora_extra_key(const LoraAdapter& adapter, uint64_t salt_key) {
-  // Seeded by the identity, so two adapters never share a key, and the salt
-  // rides inside, so salted requests of one adapter stay apart too.
-  return hash128(&salt_key, sizeof(salt_key), adapter.identity).lo | 1;
-}
-
 }  // namespace kvlm

@@ -23,6 +23,8 @@
 
 namespace kvlm {
 
+class Backend;
+
 // The base matrices an adapter can adapt, by their GGUF tensor names
 // ("blk.N.<name>.weight"). kQkv is a fused q/k/v matrix (GPT-2's c_attn).
 enum class LoraTarget : uint8_t { kQ, kK, kV, kQkv, kOut, kGate, kUp, kDown };
@@ -46,7 +48,8 @@ struct LoraAdapter {
   int32_t max_rank = 0;
   // A digest of every pair's tensors and scale (not the name or path): the
   // KV cache keeps blocks of different adapters apart by it, and an
-  // identical adapter loaded again finds its blocks (kv/block_hash.h).
+  // identical adapter loaded again finds its blocks (kv/block_hash.h
+  // adapter_extra_key).
   Hash128 identity;
   // [num_layers][target]: the pair adapting layer l's target, if any.
   std::vector<std::array<std::optional<LoraPair>, kNumLoraTargets>> layers;
@@ -68,11 +71,6 @@ struct LoraAdapter {
 // B = [s1 B1, s2 B2], scale 1), equal in exact arithmetic to the sum of
 // their shares. One adapter is returned as it is. Each must be of one base.
 std::shared_ptr<const LoraAdapter> stack_loras(std::span<const std::shared_ptr<const LoraAdapter>> adapters,
-                                               const class Backend& backend);
-
-// The extra key a request of this adapter hashes its KV blocks with, from
-// its cache_salt key (kv/block_hash.h cache_salt_key; 0: no salt): never 0,
-// and different for every adapter identity.
-uint64_t lora_extra_key(const LoraAdapter& adapter, uint64_t salt_key);
+                                               const Backend& backend);
 
 }  // namespace kvlm

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "engine/engine.h"
+#include "engine/spec/speculative.h"
 #include "kv/block_hash.h"
 #include "model/model.h"
 #include "support/lora_fixture.h"
@@ -112,6 +113,37 @@ TEST(LoraEngine, PromptCachedUnderOneAdapterIsAMissUnderAnother) {
   EXPECT_GT(cached(a_again), 0) << "an identical adapter loaded again shares the blocks";
   EXPECT_GT(cached(nullptr), 0);
   expect_pool_whole(*engine);
+}
+
+// Speculative decoding (n-gram proposals, verified with the adapter) and a
+// KV budget change nothing an adapter's greedy output would not change
+// without them: the same tokens as plain decoding with the adapter.
+TEST(LoraEngine, SpeculationAndKvBudgetsKeepTheAdaptersOutput) {
+  auto plain = make_engine();
+  auto lora = test::random_lora(plain->model(), 8, test::llama_all_targets(), 21, 0.5f, 0.2f);
+  // A repetitive prompt, so the n-gram proposer proposes (and some proposals are right).
+  std::vector<int32_t> prompt = {1};
+  for (int r = 0; r < 6; ++r)
+    for (int32_t t : {40, 41, 42, 43, 44, 45, 46}) prompt.push_back(t);
+  const Result want = drain(*plain->submit(greedy(prompt, lora, 48)));
+  EXPECT_NE(want.tokens, drain(*plain->submit(greedy(prompt, nullptr, 48))).tokens);
+
+  EngineConfig spec;
+  spec.speculative.mode = SpeculateMode::kNgram;
+  spec.speculative.num_spec_tokens = 4;
+  auto speculating = make_engine(spec);
+  const auto lora_there = test::random_lora(speculating->model(), 8, test::llama_all_targets(), 21, 0.5f, 0.2f);
+  EXPECT_EQ(drain(*speculating->submit(greedy(prompt, lora_there, 48))).tokens, want.tokens);
+  expect_pool_whole(*speculating);
+  EXPECT_GT(speculating->metrics().num_spec_accepted, 0) << "no proposal was accepted: the check above tested nothing";
+
+  // A budget larger than the sequence evicts nothing: the same tokens.
+  GenerateRequest budgeted = greedy(prompt, lora, 48);
+  KvBudget b;
+  b.budget_tokens = 512;
+  budgeted.kv_budget = b;
+  EXPECT_EQ(drain(*plain->submit(budgeted)).tokens, want.tokens);
+  expect_pool_whole(*plain);
 }
 
 }  // namespace
