@@ -78,6 +78,8 @@ class GenerationAnswer final : public http::Producer {
   openai::Usage finish_usage() {
     const openai::Usage usage = total_usage(gen_, sub_);
     if (!charged_ && key_) key_->charge_tokens(usage.prompt_tokens + usage.completion_tokens);
+    if (!charged_ && gen_.lora)
+      ctx_.loras->record(gen_.model, usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens);
     charged_ = true;
     return usage;
   }

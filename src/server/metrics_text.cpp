@@ -1,6 +1,7 @@
 #include "server/metrics_text.h"
 
 #include <cstdio>
+#include <ctime>
 
 #include <unistd.h>
 
@@ -82,12 +83,13 @@ class Writer {
       out_ += fmt::format("{}_count{{{}}} {}\n", name, labels, cumulative);
     }
   }
-  // An info gauge: value 1, what it says in its labels (given in full).
-  void info(const char* name, const char* help, std::initializer_list<std::pair<const char*, std::string>> labels) {
+  // An info gauge: value 1 (or `value`), what it says in its labels (given in full).
+  void info(const char* name, const char* help, std::initializer_list<std::pair<const char*, std::string>> labels,
+            double value = 1) {
     header(name, "gauge", help);
     std::string text;
     for (const auto& [k, v] : labels) text += fmt::format("{}{}=\"{}\"", text.empty() ? "" : ",", k, escape_label(v));
-    out_ += fmt::format("{}{{{}}} 1\n", name, text);
+    out_ += fmt::format("{}{{{}}} {}\n", name, text, value);
   }
   std::string take() { return std::move(out_); }
 
@@ -319,6 +321,37 @@ std::string server_metrics_text(const ServerSeries& s, const std::string& model_
   w.metric("kvlm_body_memory_budget_bytes", "gauge", "The parsed bodies' memory budget (--body-mem).",
            static_cast<double>(s.body_memory_budget_bytes));
   if (s.grammars) write_grammar_metrics(w, *s.grammars);
+  return w.take();
+}
+
+std::string lora_metrics_text(const LoraSeries& s, const std::string& model_name, bool vllm) {
+  Writer w(model_name);
+  w.metric("kvlm_lora_adapters_loaded", "gauge", "LoRA adapters loaded.", static_cast<double>(s.num_loaded));
+  w.metric("kvlm_lora_adapters_max", "gauge", "LoRA adapters that may be loaded at once (--max-loras).",
+           static_cast<double>(s.max_loras));
+  // Adapter names come from requests (POST /v1/load_lora_adapter): escaped.
+  auto per_adapter = [&](auto field) {
+    std::vector<std::pair<std::string, double>> values;
+    for (const auto& [name, u] : s.usage) values.emplace_back(escape_label(name), static_cast<double>(field(u)));
+    return values;
+  };
+  w.labelled("kvlm_lora_requests_total", "counter", "Requests answered with each LoRA adapter.",
+             per_adapter([](const LoraUsage& u) { return u.num_requests; }), "adapter");
+  w.labelled("kvlm_lora_prompt_tokens_total", "counter", "Prompt tokens of each LoRA adapter's requests.",
+             per_adapter([](const LoraUsage& u) { return u.prompt_tokens; }), "adapter");
+  w.labelled("kvlm_lora_generation_tokens_total", "counter", "Tokens generated with each LoRA adapter.",
+             per_adapter([](const LoraUsage& u) { return u.generated_tokens; }), "adapter");
+  w.labelled("kvlm_lora_cached_tokens_total", "counter",
+             "Prompt tokens of each LoRA adapter's requests served by the prefix cache.",
+             per_adapter([](const LoraUsage& u) { return u.cached_tokens; }), "adapter");
+  if (vllm) {
+    std::string running;
+    for (const std::string& name : s.running) running += (running.empty() ? "" : ",") + name;
+    w.info("vllm:lora_requests_info", "Running stats on LoRA requests (value: the scrape's unix time).",
+           {{"max_lora", std::to_string(s.max_loras)}, {"running_lora_adapters", running},
+            {"waiting_lora_adapters", ""}},
+           static_cast<double>(std::time(nullptr)));
+  }
   return w.take();
 }
 

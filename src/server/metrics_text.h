@@ -3,7 +3,11 @@
 
 #include <cstdint>
 #include <optional>
+#include <map>
 #include <string>
+#include <vector>
+
+#include "server/lora_registry.h"
 
 namespace kvlm {
 
@@ -43,5 +47,17 @@ struct ServerSeries {
 // memory and the heap trims that keep it down, the refusals, the parsed
 // bodies' memory, and its grammars' memory, compilations and cache.
 std::string server_metrics_text(const ServerSeries& s, const std::string& model_name);
+
+// The LoRA adapters' series (docs/lora.md): how many are loaded, and per
+// adapter its requests and tokens; with vllm, vLLM's lora_requests_info too
+// (value: the scrape's unix time; labels max_lora, running_lora_adapters,
+// waiting_lora_adapters), which llm-d and the inference gateway read.
+struct LoraSeries {
+  size_t max_loras = 0;
+  size_t num_loaded = 0;
+  std::vector<std::string> running;  // adapters running requests hold now
+  std::map<std::string, LoraUsage> usage;
+};
+std::string lora_metrics_text(const LoraSeries& s, const std::string& model_name, bool vllm);
 
 }  // namespace kvlm

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string_view>
@@ -17,6 +18,7 @@
 #include "chat/tool_calls.h"
 #include "sched/request.h"
 #include "server/in_flight.h"
+#include "server/lora_registry.h"
 #include "server/metrics_text.h"
 #include "server/response_store.h"
 #include "model/rank_head.h"
@@ -99,6 +101,10 @@ struct ServerContext {
   // The transport's counters (/metrics); null until the server is made.
   const http::ServerStats* http_stats = nullptr;
   std::vector<MetricsCompat> metrics_compat{};  // ServerConfig::metrics_compat
+  // The LoRA adapters served by name beside the base (docs/lora.md), and
+  // how one is read from a path (null: the server loads none at run time).
+  std::unique_ptr<LoraRegistry> loras = std::make_unique<LoraRegistry>(0);
+  std::function<std::shared_ptr<const LoraAdapter>(const std::string& path)> load_lora{};
 };
 
 // Takes what parsing the request's body may allocate (parsed_json_bytes)
@@ -114,10 +120,16 @@ void send_grammar_refusal(const ServerContext& ctx, http::Response& res, const c
 // Answers 503 with Retry-After when a generation request of `num_choices`
 // would wait beyond --max-queued-requests; call under ctx.admission_mu.
 bool refuse_when_queue_full(ServerContext& ctx, int32_t num_choices, http::Response& res);
+// What a request's `model` names: the base (under the name the answer
+// gives) or one of its LoRA adapters, held for the request's life.
+struct ServedModel {
+  std::string name;
+  std::shared_ptr<const LoraAdapter> lora;  // null: the base
+};
 // The model a request names must be one this server serves (any of its
-// names); none named is the served model. Answers 404 model_not_found and
-// returns nullopt otherwise; else the name the answer gives.
-std::optional<std::string> served_model(const ServerContext& ctx, const std::string& asked, http::Response& res);
+// names, or a LoRA adapter's); none named is the served model. Answers 404
+// model_not_found and returns nullopt otherwise.
+std::optional<ServedModel> served_model(const ServerContext& ctx, const std::string& asked, http::Response& res);
 // 400 unsupported_parameter on `param`: the model has no FIM tokens.
 void send_no_fim_tokens(http::Response& res, const std::string& param);
 // llama.cpp's POST /infill (routes_infill.cpp).
@@ -133,6 +145,11 @@ void handle_get_response(ServerContext& ctx, const http::Request& req, http::Res
 void handle_response_input_items(ServerContext& ctx, const http::Request& req, http::Response& res);
 void handle_delete_response(ServerContext& ctx, const http::Request& req, http::Response& res);
 void handle_models(ServerContext& ctx, const http::Request& req, http::Response& res);
+// LoRA adapters (routes_lora.cpp): an adapter's /v1/models entry, and vLLM's
+// POST /v1/load_lora_adapter, /v1/unload_lora_adapter.
+openai::Json lora_model_json(const ServerContext& ctx, const ServedLora& lora);
+void handle_load_lora(ServerContext& ctx, const http::Request& req, http::Response& res);
+void handle_unload_lora(ServerContext& ctx, const http::Request& req, http::Response& res);
 // POST /v1/embeddings (routes_embeddings.cpp), and the pooling it uses:
 // `flag` (--pooling mean|last) when given, else the model's pooling_type.
 void set_pooling(ServerContext& ctx, const ModelConfig& model, const std::string& flag);
@@ -141,6 +158,7 @@ void handle_embeddings(ServerContext& ctx, const http::Request& req, http::Respo
 struct PooledRun {
   Pooling pooling = Pooling::kLast;
   bool normalize = true;  // L2 (embeddings); a reranker's head wants the raw state
+  std::shared_ptr<const LoraAdapter> lora{};  // the adapter the prompts run with (null: the base)
 };
 // Each prompt as an embedding request (routes_embeddings.cpp), batched with
 // whatever else runs, 64 at a time, under the queue limit and the drain:

@@ -35,6 +35,7 @@ struct Generation {
   std::string id;
   int64_t created = 0;
   std::string model;  // the name the answer gives: the one asked for, or the served model's
+  std::shared_ptr<const LoraAdapter> lora{};  // the adapter `model` names (null: the base)
   openai::GenerationOptions options;
   // One prompt (chat; completions' single prompt) or several (a list
   // `prompt`): choice k of prompt i answers as choice i * n + k.

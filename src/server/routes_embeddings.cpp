@@ -82,6 +82,7 @@ bool embed_wave(ServerContext& ctx, std::vector<std::vector<int32_t>> prompts, c
     gs[i].pooling = run.pooling;
     gs[i].normalize = run.normalize;
     gs[i].timeout_s = ctx.request_timeout_s;
+    gs[i].lora = run.lora;
   }
   Submitted sub;
   {
@@ -153,17 +154,17 @@ void handle_embeddings(ServerContext& ctx, const http::Request& req, http::Respo
   auto parsed = openai::parse_embeddings_request(*body);
   if (auto* e = std::get_if<openai::RequestError>(&parsed)) return send_error(res, *e);
   const auto& r = std::get<openai::EmbeddingsRequest>(parsed);
-  const std::optional<std::string> model = served_model(ctx, r.model, res);
+  const std::optional<ServedModel> model = served_model(ctx, r.model, res);
   if (!model) return;
   if (ctx.pooling == Pooling::kNone) return send_error(res, {400, ctx.pooling_error, std::string("model")});
   std::optional<std::vector<std::vector<int32_t>>> prompts = input_tokens(ctx, r.inputs, res);
   if (!prompts) return;
   int64_t num_tokens = 0;
   for (const auto& p : *prompts) num_tokens += static_cast<int64_t>(p.size());
-  const auto vectors = run_pooled(ctx, std::move(*prompts), {ctx.pooling, true}, req, res);
+  const auto vectors = run_pooled(ctx, std::move(*prompts), {ctx.pooling, true, model->lora}, req, res);
   if (!vectors) return;
   charge_tokens(req, num_tokens);  // the API key's tokens per minute
-  res.set_content(openai::dump_json(embeddings_body(*vectors, r.base64, *model, num_tokens)), "application/json");
+  res.set_content(openai::dump_json(embeddings_body(*vectors, r.base64, model->name, num_tokens)), "application/json");
 }
 
 std::optional<std::vector<std::vector<float>>> run_pooled(ServerContext& ctx, std::vector<std::vector<int32_t>> prompts,

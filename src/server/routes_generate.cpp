@@ -99,10 +99,11 @@ void send_no_fim_tokens(http::Response& res, const std::string& param) {
   send_error(res, e);
 }
 
-std::optional<std::string> served_model(const ServerContext& ctx, const std::string& asked, http::Response& res) {
-  if (asked.empty()) return ctx.model_names[0];
+std::optional<ServedModel> served_model(const ServerContext& ctx, const std::string& asked, http::Response& res) {
+  if (asked.empty()) return ServedModel{ctx.model_names[0], nullptr};
   for (const std::string& name : ctx.model_names)
-    if (name == asked) return asked;
+    if (name == asked) return ServedModel{asked, nullptr};
+  if (std::shared_ptr<const LoraAdapter> lora = ctx.loras->find(asked)) return ServedModel{asked, std::move(lora)};
   send_model_not_found(res, asked);
   return std::nullopt;
 }
@@ -118,10 +119,10 @@ void handle_completions(ServerContext& ctx, const http::Request& req, http::Resp
   } catch (const constrain::GrammarLimitError& e) {
     return send_grammar_refusal(ctx, res, e, "response_format");
   }
-  const std::optional<std::string> model = served_model(ctx, r.options.model, res);
+  const std::optional<ServedModel> model = served_model(ctx, r.options.model, res);
   if (!model) return;
-  Generation gen{.chat = false, .id = openai::new_id("cmpl"), .created = unix_now(), .model = *model,
-                 .options = std::move(r.options)};
+  Generation gen{.chat = false, .id = openai::new_id("cmpl"), .created = unix_now(), .model = model->name,
+                 .lora = model->lora, .options = std::move(r.options)};
   gen.echo = r.echo;
   if (gen.options.prompt_token_ids) {
     // The router's resumed stream: the prompt as the first server tokenized it.
@@ -172,15 +173,15 @@ void set_reasoning(const ServerContext& ctx, const openai::ChatRequest& r, Gener
 
 std::optional<Generation> chat_generation(ServerContext& ctx, openai::ChatRequest r, std::string id,
                                           http::Response& res) {
-  const std::optional<std::string> model = served_model(ctx, r.options.model, res);
+  const std::optional<ServedModel> model = served_model(ctx, r.options.model, res);
   if (!model) return std::nullopt;
   if (!ctx.chat_template) {
     send_error(res, {400, ctx.chat_template_error, std::string("messages")});
     return std::nullopt;
   }
   if (refuse_long_prompt(ctx, res, message_bytes(r.messages), 0, "messages")) return std::nullopt;
-  Generation gen{.chat = true, .id = std::move(id), .created = unix_now(), .model = *model,
-                 .options = std::move(r.options)};
+  Generation gen{.chat = true, .id = std::move(id), .created = unix_now(), .model = model->name,
+                 .lora = model->lora, .options = std::move(r.options)};
   if (!r.tools.is_null() && r.tool_choice.kind != openai::ToolChoice::Kind::kNone) {
     // A named function is one call of it, as OpenAI answers (and its grammar allows).
     const bool named = r.tool_choice.kind == openai::ToolChoice::Kind::kNamed;

@@ -21,7 +21,7 @@ void handle_infill(ServerContext& ctx, const http::Request& req, http::Response&
   auto options = openai::parse_completion_request(r.completion_body);
   if (auto* e = std::get_if<openai::RequestError>(&options)) return send_error(res, *e);
   auto& c = std::get<openai::CompletionRequest>(options);
-  const std::optional<std::string> model = served_model(ctx, c.options.model, res);
+  const std::optional<ServedModel> model = served_model(ctx, c.options.model, res);
   if (!model) return;
   size_t num_bytes = r.input_prefix.size() + r.input_suffix.size() + r.prompt.size();
   FimParts parts{.prefix = std::move(r.input_prefix), .suffix = std::move(r.input_suffix), .middle = std::move(r.prompt)};
@@ -35,7 +35,7 @@ void handle_infill(ServerContext& ctx, const http::Request& req, http::Response&
   std::optional<std::vector<int32_t>> ids = fim_prompt(ctx.engine.tokenizer(), parts);
   if (!ids) return send_no_fim_tokens(res, "input_suffix");
   Generation gen{.chat = false, .id = openai::new_id("cmpl"), .created = static_cast<int64_t>(std::time(nullptr)),
-                 .model = *model, .options = std::move(c.options)};
+                 .model = model->name, .lora = model->lora, .options = std::move(c.options)};
   gen.prompts.push_back(std::move(*ids));
   gen.prompt_texts.emplace_back();
   gen.writer = std::make_shared<llamacpp::InfillWriter>(gen.model);

@@ -4,7 +4,8 @@
 // object:
 //   {"type":"snapshot","instance":I,"seq":S,"block_size":B,"shared_tier":...,"hashes":[h,...]}
 //   {"type":"events","seq":N,"stored":[h,...],"removed":[h,...]}     N = previous seq + 1
-//   {"type":"load","running":R,"waiting":W,"pending_tokens":P,"kv_blocks_free":F,"kv_blocks_total":T}
+//   {"type":"load","running":R,"waiting":W,"pending_tokens":P,"kv_blocks_free":F,"kv_blocks_total":T,
+//    "draining":D,"loras":{NAME:IDENTITY,...}}
 // A reader starts with a snapshot (or, with ?instance=I&since=S from an
 // earlier connection to this same process, right after batch S if the log
 // still holds it) and gets a new snapshot whenever it falls behind the log.
@@ -16,6 +17,7 @@
 #include "common/log.h"
 #include "engine/engine.h"
 #include "kv/block_hash.h"
+#include "model/lora.h"
 #include "server/routes.h"
 
 namespace kvlm {
@@ -62,6 +64,14 @@ std::string snapshot_line(const ServerContext& ctx, EventsReader& r) {
                        {"hashes", hashes_json(s.hashes)}});
 }
 
+// The LoRA adapters served, by name: each one's identity, from which a
+// router derives the key its blocks are hashed with (adapter_extra_key).
+Json loras_json(const ServerContext& ctx) {
+  Json out = Json::object();
+  for (const ServedLora& lora : ctx.loras->list()) out[lora.name] = block_hash_hex(BlockHash{lora.adapter->identity});
+  return out;
+}
+
 // The load line when it changed (at most every kLoadEvery) or a second has passed.
 std::string load_line(const ServerContext& ctx, EventsReader& r) {
   const auto now = Clock::now();
@@ -73,7 +83,8 @@ std::string load_line(const ServerContext& ctx, EventsReader& r) {
                {"pending_tokens", m.num_pending_tokens},
                {"kv_blocks_free", m.num_kv_blocks - m.num_kv_blocks_used},
                {"kv_blocks_total", m.num_kv_blocks},
-               {"draining", ctx.in_flight.draining()}};
+               {"draining", ctx.in_flight.draining()},
+               {"loras", loras_json(ctx)}};
   if (load == r.last_load && now - r.last_load_sent < kLoadAtLeast) return {};
   r.last_load = load;
   r.last_load_sent = now;

@@ -1,4 +1,5 @@
 // Small routes: models, health, tokenize/detokenize, and the shared helpers.
+#include <algorithm>
 #include <ctime>
 
 #include <fmt/format.h>
@@ -52,6 +53,7 @@ void handle_models(ServerContext& ctx, const http::Request& req, http::Response&
   }
   Json data = Json::array();
   for (const std::string& name : ctx.model_names) data.push_back(model_json(ctx, name));
+  for (const ServedLora& lora : ctx.loras->list()) data.push_back(lora_model_json(ctx, lora));
   res.set_content(openai::dump_json(Json{{"object", "list"}, {"data", std::move(data)}}), "application/json");
 }
 
@@ -64,6 +66,8 @@ void handle_model(ServerContext& ctx, const http::Request& req, http::Response& 
                                                       : model_json(ctx, name);
     return res.set_content(openai::dump_json(model), "application/json");
   }
+  for (const ServedLora& lora : ctx.loras->list())
+    if (lora.name == id) return res.set_content(openai::dump_json(lora_model_json(ctx, lora)), "application/json");
   send_model_not_found(res, id);
 }
 
@@ -115,6 +119,11 @@ void handle_metrics(ServerContext& ctx, const http::Request&, http::Response& re
   const EngineMetrics metrics = ctx.engine.metrics();
   std::string compat;
   for (MetricsCompat c : ctx.metrics_compat) compat += compat_metrics_text(metrics, name, c);
+  const LoraSeries loras{.max_loras = ctx.loras->max_loras(), .num_loaded = ctx.loras->list().size(),
+                         .running = ctx.loras->names_in_use(), .usage = ctx.loras->usage()};
+  const bool vllm = std::find(ctx.metrics_compat.begin(), ctx.metrics_compat.end(), MetricsCompat::kVllm) !=
+                    ctx.metrics_compat.end();
+  compat += lora_metrics_text(loras, name, vllm);
   res.set_content(prometheus_text(metrics, name) + compat + server_metrics_text(series, name) +
                       (ctx.keys ? ctx.keys->metrics_text() : std::string()) +
                       (ctx.http_stats ? http::stats_metrics_text(*ctx.http_stats) : std::string()),

@@ -49,15 +49,15 @@ std::optional<std::vector<std::vector<int32_t>>> pair_prompts(const ServerContex
 
 // Every pair's score, in order, with the prompt tokens they took; nullopt
 // after answering an error.
-std::optional<std::vector<float>> score_pairs(ServerContext& ctx, const std::vector<llamacpp::RankPair>& pairs,
-                                              const char* param, const http::Request& req, http::Response& res,
+std::optional<std::vector<float>> score_pairs(ServerContext& ctx, const ServedModel& model,
+                                              const std::vector<llamacpp::RankPair>& pairs, const char* param, const http::Request& req, http::Response& res,
                                               int64_t& num_tokens) {
   std::optional<std::vector<std::vector<int32_t>>> prompts = pair_prompts(ctx, pairs, param, res);
   if (!prompts) return std::nullopt;
   num_tokens = 0;
   for (const auto& p : *prompts) num_tokens += static_cast<int64_t>(p.size());
   // llama.cpp pools the last token for Qwen3's rank head, before any norm of its own.
-  const auto states = run_pooled(ctx, std::move(*prompts), {Pooling::kLast, false}, req, res);
+  const auto states = run_pooled(ctx, std::move(*prompts), {Pooling::kLast, false, model.lora}, req, res);
   if (!states) return std::nullopt;
   std::vector<float> scores;
   for (const std::vector<float>& h : *states) scores.push_back(ctx.rank_head->score(h));
@@ -67,8 +67,8 @@ std::optional<std::vector<float>> score_pairs(ServerContext& ctx, const std::vec
 
 // The served name the answer gives, or nullopt after answering 404 for
 // another model or 400 for one that is not a reranker.
-std::optional<std::string> rank_model(const ServerContext& ctx, const std::string& asked, http::Response& res) {
-  std::optional<std::string> model = served_model(ctx, asked, res);
+std::optional<ServedModel> rank_model(const ServerContext& ctx, const std::string& asked, http::Response& res) {
+  std::optional<ServedModel> model = served_model(ctx, asked, res);
   if (model && !ctx.rank_head) {
     send_error(res, {400, ctx.rank_error, std::string("model")});
     return std::nullopt;
@@ -84,12 +84,12 @@ void handle_rerank(ServerContext& ctx, const http::Request& req, http::Response&
   auto parsed = llamacpp::parse_rerank_request(*body);
   if (auto* e = std::get_if<openai::RequestError>(&parsed)) return send_error(res, *e);
   const auto& r = std::get<llamacpp::RerankRequest>(parsed);
-  const std::optional<std::string> model = rank_model(ctx, r.model, res);
+  const std::optional<ServedModel> model = rank_model(ctx, r.model, res);
   if (!model) return;
   int64_t num_tokens = 0;
-  const std::optional<std::vector<float>> scores = score_pairs(ctx, r.pairs, "documents", req, res, num_tokens);
+  const std::optional<std::vector<float>> scores = score_pairs(ctx, *model, r.pairs, "documents", req, res, num_tokens);
   if (!scores) return;
-  res.set_content(openai::dump_json(llamacpp::rerank_body(r, *scores, *model, num_tokens)), "application/json");
+  res.set_content(openai::dump_json(llamacpp::rerank_body(r, *scores, model->name, num_tokens)), "application/json");
 }
 
 void handle_score(ServerContext& ctx, const http::Request& req, http::Response& res) {
@@ -98,12 +98,12 @@ void handle_score(ServerContext& ctx, const http::Request& req, http::Response& 
   auto parsed = llamacpp::parse_score_request(*body);
   if (auto* e = std::get_if<openai::RequestError>(&parsed)) return send_error(res, *e);
   const auto& r = std::get<llamacpp::ScoreRequest>(parsed);
-  const std::optional<std::string> model = rank_model(ctx, r.model, res);
+  const std::optional<ServedModel> model = rank_model(ctx, r.model, res);
   if (!model) return;
   int64_t num_tokens = 0;
-  const std::optional<std::vector<float>> scores = score_pairs(ctx, r.pairs, "text_2", req, res, num_tokens);
+  const std::optional<std::vector<float>> scores = score_pairs(ctx, *model, r.pairs, "text_2", req, res, num_tokens);
   if (!scores) return;
-  const openai::Json answer = llamacpp::score_body(*scores, *model, num_tokens, openai::new_id("score"),
+  const openai::Json answer = llamacpp::score_body(*scores, model->name, num_tokens, openai::new_id("score"),
                                            static_cast<int64_t>(std::time(nullptr)));
   res.set_content(openai::dump_json(answer), "application/json");
 }

@@ -98,6 +98,7 @@ std::optional<GenerateRequest> engine_request(const Engine& engine, const Genera
   g.render_special = gen.tool_calls.has_value();
   g.thinking = gen.thinking;
   if (gen.options.cache_salt) g.cache_salt = cache_salt_key(*gen.options.cache_salt);
+  g.lora = gen.lora;
   return g;
 }
 

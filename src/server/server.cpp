@@ -39,6 +39,9 @@ struct Server::Impl {
             .retry_after_s = config.retry_after_s} {
     ctx.separate_reasoning = config.separate_reasoning;
     ctx.metrics_compat = config.metrics_compat;
+    ctx.loras = std::make_unique<LoraRegistry>(config.max_loras);
+    for (const ServedLora& lora : config.loras) ctx.loras->add(lora);
+    ctx.load_lora = config.load_lora;
   }
   ServerConfig config;
   ServerContext ctx;
@@ -146,6 +149,8 @@ void Server::Impl::add_routes() {
   for (const char* path : {"/model_info", "/get_model_info"}) get(path, route(handle_model_info, Access::kKey));
   get("/get_load", route(handle_get_load, Access::kKey));
   for (const char* path : {"/flush_cache", "/reset_prefix_cache"}) post(path, route(handle_flush_cache, Access::kKey));
+  post("/v1/load_lora_adapter", route(handle_load_lora, Access::kKey));
+  post("/v1/unload_lora_adapter", route(handle_unload_lora, Access::kKey));
   get("/metrics", route(handle_metrics, Access::kMetrics));
   get("/v1/status", route(handle_status, Access::kStatus));
   get("/v1/kv/events", route(handle_kv_events, Access::kKey));
@@ -155,6 +160,10 @@ void Server::Impl::add_routes() {
 Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Impl>(engine, std::move(config))) {
   Impl& s = *impl_;
   if (s.ctx.model_names.empty()) throw_error(ErrorCode::kInvalidArgument, "the server needs a model name");
+  for (const ServedLora& lora : s.config.loras)
+    for (const std::string& name : s.ctx.model_names)
+      if (lora.name == name)
+        throw_error(ErrorCode::kInvalidArgument, "--lora {}: the base model is served under that name", name);
   s.load_template(engine);
   set_pooling(s.ctx, engine.model().config(), s.config.pooling);
   set_reranker(s.ctx, engine.model());

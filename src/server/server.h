@@ -17,11 +17,13 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "server/lora_registry.h"
 #include "server/metrics_text.h"
 #include "wire/http/http_server.h"
 
@@ -90,6 +92,13 @@ struct ServerConfig {
   // What the parsed bodies of the requests being handled may hold together
   // (docs/server.md "Server limits"; 0: as grammar_mem_bytes's default).
   int64_t body_mem_bytes = 0;
+  // LoRA adapters served by name beside the base (docs/lora.md): those of
+  // --lora NAME=PATH, loaded already, at most max_loras at once. With
+  // load_lora set (--allow-runtime-lora), POST /v1/load_lora_adapter reads
+  // more through it and /v1/unload_lora_adapter drops them.
+  std::vector<ServedLora> loras;
+  size_t max_loras = 8;
+  std::function<std::shared_ptr<const LoraAdapter>(const std::string& path)> load_lora;
 };
 
 class Server {
