@@ -10,6 +10,24 @@ namespace {
 // confirm them: longer than a prompt takes to compute under load.
 constexpr auto kPendingTtl = std::chrono::seconds(10);
 
+// A request naming a LoRA adapter some worker serves: its blocks are hashed
+// with the adapter's key (as the workers hash them), and workers that have
+// said they serve other adapters only are skipped (they would answer 404).
+void resolve_adapter(PromptInfo& prompt, const std::vector<std::shared_ptr<Worker>>& workers,
+                     std::set<std::string>& skip) {
+  if (prompt.model.empty()) return;
+  std::optional<Hash128> identity;
+  for (const auto& w : workers)
+    if (w->loras)
+      if (const auto it = w->loras->find(prompt.model); it != w->loras->end()) identity = it->second;
+  if (!identity) return;
+  for (const auto& w : workers)
+    if (w->loras && !w->loras->count(prompt.model)) skip.insert(w->url());
+  if (prompt.adapter_resolved) return;
+  prompt.adapter_resolved = true;
+  prompt.salt_key = adapter_extra_key(*identity, prompt.salt_key);
+}
+
 }  // namespace
 
 Dispatch::Dispatch(RouterContext& ctx, Decision d) : ctx_(ctx), decision_(std::move(d)) {}
@@ -30,8 +48,11 @@ void Dispatch::started() {
 
 std::unique_ptr<Dispatch> dispatch(RouterContext& ctx, PromptInfo& prompt, const std::set<std::string>& exclude) {
   std::lock_guard lock(ctx.workers.mu());
-  std::optional<Decision> d = choose(ctx.config.policy, ctx.config.weights, prompt, ctx.workers.all_locked(), exclude,
-                                     ctx.workers, ctx.round_robin);
+  const std::vector<std::shared_ptr<Worker>> workers = ctx.workers.all_locked();
+  std::set<std::string> skip = exclude;
+  resolve_adapter(prompt, workers, skip);
+  std::optional<Decision> d = choose(ctx.config.policy, ctx.config.weights, prompt, workers, skip, ctx.workers,
+                                     ctx.round_robin);
   if (!d) return nullptr;
   Worker& w = *d->worker;
   ++w.num_in_flight;
@@ -52,6 +73,7 @@ PromptInfo prompt_info(const RouterContext& ctx, bool chat, const Json& body, co
     if (const auto it = body.find("cache_salt"); it != body.end() && it->is_string())
       p.salt_key = cache_salt_key(it->get_ref<const std::string&>());
     if (const auto it = body.find("user"); it != body.end() && it->is_string()) p.session = it->get<std::string>();
+    if (const auto it = body.find("model"); it != body.end() && it->is_string()) p.model = it->get<std::string>();
   }
   if (const std::string s = req.get_header_value("X-Session-Id"); !s.empty()) p.session = s;
   return p;

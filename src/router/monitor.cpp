@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "kv/block_hash.h"
 #include "router/sse.h"
 
 namespace kvlm::router {
@@ -34,6 +35,15 @@ WorkerLoad load_of(const Json& j, bool from_status) {
   l.num_kv_blocks_total = j.value("kv_blocks_total", 0);
   l.num_kv_blocks_free = from_status ? l.num_kv_blocks_total - j.value("kv_blocks_used", 0) : j.value("kv_blocks_free", 0);
   return l;
+}
+
+// A load line's adapters: name -> identity (32 hex digits; others are skipped).
+std::map<std::string, Hash128> loras_of(const Json& j) {
+  std::map<std::string, Hash128> out;
+  for (const auto& [name, hex] : j.items())
+    if (hex.is_string())
+      if (const std::optional<BlockHash> h = block_hash_from_hex(hex.get<std::string>())) out[name] = h->value;
+  return out;
 }
 
 }  // namespace
@@ -184,6 +194,7 @@ bool WorkerMonitor::apply_event(const Json& line) {
     if (w.shared_tier) ctx_.workers.shared_tier().add(*w.shared_tier, stored, w.shared_tier_ttl, now);
   } else if (type == "load") {
     w.load = load_of(line, /*from_status=*/false);
+    if (const auto it = line.find("loras"); it != line.end() && it->is_object()) w.loras = loras_of(*it);
     w.load_from_events = true;
     if (line.value("draining", false) && w.state == WorkerState::kUp) {
       lock.unlock();

@@ -46,6 +46,10 @@ struct PromptInfo {
   std::vector<int32_t> tokens;  // the prompt as the worker will tokenize it; empty: unknown
   uint64_t salt_key = 0;        // cache_salt's extra key (0: none)
   std::string session;          // the session policy's key; empty: none
+  // The body's `model`: a LoRA adapter's name when a worker serves one of
+  // that name, whose blocks are then hashed with the adapter's key.
+  std::string model;
+  bool adapter_resolved = false;  // dispatch() looked the model up (once)
   // The prompt's full block hashes for a block size (computed once each).
   const std::vector<BlockHash>& chain(int32_t block_size);
 

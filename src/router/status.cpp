@@ -7,6 +7,14 @@
 namespace kvlm::router {
 namespace {
 
+// The LoRA adapters a worker serves, by name (null until it has said).
+Json loras_json(const Worker& w) {
+  if (!w.loras) return nullptr;
+  Json names = Json::array();
+  for (const auto& [name, identity] : *w.loras) names.push_back(name);
+  return names;
+}
+
 Json worker_json(const Worker& w) {
   return Json{{"url", w.url()},
               {"state", worker_state_name(w.state)},
@@ -19,6 +27,7 @@ Json worker_json(const Worker& w) {
               {"kv_events", w.kv_events_live},
               {"kv_blocks_indexed", w.kv.size()},
               {"shared_tier", w.shared_tier ? Json(*w.shared_tier) : Json(nullptr)},
+              {"loras", loras_json(w)},
               {"requests_in_flight", w.num_in_flight},
               {"requests_sent", w.num_requests}};
 }

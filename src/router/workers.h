@@ -64,6 +64,9 @@ struct Worker {
   std::string instance;                  // the worker process's id (a restart changes it)
   std::optional<std::string> shared_tier;  // its shared tier's namespace, if it has one
   std::chrono::seconds shared_tier_ttl{3600};
+  // The LoRA adapters it serves, by name: each one's identity (its load
+  // lines); nullopt until it has said.
+  std::optional<std::map<std::string, Hash128>> loras;
   nlohmann::json status;                 // its last /v1/status
   bool member = true;                    // false once membership dropped it
 };
