@@ -27,10 +27,12 @@
 #include "apps/plot.h"
 #include "apps/read_bandwidth.h"
 #include "apps/engine_options.h"
+#include "apps/lora_options.h"
 #include "apps/model_loading.h"
 #include "common/error.h"
 #include "common/progress.h"
 #include "backend/threads.h"
+#include "model/lora.h"
 #include "model/model.h"
 #include "runner/sampler.h"
 #include "runner/sequence_evaluator.h"
@@ -41,6 +43,8 @@ namespace {
 struct BatchWork {
   std::vector<std::vector<int32_t>> prompts;
   int gen_len = 0;
+  // Request i runs with loras[i % size] (none: the base alone).
+  std::vector<std::shared_ptr<const LoraAdapter>> loras = {};
 };
 
 // The step thread's time during one run, by phase, and the share of it spent
@@ -71,6 +75,7 @@ nlohmann::json run_batch(Engine& engine, const BatchWork& work, int concurrency)
       g.max_tokens = work.gen_len;
       g.ignore_eos = true;
       g.sampling.temperature = 0.f;
+      if (!work.loras.empty()) g.lora = work.loras[static_cast<size_t>(i) % work.loras.size()];
       try {
         auto stream = engine.submit(g);
         std::optional<Error> err;
@@ -165,6 +170,8 @@ int bench_batch(int argc, char** argv) {
   app.add_option("--sweep", sweep, "one run per concurrency, e.g. 1,2,4,8,16")->delimiter(',');
   app.add_option("--plot", plot_path, "write throughput and latency against concurrency to this PNG (gnuplot)");
   app.add_flag("--json", json, "print one JSON object");
+  std::vector<std::string> lora_specs;
+  app.add_option("--lora", lora_specs, "LoRA adapter FILE[:SCALE]; repeatable: request i runs with adapter i mod count");
   KVLM_PARSE(app, argc, argv);
   if (num_requests < 1 || concurrency < 1 || prompt_len < 1 || gen_len < 1)
     throw_error(ErrorCode::kInvalidArgument, "--requests, --concurrency, --prompt-len and --gen-len must be positive");
@@ -181,6 +188,8 @@ int bench_batch(int argc, char** argv) {
   std::vector<int32_t> prefix(shared_prefix);
   for (auto& t : prefix) t = pick(rng);
   BatchWork work{std::vector<std::vector<int32_t>>(num_requests), gen_len};
+  for (const std::string& s : lora_specs)
+    work.loras.push_back(load_lora_spec(parse_lora_spec(s, false), engine->model()));
   for (auto& p : work.prompts) {
     p = prefix;
     while (static_cast<int>(p.size()) < prompt_len) p.push_back(pick(rng));
@@ -196,7 +205,8 @@ int bench_batch(int argc, char** argv) {
   if (json) {
     // One run: its fields at the top level (as before --sweep); more: a list.
     nlohmann::json out = runs.size() == 1 ? runs[0] : nlohmann::json{{"runs", runs}};
-    out.update({{"model", eo.model_path}, {"prompt_len", prompt_len}, {"gen_len", gen_len}, {"shared_prefix", shared_prefix}});
+    out.update({{"model", eo.model_path}, {"prompt_len", prompt_len}, {"gen_len", gen_len}, {"shared_prefix", shared_prefix},
+                {"loras", lora_specs.size()}});
     fmt::print("{}\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
     fmt::print("requests {} prompt {} gen {} shared prefix {}\n", num_requests, prompt_len, gen_len, shared_prefix);

@@ -12,6 +12,7 @@
 #include "apps/cli_parse.h"
 #include "apps/commands.h"
 #include "apps/engine_options.h"
+#include "apps/lora_options.h"
 #include "backend/threads.h"
 #include "common/error.h"
 #include "model/model.h"
@@ -56,6 +57,8 @@ int cmd_logits(int argc, char** argv) {
   app.add_option("--kv-type", kv_type, "KV cache type: f16, bf16, f32, q8_0, q4_0")->capture_default_str();
   std::string quantize;
   app.add_option("--quantize", quantize, "convert the weights while loading: q8_0, q4_0, q4_k");
+  std::vector<std::string> loras;
+  add_lora_option(app, loras);
   app.add_flag("--batched", batched, "feed all ids in one forward pass instead of one at a time");
   KVLM_PARSE(app, argc, argv);
 
@@ -68,6 +71,7 @@ int cmd_logits(int argc, char** argv) {
   std::vector<int32_t> ids = parse_ids(tokens_arg, vocab);
 
   SequenceEvaluator eval(*model, static_cast<int32_t>(ids.size()), kv_dtype);
+  eval.set_lora(load_stacked_loras(loras, *model));
   std::vector<float> all;
   if (batched) {
     all = eval.eval(ids, /*all_logits=*/true);

@@ -11,6 +11,7 @@
 #include "apps/cli_parse.h"
 #include "apps/commands.h"
 #include "apps/engine_options.h"
+#include "apps/lora_options.h"
 #include "common/error.h"
 #include "common/mapped_file.h"
 #include "model/model.h"
@@ -64,6 +65,8 @@ int cmd_run(int argc, char** argv) {
   std::string system;
   std::optional<std::string> chat_template_file;
   app.add_option("-p,--prompt", prompt, "prompt text");
+  std::vector<std::string> loras;
+  add_lora_option(app, loras);
   app.add_option("-f,--file", prompt_file, "read the prompt from a file");
   app.add_option("-n,--n-predict", g.max_tokens, "tokens to generate at most")->capture_default_str();
   app.add_option("--temp", g.sampling.temperature, "temperature (0 = greedy)")->capture_default_str();
@@ -90,6 +93,7 @@ int cmd_run(int argc, char** argv) {
   g.sampling.seed = seed >= 0 ? static_cast<uint64_t>(seed) : std::random_device{}();
 
   auto engine = start_engine(eo);
+  g.lora = load_stacked_loras(loras, engine->model());
   g.prompt_tokens = encode_prompt(*engine, prompt, chat, system, chat_template_file);
   // Like llama.cpp, generation stops at the end of the context; say so up front.
   const int32_t room = engine->max_model_len() - static_cast<int32_t>(g.prompt_tokens.size());

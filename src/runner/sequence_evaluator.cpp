@@ -54,6 +54,14 @@ const std::vector<float>& SequenceEvaluator::eval(std::span<const int32_t> token
   std::vector<KvGroupBatch> groups;
   for (size_t g = 0; g < num_groups; ++g) groups.push_back(KvGroupBatch{slots[g], {&seqs[g], 1}});
   ForwardBatch batch{tokens, positions, groups, logit_rows, logit_rows};
+  std::vector<int32_t> rows;
+  LoraRows lora;
+  if (lora_) {
+    rows.resize(static_cast<size_t>(T));
+    for (int32_t i = 0; i < T; ++i) rows[static_cast<size_t>(i)] = i;
+    lora = LoraRows{lora_.get(), rows};
+    batch.lora = {&lora, 1};
+  }
   logits_.resize(logit_rows.size() * static_cast<size_t>(model_.config().vocab_size));
   model_.forward(batch, storage_.view(), scratch_, logits_.data());
   num_tokens_ += T;

@@ -33,6 +33,9 @@ class SequenceEvaluator {
   // every row ([tokens.size(), vocab]) if all_logits, else the last row only.
   // Throws Error(kOutOfRange) if the sequence would exceed max_tokens.
   const std::vector<float>& eval(std::span<const int32_t> tokens, bool all_logits);
+  // Runs every later eval with `adapter` (null: the base alone). The KV of
+  // tokens already evaluated stays as it was computed: reset() first.
+  void set_lora(std::shared_ptr<const LoraAdapter> adapter) { lora_ = std::move(adapter); }
   // The experts' work in the last eval (empty for a dense model).
   const MoeStats& moe_stats() const { return scratch_.moe_stats; }
   // The last eval's final hidden states (after the model's last norm), one
@@ -47,6 +50,7 @@ class SequenceEvaluator {
   std::vector<std::vector<int32_t>> block_tables_;  // [group]: disjoint blocks per group
   ForwardScratch scratch_;
   std::vector<float> logits_;
+  std::shared_ptr<const LoraAdapter> lora_;
 };
 
 }  // namespace kvlm
