@@ -20,6 +20,7 @@ int cmd_kv(int argc, char** argv);          // cmd_kv.cpp
 int cmd_kv_bench(int argc, char** argv);    // cmd_kv_bench.cpp (kvlm kv bench)
 int cmd_kv_train_policy(int argc, char** argv);  // cmd_kv_train_policy.cpp (kvlm kv train-policy)
 int cmd_make_model(int argc, char** argv);  // cmd_make_model.cpp
+int cmd_make_lora(int argc, char** argv);   // cmd_make_lora.cpp
 int cmd_convert(int argc, char** argv);     // cmd_convert.cpp
 int cmd_embed(int argc, char** argv);       // cmd_embed.cpp
 

@@ -28,7 +28,8 @@ constexpr Command kCommands[] = {
     {"inspect", kvlm::apps::cmd_inspect, "print a GGUF file's metadata and tensors"},
     {"template", kvlm::apps::cmd_template, "render a chat template over a messages file"},
     {"make-model", kvlm::apps::cmd_make_model, "write a random-weight GGUF of a real model's shape"},
-    {"convert", kvlm::apps::cmd_convert, "write a Hugging Face checkpoint folder as GGUF"},
+    {"make-lora", kvlm::apps::cmd_make_lora, "write a random-weight LoRA adapter (PEFT or GGUF) for a base model"},
+    {"convert", kvlm::apps::cmd_convert, "write a Hugging Face checkpoint folder as GGUF (--merge-lora: with an adapter merged)"},
     {"kv", kvlm::apps::cmd_kv, "KV tier tools: stat, verify, clear a disk tier; bench a tier"},
 };
 

@@ -116,7 +116,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"models/synth-tiny-F32.gguf", LoraFormat::kPeft, DType::kBF16, "attn"},
                       Case{"models/synth-tiny-F32.gguf", LoraFormat::kGguf, DType::kF16, "attn_k,ffn_gate"},
                       Case{"models/synth-gpt2-F16.gguf", LoraFormat::kPeft, DType::kF16, "all"},
-                      Case{"models/synth-gpt2-F16.gguf", LoraFormat::kGguf, DType::kF32, "attn"}),
+                      Case{"models/synth-gpt2-F16.gguf", LoraFormat::kGguf, DType::kF32, "attn"},
+                      // Not llama: PEFT's q/k rows stay as they are.
+                      Case{"models/synth-qwen2-F32.gguf", LoraFormat::kPeft, DType::kF32, "all"},
+                      Case{"models/synth-gemma2-F32.gguf", LoraFormat::kPeft, DType::kF32, "all"},
+                      Case{"models/synth-gemma2-F32.gguf", LoraFormat::kGguf, DType::kBF16, "attn_q,ffn_gate"}),
     [](const ::testing::TestParamInfo<Case>& info) {
       std::string name = fmt::format("{}_{}_{}_{}", info.index, info.param.format == LoraFormat::kPeft ? "peft" : "gguf",
                                      dtype_name(info.param.dtype), info.param.targets);
