@@ -170,8 +170,8 @@ int bench_batch(int argc, char** argv) {
   app.add_option("--sweep", sweep, "one run per concurrency, e.g. 1,2,4,8,16")->delimiter(',');
   app.add_option("--plot", plot_path, "write throughput and latency against concurrency to this PNG (gnuplot)");
   app.add_flag("--json", json, "print one JSON object");
-  std::vector<std::string> lora_specs;
-  app.add_option("--lora", lora_specs, "LoRA adapter FILE[:SCALE]; repeatable: request i runs with adapter i mod count");
+  LoraFlags lora;
+  add_lora_options(app, lora, "LoRA adapter FILE[:SCALE]; repeatable: request i runs with adapter i mod count");
   KVLM_PARSE(app, argc, argv);
   if (num_requests < 1 || concurrency < 1 || prompt_len < 1 || gen_len < 1)
     throw_error(ErrorCode::kInvalidArgument, "--requests, --concurrency, --prompt-len and --gen-len must be positive");
@@ -188,8 +188,8 @@ int bench_batch(int argc, char** argv) {
   std::vector<int32_t> prefix(shared_prefix);
   for (auto& t : prefix) t = pick(rng);
   BatchWork work{std::vector<std::vector<int32_t>>(num_requests), gen_len};
-  for (const std::string& s : lora_specs)
-    work.loras.push_back(load_lora_spec(parse_lora_spec(s, false), engine->model()));
+  for (const std::string& s : lora.specs)
+    work.loras.push_back(load_lora_spec(parse_lora_spec(s, false), engine->model(), lora.type));
   for (auto& p : work.prompts) {
     p = prefix;
     while (static_cast<int>(p.size()) < prompt_len) p.push_back(pick(rng));
@@ -206,7 +206,7 @@ int bench_batch(int argc, char** argv) {
     // One run: its fields at the top level (as before --sweep); more: a list.
     nlohmann::json out = runs.size() == 1 ? runs[0] : nlohmann::json{{"runs", runs}};
     out.update({{"model", eo.model_path}, {"prompt_len", prompt_len}, {"gen_len", gen_len}, {"shared_prefix", shared_prefix},
-                {"loras", lora_specs.size()}});
+                {"loras", lora.specs.size()}, {"lora_type", lora.type}});
     fmt::print("{}\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
     fmt::print("requests {} prompt {} gen {} shared prefix {}\n", num_requests, prompt_len, gen_len, shared_prefix);

@@ -57,8 +57,8 @@ int cmd_logits(int argc, char** argv) {
   app.add_option("--kv-type", kv_type, "KV cache type: f16, bf16, f32, q8_0, q4_0")->capture_default_str();
   std::string quantize;
   app.add_option("--quantize", quantize, "convert the weights while loading: q8_0, q4_0, q4_k");
-  std::vector<std::string> loras;
-  add_lora_option(app, loras);
+  LoraFlags loras;
+  add_lora_options(app, loras, "LoRA adapter FILE[:SCALE]: a PEFT folder or a GGUF LoRA (repeatable: applied together)");
   app.add_flag("--batched", batched, "feed all ids in one forward pass instead of one at a time");
   KVLM_PARSE(app, argc, argv);
 

@@ -65,8 +65,8 @@ int cmd_run(int argc, char** argv) {
   std::string system;
   std::optional<std::string> chat_template_file;
   app.add_option("-p,--prompt", prompt, "prompt text");
-  std::vector<std::string> loras;
-  add_lora_option(app, loras);
+  LoraFlags loras;
+  add_lora_options(app, loras, "LoRA adapter FILE[:SCALE]: a PEFT folder or a GGUF LoRA (repeatable: applied together)");
   app.add_option("-f,--file", prompt_file, "read the prompt from a file");
   app.add_option("-n,--n-predict", g.max_tokens, "tokens to generate at most")->capture_default_str();
   app.add_option("--temp", g.sampling.temperature, "temperature (0 = greedy)")->capture_default_str();

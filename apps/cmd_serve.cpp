@@ -103,14 +103,14 @@ struct ServeFlags {
   std::string advertise;
   int64_t register_ttl_ms = 3000;
   double drain_timeout_s = 30;
-  std::vector<std::string> loras;  // --lora [NAME=]PATH[:SCALE]
+  LoraFlags loras;  // --lora [NAME=]PATH[:SCALE], --lora-type
   bool allow_runtime_lora = false;
 };
 
 // LoRA adapters served beside the base (docs/lora.md).
-void add_lora_options(CLI::App& app, ServeFlags& f) {
-  app.add_option("--lora", f.loras,
-                 "LoRA adapter [NAME=]PATH[:SCALE] served as model NAME (default: the file's name); repeatable");
+void add_serve_lora_options(CLI::App& app, ServeFlags& f) {
+  add_lora_options(app, f.loras,
+                         "LoRA adapter [NAME=]PATH[:SCALE] served as model NAME (default: the file's name); repeatable");
   app.add_option("--max-loras", f.server.max_loras, "LoRA adapters loaded at most at once")->capture_default_str();
   app.add_flag("--allow-runtime-lora", f.allow_runtime_lora,
                "POST /v1/load_lora_adapter and /v1/unload_lora_adapter load and drop adapters by path (under the "
@@ -154,7 +154,7 @@ void add_serve_options(CLI::App& app, ServeFlags& f) {
   app.add_option("--host", sc.host, "address to listen on")->capture_default_str();
   app.add_option("--port", sc.port, "port (0: any free port)")->capture_default_str();
   add_front_door_options(app, f.door);
-  add_lora_options(app, f);
+  add_serve_lora_options(app, f);
   app.add_option("--served-model-name", sc.model_names,
                  "a name requests may give the model; repeat for aliases (default: the file's general.name)")
       ->take_all()
@@ -284,7 +284,9 @@ int cmd_serve(int argc, char** argv) {
   f.server.loras = load_served_loras(f.loras, engine->model());
   if (f.allow_runtime_lora) {
     const Model& model = engine->model();
-    f.server.load_lora = [&model](const std::string& path) { return load_lora_spec({"", path, 1.0f}, model); };
+    f.server.load_lora = [&model, type = f.loras.type](const std::string& path) {
+      return load_lora_spec({"", path, 1.0f}, model, type);
+    };
   }
   Server server(*engine, f.server);
   server.bind();

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "backend/dtype.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "model/lora.h"
@@ -46,33 +47,39 @@ LoraSpec parse_lora_spec(const std::string& text, bool named) {
   return spec;
 }
 
-std::shared_ptr<const LoraAdapter> load_lora_spec(const LoraSpec& spec, const Model& model) {
-  auto adapter = load_lora(spec.path, model.gguf(), model.config(), model.backend(), spec.scale);
-  log_info("LoRA adapter {}: rank {}, {:.1f} MiB, scale {}", spec.path, adapter->max_rank,
-           adapter->num_bytes / 1048576.0, spec.scale);
+std::shared_ptr<const LoraAdapter> load_lora_spec(const LoraSpec& spec, const Model& model, const std::string& type) {
+  const std::optional<DType> dtype = dtype_from_name(type);
+  if (!dtype || (*dtype != DType::kF32 && *dtype != DType::kF16 && *dtype != DType::kBF16))
+    throw_error(ErrorCode::kInvalidArgument, "--lora-type {}: f32, f16 or bf16", type);
+  auto adapter = load_lora(spec.path, model.gguf(), model.config(), model.backend(), spec.scale, *dtype);
+  log_info("LoRA adapter {}: rank {}, {:.1f} MiB as {}, scale {}", spec.path, adapter->max_rank,
+           adapter->num_bytes / 1048576.0, type, spec.scale);
   return adapter;
 }
 
-void add_lora_option(CLI::App& app, std::vector<std::string>& specs) {
-  app.add_option("--lora", specs,
-                 "LoRA adapter FILE[:SCALE]: a PEFT folder or a GGUF LoRA (repeatable: applied together)");
+void add_lora_options(CLI::App& app, LoraFlags& flags, const std::string& lora_help) {
+  app.add_option("--lora", flags.specs, lora_help);
+  app.add_option("--lora-type", flags.type, "the type LoRA matrices are held in: f16, bf16, or f32 (exact)")
+      ->capture_default_str();
 }
 
-std::shared_ptr<const LoraAdapter> load_stacked_loras(const std::vector<std::string>& specs, const Model& model) {
-  if (specs.empty()) return nullptr;
+std::shared_ptr<const LoraAdapter> load_stacked_loras(const LoraFlags& flags, const Model& model) {
+  if (flags.specs.empty()) return nullptr;
   std::vector<std::shared_ptr<const LoraAdapter>> adapters;
-  for (const std::string& s : specs) adapters.push_back(load_lora_spec(parse_lora_spec(s, false), model));
+  for (const std::string& s : flags.specs)
+    adapters.push_back(load_lora_spec(parse_lora_spec(s, false), model, flags.type));
   return stack_loras(adapters, model.backend());
 }
 
-std::vector<ServedLora> load_served_loras(const std::vector<std::string>& specs, const Model& model) {
+std::vector<ServedLora> load_served_loras(const LoraFlags& flags, const Model& model) {
   std::vector<ServedLora> out;
-  for (const std::string& s : specs) {
+  for (const std::string& s : flags.specs) {
     const LoraSpec spec = parse_lora_spec(s, true);
     for (const ServedLora& other : out)
       if (other.name == spec.name)
         throw_error(ErrorCode::kInvalidArgument, "--lora {}: another adapter is named '{}'", s, spec.name);
-    out.push_back({spec.name, spec.path, load_lora_spec(spec, model), static_cast<int64_t>(std::time(nullptr))});
+    out.push_back({spec.name, spec.path, load_lora_spec(spec, model, flags.type),
+                   static_cast<int64_t>(std::time(nullptr))});
   }
   return out;
 }

@@ -26,19 +26,29 @@ struct LoraSpec {
   float scale = 1.0f;
 };
 
+// The adapters' flags: their specs and the type their matrices are held in
+// (--lora-type f16 by default: half the bytes a decode step reads per
+// adapter; f32 gives the merged model's logits exactly).
+struct LoraFlags {
+  std::vector<std::string> specs;
+  std::string type = "f16";
+};
+
 // "[NAME=]PATH[:SCALE]" (NAME= only when `named`); a trailing ":X" is a
 // scale when X is a number. Throws Error(kInvalidArgument) for a bad one.
 LoraSpec parse_lora_spec(const std::string& text, bool named);
 
-// The adapter of `spec` on `model`'s base; throws what load_lora throws.
-std::shared_ptr<const LoraAdapter> load_lora_spec(const LoraSpec& spec, const Model& model);
+// The adapter of `spec` on `model`'s base, held as `type`; throws what
+// load_lora throws (and Error(kInvalidArgument) for another type).
+std::shared_ptr<const LoraAdapter> load_lora_spec(const LoraSpec& spec, const Model& model, const std::string& type);
 
-// run, logits, perplexity: every --lora loaded and stacked into one adapter
-// (null for none).
-void add_lora_option(CLI::App& app, std::vector<std::string>& specs);
-std::shared_ptr<const LoraAdapter> load_stacked_loras(const std::vector<std::string>& specs, const Model& model);
+// --lora-type (both forms) and, with `repeat_help`, --lora with that help.
+void add_lora_options(CLI::App& app, LoraFlags& flags, const std::string& lora_help);
+
+// run, logits: every --lora loaded and stacked into one adapter (null for none).
+std::shared_ptr<const LoraAdapter> load_stacked_loras(const LoraFlags& flags, const Model& model);
 
 // serve: each --lora loaded under its name.
-std::vector<ServedLora> load_served_loras(const std::vector<std::string>& specs, const Model& model);
+std::vector<ServedLora> load_served_loras(const LoraFlags& flags, const Model& model);
 
 }  // namespace kvlm::apps

@@ -42,6 +42,11 @@ class Backend {
   // matmul of one input by several matrices (a layer's q, k and v, or its
   // gate and up), each y what matmul gives; a backend may share work across them.
   virtual void matmul_many(std::span<const MatmulJob> jobs, const float* x, int64_t num_tokens) const = 0;
+  // Independent matmuls, each its own matrix and input, each y what matmul
+  // gives: a step's LoRA adapters (each adapter's rows shrunk by its A, then
+  // expanded by its B; model/lora_apply.h), many small products that a
+  // backend runs as one batch of work (Punica's grouped GEMM).
+  virtual void matmul_grouped(std::span<const GroupedMatmulJob> jobs) const = 0;
 
   // --- Row-wise --------------------------------------------------------
   // y = x / sqrt(mean(x^2) + eps) * w per row; x and y may alias.  x, y: [num_rows, n]; w: [n]

@@ -38,4 +38,13 @@ struct MatmulJob {
   float* y;
 };
 
+// One matmul of a matmul_grouped: its own matrix, input and output.
+// x: [num_tokens, w->cols]; y: [num_tokens, w->rows], overwritten.
+struct GroupedMatmulJob {
+  const WeightMatrix* w;
+  const float* x;
+  int64_t num_tokens;
+  float* y;
+};
+
 }  // namespace kvlm

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "backend/backend.h"
+#include "backend/quant.h"
 #include "common/assert.h"
 
 namespace kvlm {
@@ -43,30 +44,44 @@ LoraPair stack_pairs(const std::vector<const LoraPair*>& parts, LoraAdapter& out
   int64_t r0 = 0;
   for (const LoraPair* p : parts) {
     KVLM_ASSERT(p->a.cols == in && p->b.rows == num_out, "stacked adapters adapt matrices of one shape");
-    const auto* pa = static_cast<const float*>(p->a.data);
-    const auto* pb = static_cast<const float*>(p->b.data);
-    std::copy_n(pa, p->a.rows * in, a.data() + r0 * in);
+    const std::vector<float> pa = lora_matrix_values(p->a), pb = lora_matrix_values(p->b);
+    std::copy(pa.begin(), pa.end(), a.begin() + r0 * in);
     for (int64_t o = 0; o < num_out; ++o)
       for (int64_t k = 0; k < p->a.rows; ++k) b[o * rank + r0 + k] = p->scale * pb[o * p->a.rows + k];
     r0 += p->a.rows;
   }
   out.max_rank = std::max(out.max_rank, static_cast<int32_t>(rank));
-  out.num_bytes += (a.size() + b.size()) * sizeof(float);
   LoraPair pair;
-  pair.a = backend.prepare_matrix(WeightMatrix{a.data(), DType::kF32, rank, in});
-  pair.b = backend.prepare_matrix(WeightMatrix{b.data(), DType::kF32, num_out, rank});
-  out.storage.push_back(std::move(a));  // moving a vector keeps its buffer
-  out.storage.push_back(std::move(b));
+  pair.a = keep_lora_matrix(out, a, rank, in, backend);
+  pair.b = keep_lora_matrix(out, b, num_out, rank, backend);
   return pair;
 }
 
 }  // namespace
+
+WeightMatrix keep_lora_matrix(LoraAdapter& adapter, const std::vector<float>& values, int64_t rows, int64_t cols,
+                              const Backend& backend) {
+  KVLM_ASSERT(values.size() == static_cast<size_t>(rows * cols), "a LoRA matrix of its shape");
+  std::vector<uint8_t>& bytes = adapter.storage.emplace_back(row_bytes(adapter.dtype, cols) * static_cast<size_t>(rows));
+  quantize_row(adapter.dtype, values.data(), bytes.data(), rows * cols);
+  WeightMatrix w = backend.prepare_matrix(WeightMatrix{bytes.data(), adapter.dtype, rows, cols, nullptr});
+  // The backend's copy is the same rows again, in its layout (about the same size).
+  adapter.num_bytes += bytes.size() * (w.packed ? 2 : 1);
+  return w;
+}
+
+std::vector<float> lora_matrix_values(const WeightMatrix& m) {
+  std::vector<float> out(static_cast<size_t>(m.rows * m.cols));
+  dequantize_row(m.dtype, static_cast<const uint8_t*>(m.data), out.data(), m.rows * m.cols);
+  return out;
+}
 
 std::shared_ptr<const LoraAdapter> stack_loras(std::span<const std::shared_ptr<const LoraAdapter>> adapters,
                                                const Backend& backend) {
   KVLM_ASSERT(!adapters.empty(), "at least one adapter to stack");
   if (adapters.size() == 1) return adapters[0];
   auto out = std::make_shared<LoraAdapter>();
+  out->dtype = adapters[0]->dtype;
   out->layers.resize(adapters[0]->layers.size());
   for (const auto& a : adapters) {
     KVLM_ASSERT(a->layers.size() == out->layers.size(), "stacked adapters of one base");

@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <span>
@@ -18,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/dtype.h"
 #include "backend/weight_matrix.h"
 #include "common/hash.h"
 
@@ -35,8 +37,9 @@ inline constexpr size_t kNumLoraTargets = 8;
 std::string_view lora_target_gguf_name(LoraTarget t);
 std::optional<LoraTarget> lora_target_from_gguf_name(std::string_view name);
 
-// One adapted matrix: delta y = scale * B (A x). A and B are F32 and were
-// prepared by the backend that runs the base (Backend::prepare_matrix).
+// One adapted matrix: delta y = scale * B (A x). A and B are of the
+// adapter's dtype (F32, F16 or BF16) and were prepared by the backend that
+// runs the base (Backend::prepare_matrix).
 struct LoraPair {
   WeightMatrix a;      // [rank, in]
   WeightMatrix b;      // [out, rank]
@@ -53,8 +56,11 @@ struct LoraAdapter {
   Hash128 identity;
   // [num_layers][target]: the pair adapting layer l's target, if any.
   std::vector<std::array<std::optional<LoraPair>, kNumLoraTargets>> layers;
+  // The type A and B are held in: F32 (exact), or F16 / BF16 (half the
+  // bytes a decode step reads per adapter).
+  DType dtype = DType::kF32;
   // Owns the bytes the pairs' WeightMatrix views point into.
-  std::vector<std::vector<float>> storage;
+  std::vector<std::vector<uint8_t>> storage;
 
   const LoraPair* pair(int32_t layer, LoraTarget t) const {
     const auto& slot = layers[static_cast<size_t>(layer)][static_cast<size_t>(t)];
@@ -65,6 +71,13 @@ struct LoraAdapter {
   // Targets it adapts somewhere, in enum order ("attn_q", "ffn_down", ...).
   std::vector<LoraTarget> targets() const;
 };
+
+// A [rows, cols] matrix of `values` held by `adapter` in its dtype and
+// prepared by `backend` (counted in num_bytes): how every pair is made.
+WeightMatrix keep_lora_matrix(LoraAdapter& adapter, const std::vector<float>& values, int64_t rows, int64_t cols,
+                              const Backend& backend);
+// A pair's matrix back as F32 values (merging, stacking).
+std::vector<float> lora_matrix_values(const WeightMatrix& m);
 
 // One adapter that applies all of `adapters` at once (llama.cpp's several
 // --lora): for each matrix, their pairs stacked along the rank (A = [A1; A2],

@@ -38,9 +38,9 @@ class LoraBuilder {
   // A tensor or module kvlm cannot apply: finish() refuses them all at once.
   void refuse(std::string name) { refused_.push_back(std::move(name)); }
 
-  // The adapter, A and B prepared by `backend`. Throws Error(kUnsupported)
+  // The adapter, A and B held in `dtype` and prepared by `backend`. Throws Error(kUnsupported)
   // naming the refused names, or when no pair was added.
-  std::shared_ptr<const LoraAdapter> finish(const Backend& backend);
+  std::shared_ptr<const LoraAdapter> finish(const Backend& backend, DType dtype);
 
  private:
   struct Pending {
@@ -64,6 +64,7 @@ std::optional<std::pair<int64_t, LoraTarget>> lora_base_tensor(const std::string
 
 // lora_peft.cpp: a PEFT folder (load_lora's first form).
 std::shared_ptr<const LoraAdapter> load_peft_lora(const std::string& dir, const GgufFile& base,
-                                                  const ModelConfig& config, const Backend& backend, float user_scale);
+                                                  const ModelConfig& config, const Backend& backend, float user_scale,
+                                                  DType dtype);
 
 }  // namespace kvlm

@@ -74,7 +74,8 @@ struct GgufPairNames {
 };
 
 std::shared_ptr<const LoraAdapter> load_gguf_lora(const std::string& path, const GgufFile& base,
-                                                  const ModelConfig& config, const Backend& backend, float user_scale) {
+                                                  const ModelConfig& config, const Backend& backend, float user_scale,
+                                                  DType dtype) {
   const std::unique_ptr<GgufFile> file = GgufFile::open(path);
   check_gguf_header(path, *file, config);
   const double alpha = file->metadata().get_float("adapter.lora.alpha").value_or(0.0);
@@ -100,7 +101,7 @@ std::shared_ptr<const LoraAdapter> load_gguf_lora(const std::string& path, const
     const float scale = alpha != 0.0 ? static_cast<float>(user_scale * alpha / static_cast<double>(a.rows)) : user_scale;
     builder.add(name, at->first, at->second, std::move(a), std::move(b), scale);
   }
-  return builder.finish(backend);
+  return builder.finish(backend, dtype);
 }
 
 }  // namespace
@@ -169,7 +170,7 @@ void LoraBuilder::add(const std::string& what, int64_t layer, LoraTarget target,
   pairs_.push_back(Pending{layer, target, std::move(a), std::move(b), scale});
 }
 
-std::shared_ptr<const LoraAdapter> LoraBuilder::finish(const Backend& backend) {
+std::shared_ptr<const LoraAdapter> LoraBuilder::finish(const Backend& backend, DType dtype) {
   if (!refused_.empty())
     throw_error(ErrorCode::kUnsupported, "{}: kvlm cannot apply {}; on a {} model it applies LoRA to {} only",
                 source_, some_names(refused_), config_.arch_name, target_list(config_));
@@ -179,8 +180,10 @@ std::shared_ptr<const LoraAdapter> LoraBuilder::finish(const Backend& backend) {
             [](const Pending& x, const Pending& y) { return std::tie(x.layer, x.target) < std::tie(y.layer, y.target); });
   auto adapter = std::make_shared<LoraAdapter>();
   adapter->source = source_;
+  adapter->dtype = dtype;
   adapter->layers.resize(static_cast<size_t>(config_.num_layers));
-  Hash128 h;
+  // The held type changes the products' bits, so it is part of the identity.
+  Hash128 h = hash128(&dtype, sizeof(dtype));
   for (Pending& p : pairs_) {
     const int32_t layer = static_cast<int32_t>(p.layer);
     const auto target = static_cast<uint8_t>(p.target);
@@ -193,14 +196,8 @@ std::shared_ptr<const LoraAdapter> LoraBuilder::finish(const Backend& backend) {
     h = hash128(p.b.values.data(), p.b.values.size() * sizeof(float), h);
     LoraPair pair;
     pair.scale = p.scale;
-    for (LoraMatrix* m : {&p.a, &p.b}) {
-      const std::vector<float>& kept = adapter->storage.emplace_back(std::move(m->values));
-      WeightMatrix w{kept.data(), DType::kF32, m->rows, m->cols, nullptr};
-      w = backend.prepare_matrix(std::move(w));
-      // The backend's copy is the F32 rows again, in its layout (about the same size).
-      adapter->num_bytes += kept.size() * sizeof(float) * (w.packed ? 2 : 1);
-      (m == &p.a ? pair.a : pair.b) = std::move(w);
-    }
+    pair.a = keep_lora_matrix(*adapter, p.a.values, p.a.rows, p.a.cols, backend);
+    pair.b = keep_lora_matrix(*adapter, p.b.values, p.b.rows, p.b.cols, backend);
     adapter->max_rank = std::max(adapter->max_rank, static_cast<int32_t>(p.a.rows));
     adapter->layers[static_cast<size_t>(layer)][target] = std::move(pair);
   }
@@ -209,14 +206,17 @@ std::shared_ptr<const LoraAdapter> LoraBuilder::finish(const Backend& backend) {
 }
 
 std::shared_ptr<const LoraAdapter> load_lora(const std::string& path, const GgufFile& base, const ModelConfig& config,
-                                             const Backend& backend, float user_scale) {
+                                             const Backend& backend, float user_scale, DType dtype) {
+  if (dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16)
+    throw_error(ErrorCode::kInvalidArgument, "{}: LoRA matrices are held as f32, f16 or bf16, not {}", path,
+                dtype_info(dtype).name);
   if (!std::isfinite(user_scale))
     throw_error(ErrorCode::kInvalidArgument, "{}: the LoRA scale {} is not a finite number", path, user_scale);
   std::error_code ec;
   if (!std::filesystem::exists(path, ec))
     throw_error(ErrorCode::kNotFound, "{}: no such LoRA adapter (a PEFT folder or a GGUF LoRA file)", path);
-  if (std::filesystem::is_directory(path, ec)) return load_peft_lora(path, base, config, backend, user_scale);
-  return load_gguf_lora(path, base, config, backend, user_scale);
+  if (std::filesystem::is_directory(path, ec)) return load_peft_lora(path, base, config, backend, user_scale, dtype);
+  return load_gguf_lora(path, base, config, backend, user_scale, dtype);
 }
 
 }  // namespace kvlm

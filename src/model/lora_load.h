@@ -24,8 +24,8 @@ namespace kvlm {
 // `path` a folder: PEFT; anything else: a GGUF LoRA. The pairs' scale is
 // user_scale times PEFT's lora_alpha / r (rsLoRA: / sqrt(r), rank_pattern
 // and alpha_pattern applied per module), or times llama.cpp's alpha / rank
-// (alpha 0 or absent: user_scale alone, as llama.cpp does). A and B are F32,
-// prepared by `backend`. Throws Error:
+// (alpha 0 or absent: user_scale alone, as llama.cpp does). A and B are held
+// in `dtype` (f32, f16 or bf16; LoraAdapter::dtype), prepared by `backend`. Throws Error:
 //  - kNotFound: the path, adapter_config.json or the safetensors file is missing;
 //  - kCorrupt: a malformed file, a tensor of the wrong rank (dimensions) or
 //    a pair whose rank disagrees with the config, a pair given twice;
@@ -37,7 +37,8 @@ namespace kvlm {
 // shared_ptr: the engine's adapter table and every request running with the
 // adapter hold it, so an adapter unloaded mid-request outlives the request.
 std::shared_ptr<const LoraAdapter> load_lora(const std::string& path, const GgufFile& base, const ModelConfig& config,
-                                             const Backend& backend, float user_scale = 1.0f);
+                                             const Backend& backend, float user_scale = 1.0f,
+                                             DType dtype = DType::kF32);
 
 // The targets kvlm applies an adapter to on this base: GPT-2's attn_qkv,
 // attn_output, ffn_up, ffn_down; Phi-3's attn_output and ffn_down (its

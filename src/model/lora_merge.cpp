@@ -23,8 +23,9 @@ std::vector<float> merged_matrix(const GgufTensor& w, const LoraPair& p) {
               "merge_lora: an adapter loaded against another base");
   std::vector<float> m(static_cast<size_t>(in * out));
   const size_t bytes = row_bytes(w.dtype, in);
-  const auto* a = static_cast<const float*>(p.a.data);
-  const auto* b = static_cast<const float*>(p.b.data);
+  const std::vector<float> a_values = lora_matrix_values(p.a), b_values = lora_matrix_values(p.b);
+  const float* a = a_values.data();
+  const float* b = b_values.data();
   for (int64_t o = 0; o < out; ++o) {
     float* row = m.data() + o * in;
     dequantize_row(w.dtype, w.data + static_cast<size_t>(o) * bytes, row, in);

@@ -154,7 +154,8 @@ std::map<std::string, ModuleTensors> group_modules(const SafetensorsFile& file, 
 }  // namespace
 
 std::shared_ptr<const LoraAdapter> load_peft_lora(const std::string& dir, const GgufFile& base,
-                                                  const ModelConfig& config, const Backend& backend, float user_scale) {
+                                                  const ModelConfig& config, const Backend& backend, float user_scale,
+                                                  DType dtype) {
   const PeftConfig c = read_peft_config(dir);
   const std::unique_ptr<SafetensorsFile> file = open_adapter_weights(dir);
   LoraBuilder builder(dir, base, config);
@@ -178,7 +179,7 @@ std::shared_ptr<const LoraAdapter> load_peft_lora(const std::string& dir, const 
     const double scale = user_scale * alpha / (c.rslora ? std::sqrt(rank) : rank);
     builder.add(module, at->first, at->second, std::move(a), std::move(b), static_cast<float>(scale));
   }
-  return builder.finish(backend);
+  return builder.finish(backend, dtype);
 }
 
 }  // namespace kvlm

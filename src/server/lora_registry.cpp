@@ -1,6 +1,8 @@
 #include "server/lora_registry.h"
 
 #include "common/error.h"
+#include "kv/block_hash.h"
+#include "model/lora.h"
 
 namespace kvlm {
 
@@ -12,6 +14,8 @@ void LoraRegistry::add(ServedLora lora) {
     throw_error(ErrorCode::kOutOfRange, "{} LoRA adapters are loaded, the most --max-loras allows; unload one "
                 "first", loras_.size());
   std::string name = lora.name;
+  const LoraAdapter* raw = lora.adapter.get();
+  lora.adapter = std::shared_ptr<const LoraAdapter>(raw, [keep = std::move(lora.adapter)](const LoraAdapter*) {});
   loras_.emplace(std::move(name), std::move(lora));
 }
 
@@ -19,8 +23,8 @@ LoraRegistry::Removal LoraRegistry::remove(const std::string& name) {
   std::lock_guard lock(mu_);
   auto it = loras_.find(name);
   if (it == loras_.end()) return Removal::kUnknown;
-  // Every holder beside this map is a request (or a handler about to submit
-  // one); under the lock no new holder can appear from the map.
+  // Every holder of the map's pointer beside the map is a request (or a
+  // handler about to submit one); under the lock no new one can appear.
   if (it->second.adapter.use_count() > 1) return Removal::kInUse;
   loras_.erase(it);
   return Removal::kRemoved;
@@ -32,10 +36,11 @@ std::shared_ptr<const LoraAdapter> LoraRegistry::find(const std::string& name) c
   return it == loras_.end() ? nullptr : it->second.adapter;
 }
 
-std::vector<ServedLora> LoraRegistry::list() const {
+std::vector<LoraInfo> LoraRegistry::list() const {
   std::lock_guard lock(mu_);
-  std::vector<ServedLora> out;
-  for (const auto& [name, lora] : loras_) out.push_back(lora);
+  std::vector<LoraInfo> out;
+  for (const auto& [name, lora] : loras_)
+    out.push_back({name, lora.path, lora.created, block_hash_hex(BlockHash{lora.adapter->identity})});
   return out;
 }
 

@@ -23,6 +23,14 @@ struct ServedLora {
   int64_t created = 0;  // unix seconds of its loading
 };
 
+// What the listings say of a served adapter (no hold on it).
+struct LoraInfo {
+  std::string name;
+  std::string path;
+  int64_t created = 0;
+  std::string identity;  // LoraAdapter::identity, 32 hex digits
+};
+
 // Per-adapter counts of the requests answered with it (metrics).
 struct LoraUsage {
   int64_t num_requests = 0;
@@ -42,9 +50,10 @@ class LoraRegistry {
   enum class Removal { kRemoved, kUnknown, kInUse };
   // kInUse while a request holds the adapter (it stays loaded).
   Removal remove(const std::string& name);
-  // null: no adapter of that name.
+  // null: no adapter of that name. The pointer returned is a hold of the
+  // registry's own (the adapter is in use while any is alive).
   std::shared_ptr<const LoraAdapter> find(const std::string& name) const;
-  std::vector<ServedLora> list() const;  // by name
+  std::vector<LoraInfo> list() const;  // by name
   // The adapters running requests hold now (beside the registry's own hold), by name.
   std::vector<std::string> names_in_use() const;
 
@@ -55,6 +64,9 @@ class LoraRegistry {
  private:
   const size_t max_loras_;
   mutable std::mutex mu_;
+  // Each adapter as requests hold it: a pointer with a control block of its
+  // own, whose count says how many holds requests have (ServedLora's own
+  // pointer, which callers may have copied, never counts).
   std::map<std::string, ServedLora> loras_;
   std::map<std::string, LoraUsage> usage_;
 };

@@ -147,7 +147,7 @@ void handle_delete_response(ServerContext& ctx, const http::Request& req, http::
 void handle_models(ServerContext& ctx, const http::Request& req, http::Response& res);
 // LoRA adapters (routes_lora.cpp): an adapter's /v1/models entry, and vLLM's
 // POST /v1/load_lora_adapter, /v1/unload_lora_adapter.
-openai::Json lora_model_json(const ServerContext& ctx, const ServedLora& lora);
+openai::Json lora_model_json(const ServerContext& ctx, const LoraInfo& lora);
 void handle_load_lora(ServerContext& ctx, const http::Request& req, http::Response& res);
 void handle_unload_lora(ServerContext& ctx, const http::Request& req, http::Response& res);
 // POST /v1/embeddings (routes_embeddings.cpp), and the pooling it uses:

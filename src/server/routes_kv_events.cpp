@@ -17,7 +17,6 @@
 #include "common/log.h"
 #include "engine/engine.h"
 #include "kv/block_hash.h"
-#include "model/lora.h"
 #include "server/routes.h"
 
 namespace kvlm {
@@ -68,7 +67,7 @@ std::string snapshot_line(const ServerContext& ctx, EventsReader& r) {
 // router derives the key its blocks are hashed with (adapter_extra_key).
 Json loras_json(const ServerContext& ctx) {
   Json out = Json::object();
-  for (const ServedLora& lora : ctx.loras->list()) out[lora.name] = block_hash_hex(BlockHash{lora.adapter->identity});
+  for (const LoraInfo& lora : ctx.loras->list()) out[lora.name] = lora.identity;
   return out;
 }
 

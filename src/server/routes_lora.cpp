@@ -36,7 +36,7 @@ bool refuse_unless_runtime_loading(const ServerContext& ctx, http::Response& res
 
 }  // namespace
 
-Json lora_model_json(const ServerContext& ctx, const ServedLora& lora) {
+Json lora_model_json(const ServerContext& ctx, const LoraInfo& lora) {
   return Json{{"id", lora.name},           {"object", "model"},
               {"created", lora.created},   {"owned_by", "kvlm"},
               {"root", lora.path},         {"parent", ctx.model_names[0]},

@@ -53,7 +53,7 @@ void handle_models(ServerContext& ctx, const http::Request& req, http::Response&
   }
   Json data = Json::array();
   for (const std::string& name : ctx.model_names) data.push_back(model_json(ctx, name));
-  for (const ServedLora& lora : ctx.loras->list()) data.push_back(lora_model_json(ctx, lora));
+  for (const LoraInfo& lora : ctx.loras->list()) data.push_back(lora_model_json(ctx, lora));
   res.set_content(openai::dump_json(Json{{"object", "list"}, {"data", std::move(data)}}), "application/json");
 }
 
@@ -66,7 +66,7 @@ void handle_model(ServerContext& ctx, const http::Request& req, http::Response& 
                                                       : model_json(ctx, name);
     return res.set_content(openai::dump_json(model), "application/json");
   }
-  for (const ServedLora& lora : ctx.loras->list())
+  for (const LoraInfo& lora : ctx.loras->list())
     if (lora.name == id) return res.set_content(openai::dump_json(lora_model_json(ctx, lora)), "application/json");
   send_model_not_found(res, id);
 }

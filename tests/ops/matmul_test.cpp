@@ -285,6 +285,42 @@ TEST_P(MatmulTest, ManyMatricesEqualOneAtATime) {
   }
 }
 
+// matmul_grouped gives each job exactly what matmul gives it: matrices of
+// different shapes and inputs of different token counts (LoRA's A [rank, in]
+// and B [out, rank] of several adapters) in one fork, enough work to fork
+// and too little; quantized-input matrices one at a time.
+TEST_P(MatmulTest, GroupedMatmulsEqualOneAtATime) {
+  const MatmulCase c = param();
+  const int64_t unit = std::max<int64_t>(dtype_info(c.dtype).block_size, 32);
+  struct Shape {
+    int64_t rows, cols, num_tokens;
+  };
+  // Together past the work a fork needs; the first alone under it.
+  const std::vector<Shape> shapes = {
+      {16, 8 * unit, 1}, {1024, 2 * unit, 3}, {8, 4 * unit, 0}, {300, unit, 9}, {4, unit, 1}};
+  for (size_t num_jobs : {size_t{1}, size_t{2}, shapes.size()}) {
+    std::vector<Problem> problems;
+    std::vector<WeightMatrix> ws;
+    for (size_t i = 0; i < num_jobs; ++i) {
+      const Shape& sh = shapes[i];
+      problems.push_back(make_problem(c.dtype, sh.rows, sh.cols, sh.num_tokens, static_cast<uint32_t>(70 + i)));
+      ws.push_back(pack_for_matmul(problems.back().matrix(c.dtype)));
+    }
+    std::vector<std::vector<float>> ys(num_jobs);
+    std::vector<GroupedMatmulJob> jobs;
+    for (size_t i = 0; i < num_jobs; ++i) {
+      ys[i].assign(static_cast<size_t>(shapes[i].num_tokens * shapes[i].rows), NAN);
+      jobs.push_back({&ws[i], problems[i].x.data(), shapes[i].num_tokens, ys[i].data()});
+    }
+    matmul_grouped(jobs);
+    for (size_t i = 0; i < num_jobs; ++i) {
+      std::vector<float> one(ys[i].size(), NAN);
+      matmul(ws[i], problems[i].x.data(), shapes[i].num_tokens, one.data());
+      ASSERT_EQ(ys[i], one) << "job " << i << " of " << num_jobs;
+    }
+  }
+}
+
 TEST_P(MatmulTest, GetRowEqualsDequantizedRow) {
   const MatmulCase c = param();
   const int64_t cols = 2 * std::max<int64_t>(dtype_info(c.dtype).block_size, 32);

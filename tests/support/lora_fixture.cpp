@@ -48,12 +48,9 @@ std::shared_ptr<const LoraAdapter> random_lora(const Model& model, int32_t rank,
       for (float& v : b) v = ub(rng);
       LoraPair p;
       p.scale = scale;
-      p.a = model.backend().prepare_matrix(WeightMatrix{a.data(), DType::kF32, rank, in});
-      p.b = model.backend().prepare_matrix(WeightMatrix{b.data(), DType::kF32, num_out, rank});
+      p.a = keep_lora_matrix(*out, a, rank, in, model.backend());
+      p.b = keep_lora_matrix(*out, b, num_out, rank, model.backend());
       out->layers[static_cast<size_t>(l)][static_cast<size_t>(t)] = p;
-      out->num_bytes += (a.size() + b.size()) * sizeof(float);
-      out->storage.push_back(std::move(a));
-      out->storage.push_back(std::move(b));
     }
   const uint64_t key[3] = {seed, static_cast<uint64_t>(rank), static_cast<uint64_t>(targets.size())};
   out->identity = hash128(key, sizeof(key), hash128(&scale, sizeof(scale)));

@@ -21,6 +21,7 @@ class CpuBackend final : public Backend {
   void matmul_many(std::span<const MatmulJob> jobs, const float* x, int64_t num_tokens) const override {
     kvlm::matmul_many(jobs, x, num_tokens);
   }
+  void matmul_grouped(std::span<const GroupedMatmulJob> jobs) const override { kvlm::matmul_grouped(jobs); }
 
   void rms_norm(const float* x, const float* w, float* y, int64_t num_rows, int64_t n, float eps) const override {
     kvlm::rms_norm(x, w, y, num_rows, n, eps);

@@ -325,6 +325,51 @@ void matmul_many_with(CpuPath path, std::span<const MatmulJob> jobs, const float
   }
 }
 
+void matmul_grouped_with(CpuPath path, std::span<const GroupedMatmulJob> jobs) {
+  const CpuKernels& kernels = kernels_for(path);
+  int64_t work = 0, total_rows = 0;
+  for (const GroupedMatmulJob& job : jobs) {
+    KVLM_ASSERT(act_kind_for(job.w->dtype) == ActKind::kF32, "matmul_grouped: a matrix with quantized inputs");
+    if (job.num_tokens <= 0) continue;
+    KVLM_ASSERT(job.w->data != nullptr && job.x != nullptr && job.y != nullptr, "matmul_grouped: null buffer");
+    work += job.w->rows * job.w->cols * job.num_tokens;
+    total_rows += job.w->rows;
+  }
+  if (total_rows == 0) return;
+  const int num_threads_used =
+      work < kMinParallelWork ? 1 : static_cast<int>(std::min<int64_t>(num_threads(), total_rows));
+  // Float inputs need no preparation: each job's chunks read its x in place.
+  std::vector<RowChunks> parts;
+  std::vector<PreparedActs> acts;
+  parts.reserve(jobs.size());
+  acts.reserve(jobs.size());
+  int64_t num_chunks = 0;
+  for (const GroupedMatmulJob& job : jobs) {
+    if (job.num_tokens <= 0) continue;
+    parts.push_back(row_chunks(kernels, *job.w, job.y, num_threads_used, job.num_tokens));
+    acts.push_back(prepare_acts(kernels, ActKind::kF32, job.x, job.num_tokens, job.w->cols));
+    num_chunks += parts.back().num_chunks;
+  }
+  auto run_chunk = [&](int64_t rc) {
+    size_t j = 0;
+    while (rc >= parts[j].num_chunks) rc -= parts[j++].num_chunks;
+    const RowChunks& part = parts[j];
+    const PreparedActs& a = acts[j];
+    const int64_t row_begin = rc * part.rows_per_chunk;
+    const int64_t row_end = std::min(part.w->rows, row_begin + part.rows_per_chunk);
+    for (int64_t t0 = 0; t0 < a.acts.num_tokens; t0 += a.chunk)
+      part.kernel(*part.w, a.acts, row_begin, row_end, t0, std::min(a.acts.num_tokens, t0 + a.chunk), part.y);
+  };
+  if (num_threads_used == 1) {
+    for (int64_t rc = 0; rc < num_chunks; ++rc) run_chunk(rc);
+    return;
+  }
+  ChunkRegions regions(num_chunks, num_threads_used);
+  parallel_for(num_threads_used, [&](int64_t, int worker) {
+    for (int64_t rc = regions.next(worker); rc >= 0; rc = regions.next(worker)) run_chunk(rc);
+  });
+}
+
 void matmul_with(CpuPath path, const WeightMatrix& w, const float* x, int64_t num_tokens, float* y) {
   if (w.rows <= 0) return;
   const MatmulJob job{&w, y};
@@ -353,6 +398,17 @@ void matmul_many(std::span<const MatmulJob> jobs, const float* x, int64_t num_to
   cpu::matmul_many_with(active_cpu_path(), jobs, x, num_tokens);
 }
 
+void matmul_grouped(std::span<const GroupedMatmulJob> jobs) {
+  // Matrices whose kernels quantize their input (a quantized adapter) go one
+  // at a time, each with its own prepared input.
+  bool floats = true;
+  for (const GroupedMatmulJob& job : jobs) floats = floats && cpu::act_kind_for(job.w->dtype) == cpu::ActKind::kF32;
+  if (!floats) {
+    for (const GroupedMatmulJob& job : jobs) matmul(*job.w, job.x, job.num_tokens, job.y);
+    return;
+  }
+  cpu::matmul_grouped_with(active_cpu_path(), jobs);
+}
 
 WeightMatrix pack_for_matmul(WeightMatrix w) {
   using namespace cpu;

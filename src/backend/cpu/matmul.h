@@ -39,6 +39,12 @@ void matmul(const WeightMatrix& w, const float* x, int64_t num_tokens, float* y)
 // take the input in different forms (or more than 4) go one at a time.
 void matmul_many(std::span<const MatmulJob> jobs, const float* x, int64_t num_tokens);
 
+// Independent matmuls (each its own matrix and input) on one fork of the
+// compute threads, their row chunks shared out together: a step's many small
+// LoRA products cost one barrier, not one each. Each y is bit for bit what
+// matmul() gives. Matrices whose kernels take quantized inputs go one at a time.
+void matmul_grouped(std::span<const GroupedMatmulJob> jobs);
+
 // Plain scalar reference of the same computation, the oracle for matmul():
 // same activation quantization, no SIMD, single thread.
 void matmul_reference(const WeightMatrix& w, const float* x, int64_t num_tokens, float* y);

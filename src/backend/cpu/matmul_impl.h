@@ -212,6 +212,8 @@ void matmul_with(CpuPath path, const WeightMatrix& w, const float* x, int64_t nu
 // matmul_many() on the kernels of `path`; the matrices must share cols and
 // the activation form (at most 4 of them).
 void matmul_many_with(CpuPath path, std::span<const MatmulJob> jobs, const float* x, int64_t num_tokens);
+// matmul_grouped() on the kernels of `path`; every matrix takes f32 inputs.
+void matmul_grouped_with(CpuPath path, std::span<const GroupedMatmulJob> jobs);
 
 // The fixed float step of the quantized kernels (see the top of this file).
 inline float accumulate_block(float acc, int32_t isum, float scale) {

@@ -14,13 +14,14 @@
 #include "common/huge_pages.h"
 #include "model/make_model.h"
 #include "model/model.h"
+#include "support/lora_fixture.h"
 #include "support/test_support.h"
 
 namespace kvlm {
 namespace {
 
 enum Op {
-  kPrepare, kGetRow, kMatmul, kMatmulMany, kRmsNorm, kLayerNorm, kRope, kSoftmax, kSwiglu,
+  kPrepare, kGetRow, kMatmul, kMatmulMany, kMatmulGrouped, kRmsNorm, kLayerNorm, kRope, kSoftmax, kSwiglu,
   kGeglu, kGelu, kSoftCap, kAddInplace, kAddBias, kScale, kKvWrite, kAttention, kNumOps
 };
 
@@ -43,6 +44,10 @@ class CountingBackend final : public Backend {
   void matmul_many(std::span<const MatmulJob> jobs, const float* x, int64_t n) const override {
     ++calls[kMatmulMany];
     base_.matmul_many(jobs, x, n);
+  }
+  void matmul_grouped(std::span<const GroupedMatmulJob> jobs) const override {
+    ++calls[kMatmulGrouped];
+    base_.matmul_grouped(jobs);
   }
   void rms_norm(const float* x, const float* w, float* y, int64_t r, int64_t n, float eps) const override {
     ++calls[kRmsNorm];
@@ -107,7 +112,8 @@ class CountingBackend final : public Backend {
 
 // The logits of the last of `tokens`, fed at once as one new sequence whose
 // F16 KV lives in blocks 0, 1, ... of a fresh pool.
-std::vector<float> last_logits(const Model& model, const std::vector<int32_t>& tokens) {
+std::vector<float> last_logits(const Model& model, const std::vector<int32_t>& tokens,
+                               const LoraAdapter* lora = nullptr) {
   const ModelConfig& c = model.config();
   const auto T = static_cast<int32_t>(tokens.size());
   KvCacheView kv;
@@ -135,6 +141,10 @@ std::vector<float> last_logits(const Model& model, const std::vector<int32_t>& t
   batch.positions = positions;
   batch.groups = groups;
   batch.logit_rows = std::span(&last, 1);
+  std::vector<int32_t> rows(T);
+  std::iota(rows.begin(), rows.end(), 0);
+  const LoraRows adapter_rows{lora, rows};
+  if (lora) batch.lora = std::span(&adapter_rows, 1);
   ForwardScratch scratch;
   std::vector<float> logits(c.vocab_size);
   model.forward(batch, kv, scratch, logits.data());
@@ -187,6 +197,16 @@ TEST(BackendSeam, EveryFamilyRunsOnTheBackendItWasLoadedWith) {
     EXPECT_EQ(counting.calls[kKvWrite], num_layers);
     EXPECT_EQ(counting.calls[kAttention], num_layers);
     EXPECT_GE(counting.calls[kGetRow], static_cast<int>(tokens.size()));
+    for (int op = 0; op < kNumOps; ++op) used[op] += counting.calls[op];
+    // With a LoRA adapter (prepared on the model's backend) too.
+    if (model->config().arch_name != "llama") continue;
+    counting.calls = {};
+    const auto lora = test::random_lora(*model, 4, test::llama_all_targets(), 9);
+    const auto reference_lora = test::random_lora(*reference, 4, test::llama_all_targets(), 9);
+    const std::vector<float> got_lora = last_logits(*model, tokens, lora.get());
+    const std::vector<float> want_lora = last_logits(*reference, tokens, reference_lora.get());
+    EXPECT_EQ(std::memcmp(got_lora.data(), want_lora.data(), got_lora.size() * sizeof(float)), 0);
+    EXPECT_NE(std::memcmp(got_lora.data(), got.data(), got.size() * sizeof(float)), 0) << "the adapter changed nothing";
     for (int op = 0; op < kNumOps; ++op) used[op] += counting.calls[op];
   }
   // Prepare was counted at load, before the reset; every other op of the
