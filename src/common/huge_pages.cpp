@@ -11,6 +11,17 @@
 namespace kvlm {
 
 HugePageBuffer::HugePageBuffer(size_t bytes, const char* what, PageAdvice advice) {
+  // Under one huge page: whole 4 KiB pages. Rounded up to 2 MiB, a small
+  // matrix (a LoRA adapter's hundreds of them) would hold a huge page each.
+  if (bytes < kHugePageBytes) {
+    const size_t size = (bytes + 4095) / 4096 * 4096;
+    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+      throw_error(ErrorCode::kUnavailable, "cannot reserve {} bytes for {}: {}", bytes, what, std::strerror(errno));
+    data_ = static_cast<uint8_t*>(p);
+    size_ = size;
+    return;
+  }
   // Reserve a page more than asked, then hand back the unaligned head and
   // the tail past the buffer (mmap aligns to 4 KiB only).
   const size_t size = (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;

@@ -19,6 +19,7 @@ enum class PageAdvice {
 
 // Anonymous zeroed memory starting on a 2 MiB boundary (so that every 2 MiB of
 // it can be one page), mapped (RAII). Pages are committed when first written.
+// Under 2 MiB asked: whole 4 KiB pages, 4 KiB aligned, without the advice.
 class HugePageBuffer {
  public:
   HugePageBuffer() = default;
