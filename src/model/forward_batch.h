@@ -48,7 +48,7 @@ struct ForwardBatch {
   size_t attn_stats_layer_stride = 0;
   // The rows that run with a LoRA adapter, one entry per adapter in the
   // step; rows in none run the base alone. Empty: no adapter in the step.
-  std::span<const LoraRows> lora;
+  std::span<const LoraRows> lora{};
 };
 
 // The seqs layer l attends with: group.seqs, or with per-layer statistics a
