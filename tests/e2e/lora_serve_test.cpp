@@ -127,6 +127,14 @@ TEST_F(LoraServe, EveryApiHonoursTheAdapter) {
     EXPECT_EQ(a.json().value("model", ""), "alpha") << path;
     EXPECT_NE(reply_text(a.json()), reply_text(b.json())) << path;
   }
+  // Structured output under an adapter: the grammar holds its tokens.
+  Json constrained = chat;
+  constrained["model"] = "alpha";
+  constrained["guided_choice"] = {"sunny day", "rainy night"};
+  const Answer c = post(*server_, "/v1/chat/completions", constrained);
+  ASSERT_EQ(c.status, 200) << c.body;
+  const std::string choice = reply_text(c.json());
+  EXPECT_TRUE(choice == "sunny day" || choice == "rainy night") << c.body;
   const Answer r = post(*server_, "/v1/responses", {{"model", "alpha"}, {"input", "Hello"}, {"max_output_tokens", 8}});
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.json().value("model", ""), "alpha");
