@@ -20,7 +20,7 @@ namespace kvlm {
 namespace {
 
 // ordered_json: PEFT takes the first pattern that matches, in file order.
-using Json = nlohmann::ordered_json;
+using OrderedJson = nlohmann::ordered_json;
 namespace fs = std::filesystem;
 
 struct PeftConfig {
@@ -30,24 +30,24 @@ struct PeftConfig {
   std::vector<std::pair<std::string, double>> rank_pattern, alpha_pattern;
 };
 
-Json read_json(const fs::path& file) {
+OrderedJson read_json(const fs::path& file) {
   std::ifstream in(file);
   if (!in) throw_error(ErrorCode::kNotFound, "{}: missing (a PEFT LoRA folder needs it)", file.string());
-  Json j = Json::parse(in, nullptr, false);
+  OrderedJson j = OrderedJson::parse(in, nullptr, false);
   if (j.is_discarded() || !j.is_object())
     throw_error(ErrorCode::kCorrupt, "{}: not a JSON object", file.string());
   return j;
 }
 
 // A field that must hold `want` for kvlm to apply the adapter as trained.
-void refuse_unless(const Json& c, const std::string& file, const char* key, const Json& want, const char* what) {
+void refuse_unless(const OrderedJson& c, const std::string& file, const char* key, const OrderedJson& want, const char* what) {
   if (c.contains(key) && !c[key].is_null() && c[key] != want)
     throw_error(ErrorCode::kUnsupported, "{}: '{}' = {}: {} is not supported", file, key,
                 printable(c[key].dump(), 100), what);
 }
 
 // rank_pattern / alpha_pattern: module-name suffix -> value.
-std::vector<std::pair<std::string, double>> read_pattern(const Json& c, const std::string& file, const char* key) {
+std::vector<std::pair<std::string, double>> read_pattern(const OrderedJson& c, const std::string& file, const char* key) {
   std::vector<std::pair<std::string, double>> out;
   if (!c.contains(key) || c[key].is_null()) return out;
   if (!c[key].is_object()) throw_error(ErrorCode::kCorrupt, "{}: '{}' is not an object", file, key);
@@ -65,7 +65,7 @@ std::vector<std::pair<std::string, double>> read_pattern(const Json& c, const st
 
 PeftConfig read_peft_config(const fs::path& dir) {
   const std::string file = (dir / "adapter_config.json").string();
-  const Json c = read_json(file);
+  const OrderedJson c = read_json(file);
   refuse_unless(c, file, "peft_type", "LORA", "a PEFT method other than LoRA");
   refuse_unless(c, file, "use_dora", false, "DoRA (weight-decomposed LoRA)");
   refuse_unless(c, file, "bias", "none", "training biases besides the LoRA pairs");

@@ -11,6 +11,7 @@
 #include "backend/quant.h"
 #include "common/assert.h"
 #include "common/error.h"
+#include "model/make_model.h"
 #include "common/printable.h"
 #include "model/gguf_writer.h"
 #include "model/hf_checkpoint.h"
@@ -44,13 +45,6 @@ constexpr ModuleNames kModules[] = {
 };
 
 const ModuleNames& module_names(LoraTarget t) { return kModules[static_cast<size_t>(t)]; }
-
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 // A uniform in [0, 1) from 24 bits: the same stream on every platform,
 // which std's distributions do not promise.

@@ -16,15 +16,6 @@
 namespace kvlm {
 namespace {
 
-// splitmix64: a tiny generator whose stream is fixed by its seed on every
-// platform (std::normal_distribution is not specified bit for bit).
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 // n values of N(0, sigma^2) by Box-Muller, from a stream seeded by `key`.
 void fill_normal(uint64_t key, float sigma, float* out, int64_t n) {
   uint64_t state = key;

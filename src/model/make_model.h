@@ -14,6 +14,16 @@
 
 namespace kvlm {
 
+// splitmix64: a tiny generator whose stream is fixed by its seed on every
+// platform (std's distributions are not specified bit for bit); make_model's
+// and make_lora's random weights both come from it.
+inline uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
 // RoPE scaling written into the file the way llama.cpp's converter does.
 struct RopeScalingShape {
   // "none"; "llama3" (llama arch: a rope_freqs tensor computed from the four

@@ -16,16 +16,16 @@
 namespace kvlm {
 namespace {
 
-struct Case {
+struct MergeCase {
   const char* model;
   const char* targets;
   std::vector<std::string> adapted;  // GGUF target names of layer 0 that change
 };
 
-class LoraMerge : public ::testing::TestWithParam<Case> {};
+class LoraMerge : public ::testing::TestWithParam<MergeCase> {};
 
 TEST_P(LoraMerge, AdaptedMatricesAreWPlusScaledBA) {
-  const Case& c = GetParam();
+  const MergeCase& c = GetParam();
   MakeLoraOptions o;
   o.base_path = test::shared_path(c.model);
   o.out_path = test::temp_path(fmt::format("merge-{}.gguf", c.targets));
@@ -78,9 +78,9 @@ TEST_P(LoraMerge, AdaptedMatricesAreWPlusScaledBA) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, LoraMerge,
-                         ::testing::Values(Case{"models/synth-tiny-F32.gguf", "attn_q,ffn_down", {"attn_q", "ffn_down"}},
-                                           Case{"models/synth-gpt2-F16.gguf", "attn_qkv,ffn_up", {"attn_qkv", "ffn_up"}}),
-                         [](const ::testing::TestParamInfo<Case>& info) {
+                         ::testing::Values(MergeCase{"models/synth-tiny-F32.gguf", "attn_q,ffn_down", {"attn_q", "ffn_down"}},
+                                           MergeCase{"models/synth-gpt2-F16.gguf", "attn_qkv,ffn_up", {"attn_qkv", "ffn_up"}}),
+                         [](const ::testing::TestParamInfo<MergeCase>& info) {
                            return info.param.model == std::string("models/synth-gpt2-F16.gguf") ? "gpt2" : "llama";
                          });
 

@@ -79,17 +79,17 @@ void expect_matches_file(const LoraAdapter& adapter, const std::string& out, Lor
   }
 }
 
-struct Case {
+struct RoundTripCase {
   const char* model;
   LoraFormat format;
   DType dtype;
   const char* targets;
 };
 
-class LoraRoundTrip : public ::testing::TestWithParam<Case> {};
+class LoraRoundTrip : public ::testing::TestWithParam<RoundTripCase> {};
 
 TEST_P(LoraRoundTrip, LoadsWhatMakeLoraWrote) {
-  const Case& c = GetParam();
+  const RoundTripCase& c = GetParam();
   const LoraBase base = test::shared_lora_base(c.model);
   MakeLoraOptions o;
   o.base_path = test::shared_path(c.model);
@@ -111,17 +111,17 @@ TEST_P(LoraRoundTrip, LoadsWhatMakeLoraWrote) {
 
 INSTANTIATE_TEST_SUITE_P(
     Files, LoraRoundTrip,
-    ::testing::Values(Case{"models/synth-tiny-F32.gguf", LoraFormat::kPeft, DType::kF32, "all"},
-                      Case{"models/synth-tiny-F32.gguf", LoraFormat::kGguf, DType::kF32, "all"},
-                      Case{"models/synth-tiny-F32.gguf", LoraFormat::kPeft, DType::kBF16, "attn"},
-                      Case{"models/synth-tiny-F32.gguf", LoraFormat::kGguf, DType::kF16, "attn_k,ffn_gate"},
-                      Case{"models/synth-gpt2-F16.gguf", LoraFormat::kPeft, DType::kF16, "all"},
-                      Case{"models/synth-gpt2-F16.gguf", LoraFormat::kGguf, DType::kF32, "attn"},
+    ::testing::Values(RoundTripCase{"models/synth-tiny-F32.gguf", LoraFormat::kPeft, DType::kF32, "all"},
+                      RoundTripCase{"models/synth-tiny-F32.gguf", LoraFormat::kGguf, DType::kF32, "all"},
+                      RoundTripCase{"models/synth-tiny-F32.gguf", LoraFormat::kPeft, DType::kBF16, "attn"},
+                      RoundTripCase{"models/synth-tiny-F32.gguf", LoraFormat::kGguf, DType::kF16, "attn_k,ffn_gate"},
+                      RoundTripCase{"models/synth-gpt2-F16.gguf", LoraFormat::kPeft, DType::kF16, "all"},
+                      RoundTripCase{"models/synth-gpt2-F16.gguf", LoraFormat::kGguf, DType::kF32, "attn"},
                       // Not llama: PEFT's q/k rows stay as they are.
-                      Case{"models/synth-qwen2-F32.gguf", LoraFormat::kPeft, DType::kF32, "all"},
-                      Case{"models/synth-gemma2-F32.gguf", LoraFormat::kPeft, DType::kF32, "all"},
-                      Case{"models/synth-gemma2-F32.gguf", LoraFormat::kGguf, DType::kBF16, "attn_q,ffn_gate"}),
-    [](const ::testing::TestParamInfo<Case>& info) {
+                      RoundTripCase{"models/synth-qwen2-F32.gguf", LoraFormat::kPeft, DType::kF32, "all"},
+                      RoundTripCase{"models/synth-gemma2-F32.gguf", LoraFormat::kPeft, DType::kF32, "all"},
+                      RoundTripCase{"models/synth-gemma2-F32.gguf", LoraFormat::kGguf, DType::kBF16, "attn_q,ffn_gate"}),
+    [](const ::testing::TestParamInfo<RoundTripCase>& info) {
       std::string name = fmt::format("{}_{}_{}_{}", info.index, info.param.format == LoraFormat::kPeft ? "peft" : "gguf",
                                      dtype_name(info.param.dtype), info.param.targets);
       for (char& ch : name)
