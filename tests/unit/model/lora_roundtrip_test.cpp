@@ -145,8 +145,8 @@ TEST(LoraScale, AlphaOverRankRsloraAndTheUserScale) {
   for (LoraFormat format : {LoraFormat::kPeft, LoraFormat::kGguf}) {
     MakeLoraOptions o = tiny_options(format, fmt::format("scale-{}", static_cast<int>(format)));
     make_lora(o);
-    const LoraPair* plain = load_lora(o.out_path, *base.file, base.config, default_backend())->pair(0, LoraTarget::kQ);
-    EXPECT_FLOAT_EQ(plain->scale, 2.0f);  // 32 / 16
+    const auto plain = load_lora(o.out_path, *base.file, base.config, default_backend());
+    EXPECT_FLOAT_EQ(plain->pair(0, LoraTarget::kQ)->scale, 2.0f);  // 32 / 16
     const auto half = load_lora(o.out_path, *base.file, base.config, default_backend(), 0.5f);
     EXPECT_FLOAT_EQ(half->pair(1, LoraTarget::kV)->scale, 1.0f);
     o.rslora = true;
