@@ -89,6 +89,19 @@ struct EngineConfig {
   bool kv_event_contents = false;
   // Speculative decoding (engine/spec/speculative.h); off by default.
   SpeculativeConfig speculative;
+  // KV chunks (GenerateRequest::kv_chunks, docs/kv-chunks.md): the share of
+  // a request's reused chunk tokens whose KV is recomputed in its context,
+  // chosen by how much their KV deviates on layer kv_blend_probe_layer
+  // (CacheBlend). 0: reuse alone; 1: every token recomputed (exact).
+  double kv_blend_recompute = 0.15;
+  int32_t kv_blend_probe_layer = 1;
+};
+
+// A span [begin, end) of a request's prompt tokens.
+struct TokenSpan {
+  int32_t begin = 0;
+  int32_t end = 0;
+  bool operator==(const TokenSpan&) const = default;
 };
 
 struct GenerateRequest {
@@ -112,6 +125,22 @@ struct GenerateRequest {
   // `logprobs` top alternatives), delivered with the first generated token.
   // Such a prompt is computed in full (no prefix-cache hit).
   bool prompt_logprobs = false;
+  // With prompt_logprobs: only prompt positions from this one on are scored
+  // (their logprobs come, in order, for tokens prompt_logprobs_from + 1 ..),
+  // so the part before it may be served by the prefix cache and KV chunks.
+  int32_t prompt_logprobs_from = 0;
+  // KV chunks (docs/kv-chunks.md): spans of prompt_tokens (ascending, not
+  // overlapping) whose KV may be reused wherever they stand: each chunk's
+  // KV is computed once as if it stood alone (keyed by its tokens, the
+  // adapter and cache_salt, in the prefix cache and the tiers), moved to its
+  // place here with its keys re-rotated, and a share of its tokens
+  // recomputed in this prompt's context (kv_blend_recompute). Ignored (the
+  // prompt computed as usual) on models whose positions cannot move (learned
+  // positions, sliding-window groups), under a KV budget, and for whole
+  // prompts' logprobs or mean-pooled embeddings.
+  std::vector<TokenSpan> kv_chunks;
+  // The share for this request; < 0: EngineConfig::kv_blend_recompute.
+  double kv_blend_recompute = -1;
   // KV budget and eviction policy; nullopt: EngineConfig::kv_budget.
   std::optional<KvBudget> kv_budget;
   // Structured output (src/constrain/constraint.h): the output must follow
@@ -208,6 +237,12 @@ struct EngineMetrics {
   int64_t num_requests_failed = 0;       // ended by an error (a fault in their step, a refusal)
   int64_t num_requests_timed_out = 0;    // ... of which past GenerateRequest::timeout_s
   int64_t num_prefix_evicted_blocks = 0; // cached blocks reused for other content
+  // KV chunks: chunks looked up at admission, those found cached (in part),
+  // tokens whose KV was reused from them, and of those the ones recomputed.
+  int64_t num_kv_chunk_lookups = 0;
+  int64_t num_kv_chunk_hits = 0;
+  int64_t num_kv_chunk_reused_tokens = 0;
+  int64_t num_kv_chunk_recomputed_tokens = 0;
   std::array<int64_t, kNumKvPolicyKinds> num_kv_evicted_tokens{};  // by KvPolicyKind: tokens dropped by budgets
   Histogram resident_tokens;             // most KV tokens a finished request held at once
   // KV tiers (empty without): per tier counters, and the engine's view.

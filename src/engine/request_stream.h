@@ -22,7 +22,9 @@ namespace kvlm {
 
 struct RequestStats {
   int32_t num_prompt_tokens = 0;
-  int32_t num_cached_tokens = 0;     // prompt tokens served by the prefix cache
+  int32_t num_cached_tokens = 0;     // prompt tokens served by the prefix cache or KV chunks (not recomputed)
+  int32_t num_chunk_reused_tokens = 0;      // of those, KV chunk tokens
+  int32_t num_chunk_recomputed_tokens = 0;  // KV chunk tokens found cached but recomputed (the blend)
   int32_t num_generated_tokens = 0;
   int32_t num_preemptions = 0;
   int32_t peak_resident_tokens = 0;  // most KV tokens the request held at once (its budget's effect)
