@@ -84,6 +84,11 @@ class Backend {
   // slots (block_id * block_size + offset).
   virtual void kv_write(const KvLayout& layout, const KvLayer& layer, const float* k, const float* v,
                         const int64_t* slots, int64_t num_tokens) const = 0;
+  // KV chunks' probe (kv/kv_chunks.h): out[t] = the squared distance between
+  // the K and V rows of token t and those its slot holds now (as stored, so
+  // read back through the KV type), summed over heads. Call before kv_write.
+  virtual void kv_deviation(const KvLayout& layout, const KvLayer& layer, const float* k, const float* v,
+                            const int64_t* slots, int64_t num_tokens, float* out) const = 0;
   // out[t, h, :] = softmax(q[t, h, :] . K^T * scale) . V over each query's
   // visible slots (AttentionSeq), with the params' soft-cap and window.
   // q, out: [num_tokens_total, num_heads, head_dim].

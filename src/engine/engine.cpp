@@ -44,6 +44,11 @@ void Engine::check_config() const {
   if (config_.max_batched_tokens < 1)
     throw_error(ErrorCode::kInvalidArgument, "max batched tokens must be positive");
   if (config_.max_seqs < 1) throw_error(ErrorCode::kInvalidArgument, "max seqs must be positive");
+  if (!(config_.kv_blend_recompute >= 0 && config_.kv_blend_recompute <= 1))
+    throw_error(ErrorCode::kInvalidArgument, "the KV blend recompute share {} must be between 0 and 1",
+                config_.kv_blend_recompute);
+  if (config_.kv_blend_probe_layer < 0)
+    throw_error(ErrorCode::kInvalidArgument, "the KV blend probe layer {} must be >= 0", config_.kv_blend_probe_layer);
 }
 
 int32_t Engine::trained_context_len() const {
@@ -85,6 +90,9 @@ void Engine::build_scheduler_and_runner() {
   sc.max_num_batched_tokens = config_.max_batched_tokens;
   sc.max_num_seqs = config_.max_seqs;
   sc.max_model_len = max_model_len_;
+  sc.kv_blend_probe_layer = config_.kv_blend_probe_layer;
+  blends_kv_chunks_ = model_->blends_kv_chunks() && config_.prefix_caching && model_->kv_groups().size() == 1 &&
+                      config_.kv_blend_probe_layer < model_->config().num_layers;
   KvCacheConfig kc;
   kc.num_blocks = num_kv_blocks_;
   kc.block_size = config_.block_size;
@@ -132,6 +140,7 @@ std::shared_ptr<RequestStream> Engine::submit(GenerateRequest g) {
     std::lock_guard lock(mu_);
     if (stopping_) throw_error(ErrorCode::kUnavailable, "the engine is shutting down");
     request->id = RequestId(next_request_id_++);
+    queue_companions(*request, g);
     stream = std::make_shared<RequestStream>(request->id);
     auto live = std::make_unique<Live>(stream, *tokenizer_, g, request->arrival_s);
     if (g.num_replayed > 0) replay_output(*live, *request, g.num_replayed);
@@ -267,6 +276,19 @@ void Engine::admit_inbox() {
   }
   for (Inbound& in : inbox) {
     const RequestId id = in.request->id;
+    if (in.live->companion_of) {
+      const RequestId parent = *in.live->companion_of;
+      if (!admit_companion(in.request)) continue;  // its chunk is cached: not needed
+      live_.emplace(id, std::move(in.live));
+      last_companion_[parent] = id;
+      admit(std::move(in.request));
+      continue;
+    }
+    // A request with KV chunks waits for the companions that compute them.
+    if (auto c = last_companion_.find(id); c != last_companion_.end()) {
+      if (!in.after) in.after = c->second;
+      last_companion_.erase(c);
+    }
     live_.emplace(id, std::move(in.live));
     if (in.after && live_.count(*in.after) && live_.at(*in.after)->stats.num_generated_tokens == 0) {
       followers_[*in.after].push_back(std::move(in.request));
@@ -451,7 +473,9 @@ void Engine::fail_live(RequestId id, const Error& error) {
   if (it == live_.end()) return;
   deliver([stream = it->second->stream, error] { stream->fail(error); });
   spec_.release(id);
+  const bool companion = it->second->companion_of.has_value();
   live_.erase(it);
+  if (companion) return;  // counted nowhere
   --num_unfinished_;
   std::lock_guard lock(mu_);
   metrics_.num_requests_failed++;
@@ -485,9 +509,10 @@ void Engine::finish_live(RequestId id, FinishReason reason, const Request* reque
   auto it = live_.find(id);
   if (it == live_.end()) return;
   Live& live = *it->second;
-  if (request) {
-    live.stats.num_cached_tokens = request->num_cached_tokens;
-    live.stats.num_preemptions = request->num_preemptions;
+  if (request) record_request_stats(live, *request);
+  if (live.companion_of) {  // internal: no stream reader, no metrics
+    live_.erase(it);
+    return;
   }
   const double now = clock_.now_s();
   live.stats.queue_s = (live.first_scheduled_s < 0 ? now : live.first_scheduled_s) - live.arrival_s;
@@ -523,6 +548,26 @@ void Engine::finish_live(RequestId id, FinishReason reason, const Request* reque
   for (double gap : live.stats.itl_s) metrics_.itl_s.observe(gap);
   spec_.release(id);
   live_.erase(it);
+}
+
+void Engine::record_request_stats(Live& live, const Request& request) {
+  live.stats.num_preemptions = request.num_preemptions;
+  // Reused KV chunk tokens count as cached, as a prefix hit's do.
+  live.stats.num_chunk_reused_tokens = request.num_chunk_reused_tokens;
+  live.stats.num_chunk_recomputed_tokens = request.num_chunk_recomputed_tokens;
+  live.stats.num_cached_tokens =
+      request.num_cached_tokens + request.num_chunk_reused_tokens - request.num_chunk_recomputed_tokens;
+  if (live.companion_of || request.num_chunks_looked_up == 0) return;
+  std::lock_guard lock(mu_);
+  metrics_.num_kv_chunk_lookups += request.num_chunks_looked_up;
+  metrics_.num_kv_chunk_hits += request.num_chunks_hit;
+  metrics_.num_kv_chunk_reused_tokens += request.num_chunk_reused_tokens;
+  metrics_.num_kv_chunk_recomputed_tokens += request.num_chunk_recomputed_tokens;
+}
+
+bool Engine::admit_companion(std::unique_ptr<Request>& request) {
+  const int32_t num_blocks = static_cast<int32_t>(request->tokens.size()) / config_.block_size;
+  return scheduler_->kv().num_cached_chunk_blocks(request->tokens, request->cache_salt) < num_blocks;
 }
 
 void Engine::publish_metrics() {

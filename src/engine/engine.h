@@ -48,6 +48,7 @@ class Program;
 }  // namespace constrain
 class Scheduler;
 class ModelRunner;
+struct KvChunk;
 struct SchedulerOutput;
 struct ScheduledSeq;
 struct Request;
@@ -343,6 +344,17 @@ class Engine {
   // engine_choices.cpp: validation shared by submit and submit_n, admission,
   // and choices parked until their first sibling has prefilled.
   std::unique_ptr<Request> make_request(GenerateRequest& g, KvBudget& budget) const;
+  // KV chunks (engine_choices.cpp): a request's chunks, validated, or none
+  // where it cannot blend; a companion request that computes one chunk
+  // alone (null: no whole block of it); the parent's companions, queued
+  // before it (under mu_). admit_inbox drops those whose chunk is cached
+  // and parks the parent behind the last one it admits.
+  void set_kv_chunks(const GenerateRequest& g, Request& request) const;
+  std::unique_ptr<Request> make_companion(const Request& parent, const KvChunk& chunk) const;
+  void queue_companions(const Request& parent, const GenerateRequest& g);
+  bool admit_companion(std::unique_ptr<Request>& request);
+  // A finished request's counts into its stats (and the chunk metrics).
+  void record_request_stats(Live& live, const Request& request);
   // A resumed request's replayed output (GenerateRequest::num_replayed) run
   // through its new Live before anything else sees it; throws
   // Error(kInvalidArgument) for output the request could not have produced.
@@ -434,6 +446,8 @@ class Engine {
   };
   std::deque<Inbound> inbox_;
   std::unordered_map<RequestId, std::vector<std::unique_ptr<Request>>> followers_;  // by the sibling they wait for
+  std::unordered_map<RequestId, RequestId> last_companion_;  // parent -> its last admitted KV chunk companion
+  bool blends_kv_chunks_ = false;  // the model can blend KV chunks (Model::blends_kv_chunks)
   std::vector<RequestId> cancels_;
   std::vector<std::promise<bool>> prefix_resets_;  // reset_prefix_cache() calls not yet served
   bool stopping_ = false;

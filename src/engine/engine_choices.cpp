@@ -53,10 +53,51 @@ std::unique_ptr<Request> Engine::make_request(GenerateRequest& g, KvBudget& budg
   request->pooling = g.pooling;
   request->kv_budget = budget;
   request->arrival_s = clock_.now_s();
+  set_kv_chunks(g, *request);
   if (!g.ignore_eos)
     for (int32_t id = 0; id < vocab; ++id)
       if (tokenizer_->is_end_of_generation(id)) request->stop_token_ids.push_back(id);
   return request;
+}
+
+void Engine::set_kv_chunks(const GenerateRequest& g, Request& request) const {
+  const auto num_prompt = static_cast<int32_t>(g.prompt_tokens.size());
+  if (g.prompt_logprobs_from < 0 || g.prompt_logprobs_from >= num_prompt)
+    throw_error(ErrorCode::kInvalidArgument, "prompt_logprobs_from {} is outside the prompt's {} tokens",
+                g.prompt_logprobs_from, num_prompt);
+  request.prompt_logits_from = g.prompt_logprobs ? g.prompt_logprobs_from : 0;
+  const double share = g.kv_blend_recompute < 0 ? config_.kv_blend_recompute : g.kv_blend_recompute;
+  if (!(share >= 0 && share <= 1))
+    throw_error(ErrorCode::kInvalidArgument, "kv_blend_recompute {} must be between 0 and 1", share);
+  int32_t end = 0;
+  for (const TokenSpan& c : g.kv_chunks) {
+    if (c.begin < end || c.end <= c.begin || c.end > num_prompt)
+      throw_error(ErrorCode::kInvalidArgument,
+                  "kv_chunks: [{}, {}) must be a non-empty span of the prompt's {} tokens, after the chunk before it",
+                  c.begin, c.end, num_prompt);
+    end = c.end;
+  }
+  // Hints: where the model or the request cannot blend, the prompt is
+  // computed as usual (GenerateRequest::kv_chunks).
+  if (!blends_kv_chunks_ || request.kv_budget.enabled() || request.computes_whole_prompt()) return;
+  for (const TokenSpan& c : g.kv_chunks)
+    if (!request.prompt_logits || c.end <= request.prompt_logits_from) request.kv_chunks.push_back({c.begin, c.end});
+  if (tokenizer_->add_bos() && tokenizer_->bos_id()) request.kv_chunk_prefix = {*tokenizer_->bos_id()};
+  request.kv_blend_recompute = share;
+}
+
+std::unique_ptr<Request> Engine::make_companion(const Request& parent, const KvChunk& chunk) const {
+  const auto tokens = std::span<const int32_t>(parent.tokens).subspan(chunk.begin, chunk.end - chunk.begin);
+  std::vector<int32_t> prompt = kv_chunk_prompt(parent.kv_chunk_prefix, tokens, config_.block_size);
+  if (prompt.empty()) return nullptr;
+  auto r = std::make_unique<Request>();
+  r->tokens = std::move(prompt);
+  r->num_prompt_tokens = static_cast<int32_t>(r->tokens.size());
+  r->max_tokens = 1;  // its prompt's KV is all it is for
+  r->cache_salt = kv_chunk_extra_key(parent.cache_salt);
+  r->lora = parent.lora;
+  r->arrival_s = parent.arrival_s;
+  return r;
 }
 
 std::vector<std::shared_ptr<RequestStream>> Engine::submit_n(GenerateRequest g, int32_t n) {
@@ -134,6 +175,7 @@ std::vector<std::shared_ptr<RequestStream>> Engine::submit_batch(std::vector<Gen
         if (leaders[prompt]) after = firsts[*leaders[prompt]];
         firsts.push_back(request->id);
       }
+      if (k % static_cast<size_t>(n) == 0) queue_companions(*request, c);
       auto stream = std::make_shared<RequestStream>(request->id);
       auto live = std::make_unique<Live>(stream, *tokenizer_, c, request->arrival_s);
       if (c.num_replayed > 0) replay_output(*live, *request, c.num_replayed);
@@ -149,6 +191,19 @@ std::vector<std::shared_ptr<RequestStream>> Engine::submit_batch(std::vector<Gen
   return streams;
 }
 
+void Engine::queue_companions(const Request& parent, const GenerateRequest& g) {
+  for (const KvChunk& chunk : parent.kv_chunks) {
+    std::unique_ptr<Request> r = make_companion(parent, chunk);
+    if (!r) continue;
+    r->id = RequestId(next_request_id_++);
+    GenerateRequest quiet;  // greedy, one token, nobody reads its stream
+    quiet.lora = g.lora;
+    auto live = std::make_unique<Live>(std::make_shared<RequestStream>(r->id), *tokenizer_, quiet, r->arrival_s);
+    live->companion_of = parent.id;
+    inbox_.push_back({std::move(r), std::move(live), std::nullopt});
+  }
+}
+
 void Engine::replay_output(Live& live, const Request& request, int32_t num_replayed) const {
   const auto tokens = std::span<const int32_t>(request.tokens).last(static_cast<size_t>(num_replayed));
   std::string text = output_->replay(live.output, tokens, request.stop_token_ids);
@@ -162,6 +217,7 @@ void Engine::admit(std::unique_ptr<Request> request) {
     if (tiers_.begin_lookup(request, scheduler_->kv_manager())) return;
     scheduler_->add_request(std::move(request));
   } catch (const Error& e) {
+    release_followers(id);
     fail_live(id, e);
   }
 }

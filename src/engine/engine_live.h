@@ -18,6 +18,7 @@ struct Engine::Live {
   Live(std::shared_ptr<RequestStream> s, const Tokenizer& tok, const GenerateRequest& g, double now)
       : stream(std::move(s)), sampler(g.sampling), output(tok, g), arrival_s(now),
         deadline_s(g.timeout_s > 0 ? now + g.timeout_s : 0), timeout_s(g.timeout_s), logprobs(g.logprobs),
+        next_prompt_position(g.prompt_logprobs ? g.prompt_logprobs_from : 0),
         speculative(g.speculative && g.pooling == Pooling::kNone), pooling(g.pooling), normalize(g.normalize),
         lora(g.lora) {}
   std::shared_ptr<RequestStream> stream;
@@ -51,6 +52,9 @@ struct Engine::Live {
   int32_t num_hidden_rows = 0;
   // Kept alive while the request runs (the scheduler's Request points at it).
   std::shared_ptr<const LoraAdapter> lora;
+  // A KV chunk's companion (Engine::queue_companions): computes the chunk
+  // alone for the request it names, which waits for it. Counted nowhere.
+  std::optional<RequestId> companion_of;
 };
 
 }  // namespace kvlm

@@ -118,7 +118,7 @@ void Engine::sample_seq(const ScheduledSeq& s, std::span<const float> logits, Se
   try {
     slot.next_prompt_position = live.next_prompt_position;
     for (int32_t i = 0; i < s.num_prompt_logits; ++i) {
-      const int32_t pos = s.num_computed + i;  // its logits predict token pos + 1
+      const int32_t pos = s.row_position(s.first_prompt_logit_row + i);  // its logits predict token pos + 1
       // Rows past the prompt exist for entropy policies only.
       if (!r.prompt_logits || pos >= r.num_prompt_tokens - 1 || pos != slot.next_prompt_position) continue;
       slot.prompt_logprobs.push_back(

@@ -31,6 +31,12 @@ uint64_t adapter_extra_key(const Hash128& adapter, uint64_t salt_key) {
   return hash128(&salt_key, sizeof(salt_key), adapter).lo | 1;
 }
 
+uint64_t kv_chunk_extra_key(uint64_t extra_key) {
+  static constexpr char kChunk[] = "kvlm kv chunk";
+  const uint64_t key = hash128(kChunk, sizeof(kChunk) - 1, Hash128{extra_key, 0}).lo | 1;
+  return key == extra_key ? key ^ 2 : key;
+}
+
 std::string block_hash_hex(const BlockHash& h) {
   static constexpr char kDigits[] = "0123456789abcdef";
   std::string out(32, '0');

@@ -43,6 +43,12 @@ uint64_t cache_salt_key(std::string_view salt);
 // two adapters (nor an adapter and the base) share a block.
 uint64_t adapter_extra_key(const Hash128& adapter, uint64_t salt_key);
 
+// The extra_key under which KV chunks (kv_chunks.h) of requests with
+// `extra_key` are cached: a chunk's blocks hold KV computed as if the chunk
+// stood alone, so they must never be found as a prompt's prefix blocks.
+// Never 0 and never equal to extra_key.
+uint64_t kv_chunk_extra_key(uint64_t extra_key);
+
 // 32 lowercase hex digits (hi then lo), the form KV events and the router
 // exchange; from_hex is nullopt for anything else.
 std::string block_hash_hex(const BlockHash& h);

@@ -199,7 +199,7 @@ bool KvCacheManager::on_computed(RequestId id, std::span<const int32_t> tokens,
 
   // Block i holds tokens [i*bs, (i+1)*bs) only until the first drop.
   if (pool_.prefix_caching() && r.num_evicted == 0) {
-    const int32_t num_full = num_computed / bs;
+    const int32_t num_full = std::min(num_computed / bs, r.num_publishable_blocks);
     for (auto i = static_cast<int32_t>(r.block_hashes.size()); i < num_full; ++i) {
       std::optional<BlockHash> parent;
       if (i > 0) parent = r.block_hashes[i - 1];

@@ -38,6 +38,7 @@
 #include "kv/block_hash.h"
 #include "kv/block_table.h"
 #include "kv/block_pool.h"
+#include "kv/kv_chunks.h"
 #include "kv/kv_ops.h"
 #include "kv/kv_policy.h"
 
@@ -158,6 +159,26 @@ class KvCacheManager {
   // any request holds blocks.
   bool reset_prefix_cache() { return requests_.empty() && pool_.reset_prefix_cache(); }
 
+  // KV chunks (kv_chunks.h; one KV group, no budget). How many full blocks
+  // of a chunk prompt, from its first, the pool holds cached under
+  // chunk_key (kv_chunk_extra_key of the request's extra_key).
+  int32_t num_cached_chunk_blocks(std::span<const int32_t> chunk_prompt, uint64_t chunk_key) const;
+  // Admits a new request whose prompt (`tokens`) holds `chunks`: takes `hit`
+  // and allocates the rest of the prompt at once. For each chunk after the
+  // hit, the cached blocks of its chunk prompt (`chunk_prefix` then its
+  // tokens) are copied into the request's slots, each key re-rotated to its
+  // new position (KvOps, queued: take_ops()); those blocks stay referenced
+  // until release_borrowed(). The prompt's last token is never copied (its
+  // logits start the generation). Blocks from the first copied position on
+  // are never published to the prefix cache (their KV is not the prompt's
+  // exact KV). nullopt, and nothing changed, when the pool is short.
+  std::optional<BlendPlan> allocate_blend(RequestId id, std::span<const int32_t> tokens, const PrefixHit& hit,
+                                          std::span<const KvChunk> chunks, std::span<const int32_t> chunk_prefix,
+                                          uint64_t extra_key);
+  // Drops the references allocate_blend took on chunk blocks: call once the
+  // step that ran its copies is over (Scheduler::update).
+  void release_borrowed();
+
   // Releases all of a request's blocks (finished, aborted or preempted), its
   // last block first so cached blocks are evicted newest-first.
   void free(RequestId id);
@@ -182,7 +203,10 @@ class KvCacheManager {
     KvBudget budget;                      // disabled: unbounded
     std::unique_ptr<KvPolicy> policy;     // set iff budget.enabled()
     int32_t num_evicted = 0;              // tokens dropped (then nothing more is published)
+    int32_t num_publishable_blocks = INT32_MAX;  // a blend's blocks from its first copied slot on stay private
   };
+  // The cached blocks of a chunk prompt under chunk_key, from its first to the first miss.
+  std::vector<BlockId> cached_chunk_blocks(std::span<const int32_t> chunk_prompt, uint64_t chunk_key) const;
   // kv_eviction.cpp: sheds block_size tokens of a request at its budget.
   bool evict(RequestBlocks& r);
   bool evict_run(RequestBlocks& r, int32_t first_slot);
@@ -203,6 +227,7 @@ class KvCacheManager {
   bool record_published_ = false;
   std::vector<PublishedBlock> published_;
   std::array<int64_t, kNumKvPolicyKinds> num_evicted_tokens_{};
+  std::vector<BlockId> borrowed_;  // chunk blocks the next step's copies read (allocate_blend)
 };
 
 }  // namespace kvlm

@@ -49,6 +49,12 @@ struct ForwardBatch {
   // The rows that run with a LoRA adapter, one entry per adapter in the
   // step; rows in none run the base alone. Empty: no adapter in the step.
   std::span<const LoraRows> lora{};
+  // > 0: a KV chunks probe (kv/kv_chunks.h): only layers [0, num_layers)
+  // run, writing their K and V; no logits, no hidden rows. On the last of
+  // them, before its write, kv_deviation[t] gets row t's distance between
+  // its new K/V and those its slot held (Backend::kv_deviation).
+  int32_t num_layers = 0;
+  std::span<float> kv_deviation{};
 };
 
 // The seqs layer l attends with: group.seqs, or with per-layer statistics a

@@ -41,6 +41,8 @@ class LlamaModel final : public Model {
     return groups;
   }
 
+  bool blends_kv_chunks() const override { return config_.arch != Arch::kPhi3; }
+
   void forward(const ForwardBatch& batch, const KvCacheView& kv, ForwardScratch& s,
                float* logits) const override {
     const ModelConfig& c = config_;
@@ -58,8 +60,10 @@ class LlamaModel final : public Model {
     if (c.moe.enabled()) s.moe_stats.reset(c.num_layers, c.moe.num_experts);
 
     for (int64_t t = 0; t < T; ++t) backend_.get_row(token_embd_, batch.tokens[t], &s.x[t * c.dim]);
-    for (int32_t l = 0; l < c.num_layers; ++l) {
+    const int32_t num_layers = batch.num_layers > 0 ? std::min(batch.num_layers, c.num_layers) : c.num_layers;
+    for (int32_t l = 0; l < num_layers; ++l) {
       attention_block(l, batch, kv, s);
+      if (l + 1 == batch.num_layers) return;  // a probe: the last layer's K/V are all it wants
       backend_.add_inplace(s.x.data(), s.h2.data(), T * c.dim);
       ffn_block(l, batch, s);
       backend_.add_inplace(s.x.data(), s.h2.data(), T * c.dim);
@@ -99,7 +103,11 @@ class LlamaModel final : public Model {
     }
     backend_.rope(s.q.data(), batch.positions.data(), T, c.num_heads, c.head_dim, c.rope);
     backend_.rope(s.k.data(), batch.positions.data(), T, c.num_kv_heads, c.head_dim, c.rope);
+    if (l + 1 == batch.num_layers && !batch.kv_deviation.empty())
+      backend_.kv_deviation(kv.layout, kv.layers[l], s.k.data(), s.v.data(), group.slots.data(), T,
+                            batch.kv_deviation.data());
     backend_.kv_write(kv.layout, kv.layers[l], s.k.data(), s.v.data(), group.slots.data(), T);
+    if (l + 1 == batch.num_layers) return;  // a probe's last layer: its K/V are written, nothing reads its output
     AttentionParams ap;
     ap.num_heads = c.num_heads;
     ap.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));

@@ -60,6 +60,10 @@ class Model {
   // Positions the model can encode at most (GPT-2's learned table); nullopt
   // when positions are rotary and only the KV memory limits the context.
   virtual std::optional<int32_t> max_positions() const { return std::nullopt; }
+  // Whether forward() runs KV chunks' probes (ForwardBatch::num_layers and
+  // kv_deviation) and its keys can be re-rotated to a new position: rotary
+  // positions, one KV group, no window.
+  virtual bool blends_kv_chunks() const { return false; }
 
   // Runs the layers over batch.tokens, writing each token's K/V into its slot
   // and attending through the block tables. logits: [logit_rows.size(), vocab_size].

@@ -89,6 +89,23 @@ void ModelRunner::collect_stats(const SchedulerOutput& out) {
   }
 }
 
+void ModelRunner::add_attention_seqs(const ScheduledSeq& s, int32_t begin, std::span<const int32_t> table,
+                                     float* stats, std::vector<AttentionSeq>& seqs) {
+  const auto n = static_cast<int32_t>(s.new_tokens.size());
+  if (s.row_offsets.empty()) {
+    seqs.push_back(AttentionSeq{begin, n, s.slot_begin + n, table, stats});
+    return;
+  }
+  // A blend's rows: each run of consecutive positions is the last rows of
+  // a context that ends at its last one.
+  for (int32_t i = 0; i < n;) {
+    int32_t j = i + 1;
+    while (j < n && s.row_offsets[static_cast<size_t>(j)] == s.row_offsets[static_cast<size_t>(j - 1)] + 1) ++j;
+    seqs.push_back(AttentionSeq{begin + i, j - i, s.slot_begin + s.row_offsets[static_cast<size_t>(j - 1)] + 1, table, nullptr});
+    i = j;
+  }
+}
+
 void ModelRunner::add_adapter_rows(const LoraAdapter* adapter, int32_t begin, int32_t n) {
   auto it = std::find_if(adapter_rows_.begin(), adapter_rows_.end(), [&](const auto& e) { return e.first == adapter; });
   if (it == adapter_rows_.end()) {
@@ -123,9 +140,11 @@ std::span<const float> ModelRunner::execute(const SchedulerOutput& out) {
     const int32_t begin = static_cast<int32_t>(tokens_.size());
     const int32_t n = static_cast<int32_t>(s.new_tokens.size());
     for (int32_t i = 0; i < n; ++i) {
-      const int32_t slot = s.slot_begin + i;  // logical slot: the i-th resident token
+      // Its logical slot; a blend's rows skip the slots copied from KV chunks.
+      const int32_t offset = s.row_offsets.empty() ? i : s.row_offsets[static_cast<size_t>(i)];
+      const int32_t slot = s.slot_begin + offset;
       tokens_.push_back(s.new_tokens[i]);
-      positions_.push_back(s.position_begin + i);
+      positions_.push_back(s.position_begin + offset);
       for (size_t g = 0; g < num_groups; ++g) {
         const auto& table = tables[g].ids;
         KVLM_ASSERT(static_cast<size_t>(slot / bs) < table.size(), "block table covers the slot");
@@ -139,10 +158,9 @@ std::span<const float> ModelRunner::execute(const SchedulerOutput& out) {
       raw_attention_[si].assign(layers * static_cast<size_t>(n) * model_.config().num_kv_heads * (s.slot_begin + n), 0.f);
       stats = raw_attention_[si].data();
     }
-    for (size_t g = 0; g < num_groups; ++g)
-      seqs_[g].push_back(AttentionSeq{begin, n, s.slot_begin + n, tables[g].ids, stats});
+    for (size_t g = 0; g < num_groups; ++g) add_attention_seqs(s, begin, tables[g].ids, stats, seqs_[g]);
     if (s.lora) add_adapter_rows(s.lora, begin, n);
-    for (int32_t i = 0; i < s.num_prompt_logits; ++i) logit_rows_.push_back(begin + i);
+    for (int32_t i = 0; i < s.num_prompt_logits; ++i) logit_rows_.push_back(begin + s.first_prompt_logit_row + i);
     for (int32_t i = n - s.num_hidden_rows; i < n; ++i) hidden_rows_.push_back(begin + i);
     // Sampling rows: the last token's, or with proposals each of the last
     // 1 + num_spec_tokens tokens' (row j predicts the token after proposal j).
@@ -168,8 +186,22 @@ std::span<const float> ModelRunner::execute(const SchedulerOutput& out) {
   const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
   logits_.resize(logit_rows_.size() * vocab);
   scratch_.hidden.clear();
+  if (out.probe_layers > 0) {
+    deviation_.assign(tokens_.size(), 0.f);
+    batch.num_layers = out.probe_layers;
+    batch.kv_deviation = deviation_;
+  }
   if (!tokens_.empty()) model_.forward(batch, storage_.view(), scratch_, logits_.data());
   collect_stats(out);
+  if (out.probe_layers > 0) {
+    size_t row = 0;
+    for (size_t i = 0; i < out.seqs.size(); ++i) {
+      const size_t n = out.seqs[i].new_tokens.size();
+      kv_stats_[i].deviation.assign(deviation_.begin() + static_cast<std::ptrdiff_t>(row),
+                                    deviation_.begin() + static_cast<std::ptrdiff_t>(row + n));
+      row += n;
+    }
+  }
   return logits_;
 }
 

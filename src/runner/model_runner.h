@@ -47,6 +47,10 @@ class ModelRunner {
  private:
   // Rows [begin, begin + n) run with `adapter` this step.
   void add_adapter_rows(const LoraAdapter* adapter, int32_t begin, int32_t n);
+  // Seq s's AttentionSeq(s) for one group: one, or a blend's one per run of
+  // consecutive positions.
+  static void add_attention_seqs(const ScheduledSeq& s, int32_t begin, std::span<const int32_t> table, float* stats,
+                                 std::vector<AttentionSeq>& seqs);
   const Model& model_;
   KvStorage storage_;
   ForwardScratch scratch_;
@@ -58,6 +62,7 @@ class ModelRunner {
   std::vector<std::vector<int64_t>> slots_;          // [group][T]
   std::vector<std::vector<AttentionSeq>> seqs_;      // [group][num seqs]
   std::vector<float> logits_;
+  std::vector<float> deviation_;  // [T] a probe step's (ForwardBatch::kv_deviation)
   std::vector<std::vector<float>> raw_attention_;  // [seq][T_seq * kv_heads * context]
   std::vector<SeqKvStats> kv_stats_;
   std::vector<std::vector<int32_t>> group_layers_;  // [group] layer indices

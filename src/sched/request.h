@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/strong_id.h"
+#include "kv/kv_chunks.h"
 #include "kv/kv_policy.h"
 
 namespace kvlm {
@@ -45,6 +46,9 @@ struct Request {
   // Logits are wanted for every prompt position (prompt log-probabilities):
   // the prompt is computed in full, never served by the prefix cache.
   bool prompt_logits = false;
+  // With prompt_logits: only positions from this one on are wanted, so the
+  // prompt before it may come from the prefix cache and KV chunks.
+  int32_t prompt_logits_from = 0;
   // An embedding request: the final hidden states its pooling needs are
   // wanted (ScheduledSeq::num_hidden_rows). Mean pooling needs every prompt
   // position, so its prompt is computed in full as prompt_logits' is.
@@ -65,12 +69,27 @@ struct Request {
   // last token and samples a row for each; schedule() clears them. Ignored
   // unless the request is decoding without a KV budget.
   std::vector<int32_t> draft_tokens;
+  // KV chunks (kv/kv_chunks.h): spans of the prompt, ascending; the prefix
+  // of their chunk prompts (BOS); the share of reused tokens recomputed.
+  // Empty: none (or the engine found them unusable).
+  std::vector<KvChunk> kv_chunks;
+  std::vector<int32_t> kv_chunk_prefix;
+  double kv_blend_recompute = 0;
+  // Its blend, from an admission that found chunk blocks cached until its
+  // prompt is computed; a preemption drops it (the next admission plans anew).
+  std::optional<BlendPlan> blend;
+  int32_t num_chunks_looked_up = 0;          // the last blend's, for the stats
+  int32_t num_chunks_hit = 0;
+  int32_t num_chunk_reused_tokens = 0;
+  int32_t num_chunk_recomputed_tokens = 0;
 
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
   // Never served by the prefix cache or a KV tier: every prompt position's
   // output is wanted.
-  bool computes_whole_prompt() const { return prompt_logits || pooling == Pooling::kMean; }
+  bool computes_whole_prompt() const {
+    return (prompt_logits && prompt_logits_from == 0) || pooling == Pooling::kMean;
+  }
 };
 
 }  // namespace kvlm

@@ -50,7 +50,8 @@ class Scheduler::PromptBlocksInFlight {
   // `r` computes tokens [computed, computed + num_new) this step, where
   // computed is its num_computed_tokens or, newly admitted, its hit.
   void add(const Request& r, int32_t num_new, std::optional<int32_t> computed = std::nullopt) {
-    if (!kv_.prefix_caching() || r.computes_whole_prompt() || r.kv_budget.enabled()) return;  // a budget may publish nothing
+    // A budget may publish nothing; a blend publishes nothing past its first copied slot.
+    if (!kv_.prefix_caching() || r.computes_whole_prompt() || r.kv_budget.enabled() || r.blend) return;
     const int32_t bs = kv_.block_size();
     const int32_t from = computed.value_or(r.num_computed_tokens);
     const int32_t first = from / bs, end = std::min(from + num_new, r.num_prompt_tokens) / bs;
@@ -137,8 +138,7 @@ ScheduledSeq Scheduler::make_seq(const Request& r, int32_t num_new, std::span<co
   s.sample = r.num_computed_tokens + num_new == r.num_tokens();
   s.slot_begin = kv_.num_resident(r.id);
   s.position_begin = r.kv_budget.enabled() && r.kv_budget.shift ? s.slot_begin : r.num_computed_tokens;
-  if (r.prompt_logits)
-    s.num_prompt_logits = std::clamp(r.num_prompt_tokens - 1 - r.num_computed_tokens, 0, num_new);
+  set_prompt_logits(r, s);
   if (r.kv_budget.enabled()) {
     s.collect_attention = kv_policy_needs_attention(r.kv_budget.policy);
     s.collect_entropy = kv_policy_needs_entropy(r.kv_budget.policy);
@@ -153,6 +153,19 @@ ScheduledSeq Scheduler::make_seq(const Request& r, int32_t num_new, std::span<co
   return s;
 }
 
+void Scheduler::set_prompt_logits(const Request& r, ScheduledSeq& s) const {
+  if (!r.prompt_logits) return;
+  // Rows at positions [prompt_logits_from, num_prompt - 1): the last prompt
+  // position is the sampling row.
+  const auto n = static_cast<int32_t>(s.new_tokens.size());
+  int32_t first = 0;
+  while (first < n && s.row_position(first) < r.prompt_logits_from) ++first;
+  int32_t count = 0;
+  while (first + count < n && s.row_position(first + count) < r.num_prompt_tokens - 1) ++count;
+  s.first_prompt_logit_row = first;
+  s.num_prompt_logits = count;
+}
+
 void Scheduler::free_blocks(RequestId id) {
   if (!kv_.has_request(id)) return;  // never allocated (a waiting request)
   kv_.free(id);
@@ -162,6 +175,7 @@ void Scheduler::free_blocks(RequestId id) {
 void Scheduler::preempt(Request& r) {
   free_blocks(r.id);
   r.num_computed_tokens = 0;
+  r.blend.reset();
   r.status = RequestStatus::kWaiting;
   ++r.num_preemptions;
   ++num_preemptions_;
@@ -171,11 +185,15 @@ void Scheduler::preempt(Request& r) {
 SchedulerOutput Scheduler::schedule() {
   SchedulerOutput out;
   out.kv_ops = kv_.take_ops();
-  int32_t budget = config_.max_num_batched_tokens;
-  const bool preempted = schedule_running(out, budget);
-  // After a preemption the pool is known to be short, and admitting would
-  // only steal blocks back from the preempted.
-  if (!preempted) schedule_waiting(out, budget);
+  if (!schedule_probes(out)) {
+    int32_t budget = config_.max_num_batched_tokens;
+    const bool preempted = schedule_running(out, budget);
+    // After a preemption the pool is known to be short, and admitting would
+    // only steal blocks back from the preempted.
+    if (!preempted) schedule_waiting(out, budget);
+    // The copies of the blends admitted now run before this step's pass.
+    for (const KvOp& op : kv_.take_ops()) out.kv_ops.push_back(op);
+  }
   out.released_tables.swap(released_tables_);  // this call's preemptions included
   return out;
 }
@@ -196,6 +214,13 @@ bool Scheduler::schedule_running(SchedulerOutput& out, int32_t& budget) {
       continue;
     }
     r->draft_tokens.clear();
+    if (r->blend) {  // its prompt's blocks are all allocated
+      out.seqs.push_back(make_blend_seq(*r, budget));
+      out.num_tokens += static_cast<int32_t>(out.seqs.back().new_tokens.size());
+      budget -= static_cast<int32_t>(out.seqs.back().new_tokens.size());
+      ++i;
+      continue;
+    }
     const int32_t num_new = std::min({r->num_tokens() - r->num_computed_tokens, budget,
                                       kv_.max_new_tokens(r->id, r->kv_budget)});
     KVLM_ASSERT(num_new > 0, "a running request with nothing to compute");
@@ -236,13 +261,18 @@ void Scheduler::schedule_waiting(SchedulerOutput& out, int32_t& budget) {
     // to compute): with none free, skip hashing its prompt.
     if (kv_.pool().num_free_blocks() == 0) break;
     Request* r = waiting_[next];
-    PrefixHit hit = r->computes_whole_prompt() ? PrefixHit{}
-                                     : kv_.find_prefix(r->tokens, r->cache_salt, kv_.max_hit_tokens(r->kv_budget));
+    const int32_t max_hit = std::min(kv_.max_hit_tokens(r->kv_budget), r->prompt_logits ? r->prompt_logits_from : INT32_MAX);
+    PrefixHit hit = r->computes_whole_prompt() ? PrefixHit{} : kv_.find_prefix(r->tokens, r->cache_salt, max_hit);
     // Its next block is being computed by a request of this step: wait one
     // step and take it from the prefix cache rather than compute it twice.
     if (r->num_deferrals < kMaxDeferrals && in_flight.computes_next_block(*r, hit)) {
       ++r->num_deferrals;
       ++next;
+      continue;
+    }
+    if (blends(*r)) {
+      if (!admit_blend(*r, hit, out, budget)) break;
+      waiting_.erase(std::find(waiting_.begin(), waiting_.end(), r));
       continue;
     }
     const int32_t num_new = std::min({r->num_tokens() - hit.num_tokens, budget,
@@ -273,6 +303,11 @@ std::vector<std::unique_ptr<Request>> Scheduler::update(const SchedulerOutput& o
                                                         std::span<const SeqKvStats> kv_stats,
                                                         std::span<const int32_t> num_sampled) {
   KVLM_ASSERT(kv_stats.empty() || kv_stats.size() == out.seqs.size(), "one KV statistics entry per seq");
+  kv_.release_borrowed();  // the step ran the copies that read them
+  if (out.probe_layers > 0) {
+    update_probes(out, kv_stats);
+    return {};
+  }
   std::vector<RequestId> finished, must_preempt;
   size_t next_sample = 0, next_count = 0;
   for (size_t i = 0; i < out.seqs.size(); ++i) {
@@ -291,7 +326,8 @@ std::vector<std::unique_ptr<Request>> Scheduler::update(const SchedulerOutput& o
     Request& r = *it->second;
     KVLM_ASSERT(r.status == RequestStatus::kRunning, "update for a request that is not running");
     KVLM_ASSERT(r.num_computed_tokens == s.num_computed, "update out of step with schedule");
-    r.num_computed_tokens += static_cast<int32_t>(s.new_tokens.size()) - s.num_spec_tokens;
+    r.num_computed_tokens += s.num_advanced();
+    if (r.blend && r.num_computed_tokens >= r.num_prompt_tokens) r.blend.reset();  // its prompt is done
     const bool done = commit_sampled(r, s, tokens);
     if (!kv_stats.empty()) observe(s, kv_stats[i]);
     // A policy that cannot copy a shared block for want of a free one: the

@@ -30,6 +30,9 @@ struct SchedulerConfig {
   int32_t max_num_batched_tokens = 2048;  // token budget of one step
   int32_t max_num_seqs = 64;              // running requests at most
   int32_t max_model_len = 2048;           // prompt + output tokens of one request at most
+  // KV chunks: the layer whose K/V deviation chooses the tokens a blend
+  // recomputes (kv/kv_chunks.h).
+  int32_t kv_blend_probe_layer = 1;
 };
 
 // One request's share of a step. Plain data: the runner needs nothing else.
@@ -40,6 +43,13 @@ struct ScheduledSeq {
   int32_t slot_begin = 0;     // KV slot of the first new token (== num_computed until tokens were dropped)
   int32_t position_begin = 0; // its position: num_computed, or slot_begin with --kv-shift
   std::vector<int32_t> new_tokens;  // tokens [num_computed, num_computed + new_tokens.size())
+  // A blend (Request::blend): new_tokens are the prompt's tokens at
+  // num_computed + row_offsets[i] (ascending), and the step covers
+  // num_covered positions from num_computed; the others' KV was copied from
+  // KV chunks. Empty: the rows are contiguous. A probe step's seqs start at
+  // slot_begin and cover nothing.
+  std::vector<int32_t> row_offsets;
+  int32_t num_covered = 0;
   bool sample = false;        // all known tokens computed after this step: sample the next
   // Speculative decoding: the last num_spec_tokens of new_tokens are proposed
   // tokens (Request::draft_tokens), not known ones. Each of the last
@@ -51,6 +61,7 @@ struct ScheduledSeq {
   // never the last prompt position (that one is the sampling row). With an
   // entropy policy: every new token but the sampling row.
   int32_t num_prompt_logits = 0;
+  int32_t first_prompt_logit_row = 0;  // the first of them, among new_tokens (prompt_logits_from)
   // An embedding request (Request::pooling): the last num_hidden_rows new
   // tokens' final hidden states are wanted (ModelRunner::hidden()).
   int32_t num_hidden_rows = 0;
@@ -59,6 +70,14 @@ struct ScheduledSeq {
   // [group] what its block table did since it was last scheduled (all of it
   // the first time): the runner keeps the tables (BlockTableMirror).
   std::vector<BlockTableChange> table_changes;
+
+  // Prompt position of new token i.
+  int32_t row_position(int32_t i) const { return num_computed + (row_offsets.empty() ? i : row_offsets[i]); }
+  // Tokens the request's computed count moves by once the step ran (accepted
+  // proposals aside).
+  int32_t num_advanced() const {
+    return row_offsets.empty() ? static_cast<int32_t>(new_tokens.size()) - num_spec_tokens : num_covered;
+  }
 };
 
 // What a step observed for one sequence's KV policy (ModelRunner fills it).
@@ -69,6 +88,9 @@ struct SeqKvStats {
   // [new tokens] predictive entropy of each row with logits (NaN elsewhere).
   // Empty unless collect_entropy.
   std::vector<float> entropy;
+  // A probe step (SchedulerOutput::probe_layers): [new tokens] each row's
+  // KV deviation (kv/kv_chunks.h).
+  std::vector<float> deviation;
 };
 
 struct SchedulerOutput {
@@ -81,6 +103,9 @@ struct SchedulerOutput {
   // Requests whose blocks were freed (finished, aborted, preempted) since the
   // last output: the runner forgets their tables. Before `seqs` in effect.
   std::vector<RequestId> released_tables;
+  // > 0: a KV chunks probe step: every seq is a blend's probe, and the pass
+  // runs only layers [0, probe_layers) (ForwardBatch::num_layers).
+  int32_t probe_layers = 0;
   bool empty() const { return seqs.empty() && kv_ops.empty() && released_tables.empty(); }
 };
 
@@ -137,6 +162,19 @@ class Scheduler {
   // preempted), then the waiting ones in FIFO order.
   bool schedule_running(SchedulerOutput& out, int32_t& budget);
   void schedule_waiting(SchedulerOutput& out, int32_t& budget);
+  // scheduler_blend.cpp (KV chunks). A step of the blends that are probing,
+  // if any (true: `out` is that step, nothing else runs in it).
+  bool schedule_probes(SchedulerOutput& out);
+  // A waiting request with chunks: admitted with its blend (true), or the
+  // pool is short (false: nothing changed).
+  bool admit_blend(Request& r, const PrefixHit& hit, SchedulerOutput& out, int32_t& budget);
+  // The next step of a blend past its probe: its computed positions from
+  // num_computed_tokens, within `budget`.
+  ScheduledSeq make_blend_seq(const Request& r, int32_t budget);
+  void update_probes(const SchedulerOutput& out, std::span<const SeqKvStats> kv_stats);
+  bool blends(const Request& r) const;
+  // Which of a seq's new tokens want prompt logits (Request::prompt_logits).
+  void set_prompt_logits(const Request& r, ScheduledSeq& s) const;
   struct AllocateResult {
     bool fits = true;        // r got its blocks (false: r itself was preempted)
     bool preempted = false;  // some request was preempted for them

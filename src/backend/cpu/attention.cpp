@@ -160,6 +160,28 @@ void kv_read_value(const KvLayout& layout, const KvLayer& layer, int64_t slot, i
   dequantize_row(layout.dtype, vb, out, layout.head_dim);
 }
 
+void kv_deviation(const KvLayout& layout, const KvLayer& layer, const float* k, const float* v,
+                  const int64_t* slots, int64_t num_tokens, float* out) {
+  const int32_t hd = layout.head_dim;
+  std::vector<float> stored(static_cast<size_t>(hd));
+  auto distance = [&](const float* x) {
+    double d = 0;
+    for (int32_t c = 0; c < hd; ++c) d += static_cast<double>(x[c] - stored[c]) * (x[c] - stored[c]);
+    return d;
+  };
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    double sum = 0;
+    for (int32_t h = 0; h < layout.num_kv_heads; ++h) {
+      const int64_t row = (t * layout.num_kv_heads + h) * hd;
+      kv_read_key(layout, layer, slots[t], h, stored.data());
+      sum += distance(k + row);
+      kv_read_value(layout, layer, slots[t], h, stored.data());
+      sum += distance(v + row);
+    }
+    out[t] = static_cast<float>(sum);
+  }
+}
+
 void paged_attention(const KvLayout& layout, const KvLayer& layer, const float* q,
                      std::span<const AttentionSeq> seqs, const AttentionParams& params, float* out) {
   check_layout(layout, &params);

@@ -53,6 +53,11 @@ void kv_copy_block(const KvLayout& layout, const KvLayer& layer, int64_t src_blo
 void kv_move_slot(const KvLayout& layout, const KvLayer& layer, int64_t src_slot, int64_t dst_slot);
 void kv_rotate_key(const KvLayout& layout, const KvLayer& layer, int64_t slot, int32_t delta, const RopeParams& rope);
 
+// out[t] = sum over heads of |k_t - stored key|^2 + |v_t - stored value|^2
+// for each token's slot (KV chunks' probe, Backend::kv_deviation).
+void kv_deviation(const KvLayout& layout, const KvLayer& layer, const float* k, const float* v,
+                  const int64_t* slots, int64_t num_tokens, float* out);
+
 // Reads one stored key or value back as f32 (tests, KV re-rotation).
 // slot: physical slot. out: [head_dim].
 void kv_read_key(const KvLayout& layout, const KvLayer& layer, int64_t slot, int32_t kv_head, float* out);

@@ -54,6 +54,10 @@ class CpuBackend final : public Backend {
                 int64_t num_tokens) const override {
     kvlm::kv_write(layout, layer, k, v, slots, num_tokens);
   }
+  void kv_deviation(const KvLayout& layout, const KvLayer& layer, const float* k, const float* v,
+                    const int64_t* slots, int64_t num_tokens, float* out) const override {
+    kvlm::kv_deviation(layout, layer, k, v, slots, num_tokens, out);
+  }
   void paged_attention(const KvLayout& layout, const KvLayer& layer, const float* q,
                        std::span<const AttentionSeq> seqs, const AttentionParams& params,
                        float* out) const override {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kv/block_hash.h"
+#include "kv/kv_chunks.h"
 #include "unit/kv/kv_test_helpers.h"
 
 namespace kvlm {
@@ -77,6 +78,59 @@ TEST(BlockHash, TokenOrderAndValueMatter) {
   std::vector<int32_t> c = {1, 2, 3, 5};
   EXPECT_NE(hash_block(std::nullopt, a), hash_block(std::nullopt, b));
   EXPECT_NE(hash_block(std::nullopt, a), hash_block(std::nullopt, c));
+}
+
+}  // namespace
+}  // namespace kvlm
+
+namespace kvlm {
+namespace {
+
+TEST(KvChunkKey, ChunkBlocksAreKeyedApartFromPrefixBlocksAndFromEachOther) {
+  const Hash128 adapter{0x1234, 0x5678};
+  const std::vector<uint64_t> keys = {0, cache_salt_key("a"), cache_salt_key("b"), adapter_extra_key(adapter, 0),
+                                      adapter_extra_key(adapter, cache_salt_key("a"))};
+  std::vector<uint64_t> chunk_keys;
+  for (uint64_t k : keys) {
+    const uint64_t c = kv_chunk_extra_key(k);
+    EXPECT_NE(c, 0u);
+    EXPECT_NE(c, k);
+    for (uint64_t other : keys) EXPECT_NE(c, other);
+    for (uint64_t other : chunk_keys) EXPECT_NE(c, other);
+    chunk_keys.push_back(c);
+  }
+}
+
+TEST(KvChunkPrompt, PrefixThenTheChunkCutToWholeBlocks) {
+  const std::vector<int32_t> bos = {1}, chunk = {5, 6, 7, 8, 9, 10, 11};
+  EXPECT_EQ(kv_chunk_prompt(bos, chunk, 4), (std::vector<int32_t>{1, 5, 6, 7, 8, 9, 10, 11}));
+  EXPECT_EQ(kv_chunk_prompt(bos, std::span<const int32_t>(chunk).first(5), 4), (std::vector<int32_t>{1, 5, 6, 7}));
+  EXPECT_TRUE(kv_chunk_prompt(bos, std::span<const int32_t>(chunk).first(2), 4).empty());
+  EXPECT_EQ(kv_chunk_prompt({}, chunk, 4), (std::vector<int32_t>{5, 6, 7, 8}));
+}
+
+TEST(KvChunkSelection, RecomputesTheMostDeviatingShareOfReusedTokens) {
+  BlendPlan plan;
+  plan.begin = 10;
+  plan.reused = {0, 1, 1, 1, 1, 0};
+  plan.compute = {1, 0, 0, 0, 0, 1};
+  plan.deviation = {9, 0.5f, 3, 0.5f, 2, 9};
+  BlendPlan half = plan;
+  select_recompute(half, 0.5);
+  EXPECT_EQ(half.compute, (std::vector<uint8_t>{1, 0, 1, 0, 1, 1}));
+  EXPECT_EQ(half.num_recomputed, 2);
+  BlendPlan some = plan;
+  select_recompute(some, 0.3);  // ceil(1.2) = 2
+  EXPECT_EQ(some.num_recomputed, 2);
+  BlendPlan ties = plan;
+  ties.deviation = {0, 1, 1, 1, 1, 0};
+  select_recompute(ties, 0.25);  // equal deviations: the earliest
+  EXPECT_EQ(ties.compute, (std::vector<uint8_t>{1, 1, 0, 0, 0, 1}));
+  BlendPlan none = plan, all = plan;
+  select_recompute(none, 0);
+  EXPECT_EQ(none.compute, plan.compute);
+  select_recompute(all, 1);
+  EXPECT_EQ(all.compute, (std::vector<uint8_t>{1, 1, 1, 1, 1, 1}));
 }
 
 }  // namespace

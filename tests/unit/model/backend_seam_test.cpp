@@ -22,7 +22,7 @@ namespace {
 
 enum Op {
   kPrepare, kGetRow, kMatmul, kMatmulMany, kMatmulGrouped, kRmsNorm, kLayerNorm, kRope, kSoftmax, kSwiglu,
-  kGeglu, kGelu, kSoftCap, kAddInplace, kAddBias, kScale, kKvWrite, kAttention, kNumOps
+  kGeglu, kGelu, kSoftCap, kAddInplace, kAddBias, kScale, kKvWrite, kKvDeviation, kAttention, kNumOps
 };
 
 class CountingBackend final : public Backend {
@@ -99,6 +99,11 @@ class CountingBackend final : public Backend {
     ++calls[kKvWrite];
     base_.kv_write(layout, layer, k, v, slots, n);
   }
+  void kv_deviation(const KvLayout& layout, const KvLayer& layer, const float* k, const float* v,
+                    const int64_t* slots, int64_t n, float* out) const override {
+    ++calls[kKvDeviation];
+    base_.kv_deviation(layout, layer, k, v, slots, n, out);
+  }
   void paged_attention(const KvLayout& layout, const KvLayer& layer, const float* q,
                        std::span<const AttentionSeq> seqs, const AttentionParams& params,
                        float* out) const override {
@@ -112,8 +117,10 @@ class CountingBackend final : public Backend {
 
 // The logits of the last of `tokens`, fed at once as one new sequence whose
 // F16 KV lives in blocks 0, 1, ... of a fresh pool.
+// probe_layers > 0: a KV chunks probe of that many layers instead, whose
+// per-row KV deviations (against the zeroed cache) are returned.
 std::vector<float> last_logits(const Model& model, const std::vector<int32_t>& tokens,
-                               const LoraAdapter* lora = nullptr) {
+                               const LoraAdapter* lora = nullptr, int32_t probe_layers = 0) {
   const ModelConfig& c = model.config();
   const auto T = static_cast<int32_t>(tokens.size());
   KvCacheView kv;
@@ -146,9 +153,14 @@ std::vector<float> last_logits(const Model& model, const std::vector<int32_t>& t
   const LoraRows adapter_rows{lora, rows};
   if (lora) batch.lora = std::span(&adapter_rows, 1);
   ForwardScratch scratch;
-  std::vector<float> logits(c.vocab_size);
+  std::vector<float> logits(c.vocab_size), deviation(static_cast<size_t>(T));
+  if (probe_layers > 0) {
+    batch.logit_rows = {};
+    batch.num_layers = probe_layers;
+    batch.kv_deviation = deviation;
+  }
   model.forward(batch, kv, scratch, logits.data());
-  return logits;
+  return probe_layers > 0 ? deviation : logits;
 }
 
 // A Qwen2-MoE of random weights: experts (router softmax, SwiGLU) and a shared expert.
@@ -198,8 +210,17 @@ TEST(BackendSeam, EveryFamilyRunsOnTheBackendItWasLoadedWith) {
     EXPECT_EQ(counting.calls[kAttention], num_layers);
     EXPECT_GE(counting.calls[kGetRow], static_cast<int>(tokens.size()));
     for (int op = 0; op < kNumOps; ++op) used[op] += counting.calls[op];
-    // With a LoRA adapter (prepared on the model's backend) too.
     if (model->config().arch_name != "llama") continue;
+    // A KV chunks probe (ForwardBatch::num_layers) on the same backend.
+    counting.calls = {};
+    const std::vector<float> probe = last_logits(*model, tokens, nullptr, 2);
+    EXPECT_EQ(probe, last_logits(*reference, tokens, nullptr, 2));
+    EXPECT_GT(probe[0], 0.f);
+    EXPECT_EQ(counting.calls[kKvDeviation], 1);
+    EXPECT_EQ(counting.calls[kKvWrite], 2);
+    EXPECT_EQ(counting.calls[kAttention], 1) << "the probe's last layer writes its K/V and stops";
+    for (int op = 0; op < kNumOps; ++op) used[op] += counting.calls[op];
+    // With a LoRA adapter (prepared on the model's backend) too.
     counting.calls = {};
     const auto lora = test::random_lora(*model, 4, test::llama_all_targets(), 9);
     const auto reference_lora = test::random_lora(*reference, 4, test::llama_all_targets(), 9);
