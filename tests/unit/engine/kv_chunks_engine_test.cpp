@@ -220,6 +220,39 @@ TEST(KvChunksEngine, ChunkKvComesBackFromTheDiskTierAfterARestart) {
   expect_pool_whole(*engine);
 }
 
+// How kvlm bench chunks scores a continuation after blended documents.
+TEST(KvChunksEngine, PromptLogprobsFromAPositionScoreOnlyTheTail) {
+  auto engine = chunk_engine();
+  Docs docs(8);
+  const RagPrompt p = docs.prompt({1, 0});
+  const auto from = static_cast<int32_t>(p.tokens.size()) - 9;  // the question
+  auto scored = [&](bool chunks, double share, int32_t first) {
+    GenerateRequest g = greedy(p, chunks, share);
+    g.max_tokens = 1;
+    g.prompt_logprobs = true;
+    g.prompt_logprobs_from = first;
+    if (!chunks) g.cache_salt = cache_salt_key("reference");  // its exact blocks serve no one else
+    std::vector<float> lp;
+    auto stream = engine->submit(g);
+    while (auto ev = stream->next())
+      for (const SampledLogprobs& l : ev->prompt_logprobs) lp.push_back(l.chosen.logprob);
+    return std::make_pair(lp, stream->stats());
+  };
+  const auto [whole, whole_stats] = scored(false, -1, 0);
+  ASSERT_EQ(whole.size(), p.tokens.size() - 1);
+  const std::vector<float> tail(whole.end() - 8, whole.end());  // tokens from + 1 .. (the last has none)
+  // Recomputing every reused token gives the full prefill's bits.
+  const auto [exact, exact_stats] = scored(true, 1.0, from);
+  EXPECT_EQ(exact, tail);
+  EXPECT_GT(exact_stats.num_chunk_reused_tokens, 0);
+  // With nothing recomputed the documents' KV is their standalone KV: close, not equal.
+  const auto [reused, reused_stats] = scored(true, 0.0, from);
+  ASSERT_EQ(reused.size(), tail.size());
+  EXPECT_NE(reused, tail);
+  EXPECT_EQ(reused_stats.num_cached_tokens, reused_stats.num_chunk_reused_tokens);
+  expect_pool_whole(*engine);
+}
+
 TEST(KvChunksEngine, BadSpansAreRefused) {
   auto engine = chunk_engine();
   Docs docs(7);
