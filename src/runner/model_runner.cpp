@@ -89,6 +89,16 @@ void ModelRunner::collect_stats(const SchedulerOutput& out) {
   }
 }
 
+void ModelRunner::collect_deviation(const SchedulerOutput& out) {
+  size_t row = 0;
+  for (size_t i = 0; i < out.seqs.size(); ++i) {
+    const size_t n = out.seqs[i].new_tokens.size();
+    kv_stats_[i].deviation.assign(deviation_.begin() + static_cast<std::ptrdiff_t>(row),
+                                  deviation_.begin() + static_cast<std::ptrdiff_t>(row + n));
+    row += n;
+  }
+}
+
 void ModelRunner::add_attention_seqs(const ScheduledSeq& s, int32_t begin, std::span<const int32_t> table,
                                      float* stats, std::vector<AttentionSeq>& seqs) {
   const auto n = static_cast<int32_t>(s.new_tokens.size());
@@ -193,15 +203,7 @@ std::span<const float> ModelRunner::execute(const SchedulerOutput& out) {
   }
   if (!tokens_.empty()) model_.forward(batch, storage_.view(), scratch_, logits_.data());
   collect_stats(out);
-  if (out.probe_layers > 0) {
-    size_t row = 0;
-    for (size_t i = 0; i < out.seqs.size(); ++i) {
-      const size_t n = out.seqs[i].new_tokens.size();
-      kv_stats_[i].deviation.assign(deviation_.begin() + static_cast<std::ptrdiff_t>(row),
-                                    deviation_.begin() + static_cast<std::ptrdiff_t>(row + n));
-      row += n;
-    }
-  }
+  if (out.probe_layers > 0) collect_deviation(out);
   return logits_;
 }
 

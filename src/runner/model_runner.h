@@ -72,6 +72,8 @@ class ModelRunner {
 
   void run_kv_ops(const KvOps& ops);
   void collect_stats(const SchedulerOutput& out);
+  // A probe step's deviations into each seq's kv_stats_.
+  void collect_deviation(const SchedulerOutput& out);
 };
 
 }  // namespace kvlm
