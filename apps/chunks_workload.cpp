@@ -51,21 +51,21 @@ int32_t count_tokens(const Tokenizer& tok, std::string_view s) {
   return static_cast<int32_t>(tok.encode(s, /*add_special=*/false, /*parse_special=*/false).size());
 }
 
-// The pool: a paragraph's sentences gathered until a document holds
-// doc_tokens tokens (each sentence counted alone); the sentences at a
-// paragraph's end that fall short are dropped, so no document spans two
-// stories. A document is tokenized alone with a newline after it (the
-// boundary, for tokenizers that put no space before a word). Returns the
-// index of the first paragraph not used.
+// The pool: the text's sentences, in order, gathered until a document
+// holds doc_tokens tokens (each sentence counted alone), so a document ends
+// at the first sentence end at or past that count; a paragraph break inside
+// one stays a newline. A document is tokenized alone with a newline after it
+// (the boundary, for tokenizers that put no space before a word). Returns
+// the index of the first paragraph after the last document's.
 size_t cut_docs(const std::vector<std::vector<std::string_view>>& paragraphs, const Tokenizer& tok,
                 const ChunksWorkloadSpec& spec, std::vector<std::vector<int32_t>>& docs) {
+  std::string doc;
+  int32_t num_tokens = 0;
   for (size_t p = 0; p < paragraphs.size(); ++p) {
-    std::string doc;
-    int32_t num_tokens = 0;
-    for (std::string_view sentence : paragraphs[p]) {
-      if (!doc.empty()) doc += ' ';
-      doc.append(sentence);
-      num_tokens += count_tokens(tok, sentence);
+    for (size_t i = 0; i < paragraphs[p].size(); ++i) {
+      if (!doc.empty()) doc += i == 0 ? '\n' : ' ';
+      doc.append(paragraphs[p][i]);
+      num_tokens += count_tokens(tok, paragraphs[p][i]);
       if (num_tokens < spec.doc_tokens) continue;
       docs.push_back(tok.encode(doc + "\n", /*add_special=*/false, /*parse_special=*/false));
       doc.clear();

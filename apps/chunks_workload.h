@@ -1,7 +1,7 @@
 // The workload of `kvlm bench chunks` (cmd_bench_chunks.cpp): RAG-shaped
-// prompts. A pool of documents is cut from a text at sentence ends, each
-// tokenized alone (no BOS), so a document's token ids are the same in every
-// prompt that holds it. Each request is BOS, K documents of the pool in a
+// prompts. A pool of documents is cut from a text at sentence ends, one
+// after another, each tokenized alone (no BOS), so a document's token ids
+// are the same in every prompt that holds it. Each request is BOS, K documents of the pool in a
 // random order (marked as KV chunks), a short tail and the continuation the
 // benchmark scores.
 #pragma once
@@ -22,7 +22,7 @@ namespace kvlm::apps {
 // Where a request's tail and continuation come from.
 enum class ChunksQuery {
   kDoc,   // a passage of one of the request's own documents: the model has to recall it
-  kText,  // the start of a story of the text after the pool: unrelated to the documents
+  kText,  // the start of a paragraph of the text after the pool's: unrelated to the documents
 };
 
 struct ChunksWorkloadSpec {

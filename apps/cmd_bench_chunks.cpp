@@ -234,15 +234,15 @@ void print_report(const ChunksReport& rep, const std::vector<ChunksModeRun>& run
   fmt::print("TTFT: of the request that scores the continuation, whose {} tokens are part of its prompt; "
              "token counts: summed over the {} requests\n\n",
              s.continuation_tokens, s.num_requests);
-  fmt::print("| {:<6} | {:>5} | {:>12} | {:>11} | {:>6} | {:>11} | {:>9} | {:>8} | {:>7} | {:>10} | {:>7} |\n", "mode",
+  fmt::print("| {:<6} | {:>5} | {:>12} | {:>11} | {:>6} | {:>11} | {:>11} | {:>8} | {:>7} | {:>10} | {:>7} |\n", "mode",
              "share", "TTFT ms mean", "TTFT ms p50", "x full", "mean |dNLL|", "ppl", "ppl diff", "reused",
              "recomputed", "cached");
-  fmt::print("|--------|------:|-------------:|------------:|-------:|------------:|----------:|---------:|--------:|"
+  fmt::print("|--------|------:|-------------:|------------:|-------:|------------:|------------:|---------:|--------:|"
              "-----------:|--------:|\n");
   int64_t num_reused = 0;
   for (const ChunksModeRun& run : runs) {
     const ChunksRowFigures f = row_figures(run, runs.front());
-    fmt::print("| {:<6} | {:>5} | {:>12.2f} | {:>11.2f} | {:>6.3f} | {:>11.6f} | {:>9.4f} | {:>7.3f}% | {:>7} | {:>10} "
+    fmt::print("| {:<6} | {:>5} | {:>12.2f} | {:>11.2f} | {:>6.3f} | {:>11.6f} | {:>11.4f} | {:>7.3f}% | {:>7} | {:>10} "
                "| {:>7} |\n",
                run.mode.name, run.mode.share ? fmt::format("{:g}", *run.mode.share) : "-", f.ttft_mean, f.ttft_p50,
                f.ttft_ratio, f.mean_abs_dnll, f.ppl, f.ppl_diff_pct, run.num_reused, run.num_recomputed,
@@ -273,7 +273,7 @@ int bench_chunks(int argc, char** argv) {
   app.add_option("--continuation", spec.continuation_tokens, "scored tokens after the tail")->capture_default_str();
   app.add_option("--query", query,
                  "doc: tail and continuation are a passage of one of the request's documents; text: the start of "
-                 "a story after the pool's")
+                 "a paragraph after the pool's")
       ->capture_default_str();
   app.add_option("--shares", shares_arg, "comma-separated recompute shares, one chunks run each")
       ->capture_default_str();
@@ -292,14 +292,16 @@ int bench_chunks(int argc, char** argv) {
   const std::string text = read_file_bytes(text_path);
   auto engine = start_engine(eo);
   const ChunksWorkload w = make_chunks_workload(text, engine->tokenizer(), spec);
-  if (w.max_request_tokens() > engine->max_model_len()) {
+  // A request's prompt and its one generated token.
+  const int32_t context_needed = w.max_request_tokens() + 1;
+  if (context_needed > engine->max_model_len()) {
     if (eo.max_model_len > 0)
-      throw_error(ErrorCode::kInvalidArgument, "a request has {} tokens, past --max-model-len {}",
-                  w.max_request_tokens(), eo.max_model_len);
+      throw_error(ErrorCode::kInvalidArgument, "a request needs a context of {} tokens, past --max-model-len {}",
+                  context_needed, eo.max_model_len);
     // Positions past the trained context extrapolate (RoPE), as bench kv's chunks may.
-    fmt::print(stderr, "bench chunks: requests of up to {} tokens: --max-model-len {} (the model's is {})\n",
-               w.max_request_tokens(), w.max_request_tokens(), engine->max_model_len());
-    eo.max_model_len = w.max_request_tokens();
+    fmt::print(stderr, "bench chunks: requests of up to {} tokens: --max-model-len {} (the engine's was {})\n",
+               w.max_request_tokens(), context_needed, engine->max_model_len());
+    eo.max_model_len = context_needed;
     engine.reset();
     engine = start_engine(eo);
   }
