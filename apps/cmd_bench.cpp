@@ -5,6 +5,7 @@
 //   constrain — grammar token-mask cost per token (cmd_bench_constrain.cpp).
 //   speculative — speculative decoding with a replay proposer (cmd_bench_speculative.cpp).
 //   grammar — grammar compilation's time and memory per shape (cmd_bench_grammar.cpp).
+//   chunks — KV chunks reused in RAG-shaped prompts: TTFT and quality (cmd_bench_chunks.cpp).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -413,7 +414,7 @@ int bench_model(int argc, char** argv) {
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
-  const char* usage = "usage: kvlm bench (batch | model | serve | kv | constrain | grammar | speculative) [options]   (kvlm bench <kind> --help)\n";
+  const char* usage = "usage: kvlm bench (batch | model | serve | kv | constrain | grammar | speculative | chunks) [options]   (kvlm bench <kind> --help)\n";
   if (argc < 2) {
     std::fputs(usage, stderr);
     return 2;
@@ -426,11 +427,12 @@ int cmd_bench(int argc, char** argv) {
   if (kind == "constrain") return bench_constrain(argc - 1, argv + 1);
   if (kind == "grammar") return bench_grammar(argc - 1, argv + 1);
   if (kind == "speculative") return bench_speculative(argc - 1, argv + 1);
+  if (kind == "chunks") return bench_chunks(argc - 1, argv + 1);
   if (kind == "-h" || kind == "--help") {
     std::fputs(usage, stdout);
     return 0;
   }
-  throw_error(ErrorCode::kInvalidArgument, "unknown benchmark '{}' (batch, model, serve, kv, constrain, grammar, speculative)", kind);
+  throw_error(ErrorCode::kInvalidArgument, "unknown benchmark '{}' (batch, model, serve, kv, constrain, grammar, speculative, chunks)", kind);
 }
 
 }  // namespace kvlm::apps

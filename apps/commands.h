@@ -29,5 +29,6 @@ int bench_serve(int argc, char** argv);     // bench_serve.cpp
 int bench_constrain(int argc, char** argv); // cmd_bench_constrain.cpp
 int bench_grammar(int argc, char** argv);   // cmd_bench_grammar.cpp
 int bench_speculative(int argc, char** argv);  // cmd_bench_speculative.cpp
+int bench_chunks(int argc, char** argv);     // cmd_bench_chunks.cpp
 
 }  // namespace kvlm::apps

@@ -20,7 +20,7 @@ constexpr Command kCommands[] = {
     {"run", kvlm::apps::cmd_run, "generate a continuation of a prompt, streamed to stdout"},
     {"serve", kvlm::apps::cmd_serve, "serve the OpenAI-compatible HTTP API"},
     {"router", kvlm::apps::cmd_router, "route the API over many kvlm serve workers by the KV they hold"},
-    {"bench", kvlm::apps::cmd_bench, "benchmarks: model, batch, serve, kv, constrain, grammar (kvlm bench <kind> --help)"},
+    {"bench", kvlm::apps::cmd_bench, "benchmarks: model, batch, serve, kv, constrain, grammar, speculative, chunks (kvlm bench <kind> --help)"},
     {"perplexity", kvlm::apps::cmd_perplexity, "perplexity of a model over a text file"},
     {"embed", kvlm::apps::cmd_embed, "embed texts: their pooled final hidden states, one JSON line each"},
     {"logits", kvlm::apps::cmd_logits, "print the logits after each of the given token ids (JSON)"},
