@@ -12,6 +12,7 @@
 #include "engine/engine.h"
 #include "model/model.h"
 #include "kv/block_hash.h"
+#include "support/lora_fixture.h"
 #include "support/test_support.h"
 #include "unit/kvstore/kvstore_test_util.h"
 #include "tokenizer/tokenizer.h"
@@ -180,6 +181,32 @@ TEST(KvChunksEngine, SaltsNeverShareAChunk) {
   EXPECT_EQ(queried() - before, static_cast<int64_t>(p.tokens.size()) + 32 + 16);
   EXPECT_EQ(b.stats.num_chunk_reused_tokens, a.stats.num_chunk_reused_tokens);
   EXPECT_EQ(b.tokens, a.tokens);  // the same KV, computed twice
+  expect_pool_whole(*engine);
+}
+
+TEST(KvChunksEngine, AdaptersNeverShareAChunk) {
+  auto engine = chunk_engine();
+  Docs docs(9);
+  const RagPrompt p = docs.prompt({0, 2});
+  auto queried = [&] { return engine->metrics().num_prefix_query_tokens; };
+  const auto a = test::random_lora(engine->model(), 4, test::llama_all_targets(), 1);
+  const auto b = test::random_lora(engine->model(), 4, test::llama_all_targets(), 2);
+  auto with = [&](std::shared_ptr<const LoraAdapter> adapter) {
+    GenerateRequest g = greedy(p, true, 0.0);
+    g.lora = std::move(adapter);
+    const int64_t before = queried();
+    const Output o = run(*engine, g);
+    EXPECT_GT(o.stats.num_chunk_reused_tokens, 0);
+    return std::make_pair(o, queried() - before);
+  };
+  const int64_t prompt = static_cast<int64_t>(p.tokens.size()), chunk_prompts = 32 + 16;
+  EXPECT_EQ(with(nullptr).second, prompt + chunk_prompts);  // the base computes its chunks
+  const auto [under_a, a_queried] = with(a);
+  EXPECT_EQ(a_queried, prompt + chunk_prompts) << "adapter a found the base's chunks";
+  EXPECT_EQ(with(a).second, prompt) << "adapter a's own chunks are cached";
+  const auto [under_b, b_queried] = with(b);
+  EXPECT_EQ(b_queried, prompt + chunk_prompts) << "adapter b found adapter a's chunks";
+  EXPECT_NE(under_a.logprobs, under_b.logprobs);
   expect_pool_whole(*engine);
 }
 
