@@ -15,8 +15,8 @@ namespace {
 
 using Ids = std::vector<int32_t>;
 
-constexpr const char* kStories = "models/stories260K.gguf";
-constexpr const char* kGpt2 = "vocab/ggml-vocab-gpt-2.gguf";
+constexpr const char* kSpmVocab = "models/stories260K.gguf";
+constexpr const char* kBpeVocab = "vocab/ggml-vocab-gpt-2.gguf";
 
 Ids whole(const Tokenizer& tok, std::string_view text) { return tok.encode(text, true, true); }
 
@@ -130,11 +130,11 @@ TEST_P(PromptPieces, AChunkAtEitherEnd) {
   EXPECT_EQ(end.chunks[0].end, static_cast<int32_t>(end.ids.size()));
 }
 
-INSTANTIATE_TEST_SUITE_P(Vocabularies, PromptPieces, ::testing::Values(kStories, kGpt2),
-                         [](const auto& info) { return std::string(info.param == kStories ? "Spm" : "Bpe"); });
+INSTANTIATE_TEST_SUITE_P(Vocabularies, PromptPieces, ::testing::Values(kSpmVocab, kBpeVocab),
+                         [](const auto& info) { return std::string(info.param == kSpmVocab ? "Spm" : "Bpe"); });
 
 TEST(EncodeContinuation, NoSpacePrefixAtTheStart) {
-  const Tokenizer& spm = test::shared_tokenizer(kStories);
+  const Tokenizer& spm = test::shared_tokenizer(kSpmVocab);
   // "upon" continuing "Once": no space between them.
   EXPECT_EQ(pieces_text(spm, spm.encode_continuation("upon", true)), "upon");
   EXPECT_EQ(pieces_text(spm, spm.encode(" upon", false, true)), "  upon");
@@ -145,7 +145,7 @@ TEST(EncodeContinuation, NoSpacePrefixAtTheStart) {
   const std::string bos_text = spm.piece(*spm.bos_id());
   EXPECT_EQ(pieces_text(spm, spm.encode_continuation("a" + bos_text + "b", true)), "a" + bos_text + " b");
   // Byte-level BPE has no prefix: the same ids as encode without BOS.
-  const Tokenizer& bpe = test::shared_tokenizer(kGpt2);
+  const Tokenizer& bpe = test::shared_tokenizer(kBpeVocab);
   EXPECT_EQ(bpe.encode_continuation(" upon a time", true), bpe.encode(" upon a time", false, true));
 }
 
