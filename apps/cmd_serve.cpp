@@ -168,6 +168,11 @@ void add_serve_options(CLI::App& app, ServeFlags& f) {
   add_http_options(app, sc.http, f.http, "default: enough to parse every running and queued request at once");
   add_answer_options(app, f);
   add_grammar_options(app, sc, f.grammar_wait_ms);
+  app.add_option("--kv-chunks-auto", sc.kv_chunks_auto,
+                 "KV chunks: every user and tool message (tool_result) of at least N tokens is one, marked or not "
+                 "(docs/kv-chunks.md; 0: only the marked ones)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 30));
   app.add_flag("--kv-events", f.engine.kv_events,
                "publish the prefix cache's changes on GET /v1/kv/events, for kvlm router's kv-aware routing");
   add_zmq_event_options(app, f.zmq);

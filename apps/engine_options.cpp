@@ -25,6 +25,10 @@ void add_engine_options(CLI::App& app, EngineOptions& o) {
   app.add_option("--max-batched-tokens", o.max_batched_tokens, "token budget of one engine step")->capture_default_str();
   app.add_option("--max-seqs", o.max_seqs, "running sequences at most")->capture_default_str();
   app.add_flag("--no-prefix-cache", o.no_prefix_cache, "disable prefix caching");
+  app.add_option("--kv-blend-recompute", o.kv_blend_recompute,
+                 "KV chunks reused at a new position: the share of their tokens recomputed in the prompt's context, "
+                 "0 to 1 (1: exact; docs/kv-chunks.md; a request's kv_blend_recompute wins)")
+      ->capture_default_str();
   app.add_flag("-v,--verbose", o.verbose, "log engine details to stderr");
   add_kv_budget_options(app, o);
   add_tier_options(app, o.tiers);
@@ -140,6 +144,10 @@ EngineConfig make_engine_config(const EngineOptions& o) {
   c.max_batched_tokens = o.max_batched_tokens;
   c.max_seqs = o.max_seqs;
   c.prefix_caching = !o.no_prefix_cache;
+  if (!(o.kv_blend_recompute >= 0 && o.kv_blend_recompute <= 1))
+    throw_error(ErrorCode::kInvalidArgument, "--kv-blend-recompute must be between 0 and 1, got {}",
+                o.kv_blend_recompute);
+  c.kv_blend_recompute = o.kv_blend_recompute;
   c.kv_events = o.kv_events;
   c.kv_event_contents = o.kv_event_contents;
   c.speculative = make_speculative_config(o);

@@ -29,6 +29,7 @@ struct EngineOptions {
   int max_batched_tokens = 2048;
   int max_seqs = 64;
   bool no_prefix_cache = false;
+  double kv_blend_recompute = 0.15;  // KV chunks: the share recomputed (docs/kv-chunks.md)
   bool verbose = false;
   // KV budget per sequence (0: unbounded) and its eviction policy.
   int kv_budget = 0;

@@ -29,8 +29,11 @@ std::string render_chat(const Tokenizer& tokenizer, const ChatTemplate& tmpl, co
 std::vector<int32_t> encode_chat(const Tokenizer& tokenizer, const ChatTemplate& tmpl,
                                  const nlohmann::ordered_json& messages, bool add_generation_prompt,
                                  const nlohmann::ordered_json& extra) {
-  std::vector<int32_t> tokens = tokenizer.encode(render_chat(tokenizer, tmpl, messages, add_generation_prompt, extra),
-                                                 /*add_special=*/true, /*parse_special=*/true);
+  return encode_chat_text(tokenizer, render_chat(tokenizer, tmpl, messages, add_generation_prompt, extra));
+}
+
+std::vector<int32_t> encode_chat_text(const Tokenizer& tokenizer, std::string_view text) {
+  std::vector<int32_t> tokens = tokenizer.encode(text, /*add_special=*/true, /*parse_special=*/true);
   // Templates that start with {{ bos_token }} and vocabularies that add BOS
   // would give two; llama.cpp warns, we keep one.
   const auto bos = tokenizer.bos_id();

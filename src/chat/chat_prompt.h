@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -37,5 +38,8 @@ std::string render_chat(const Tokenizer& tokenizer, const ChatTemplate& tmpl, co
 std::vector<int32_t> encode_chat(const Tokenizer& tokenizer, const ChatTemplate& tmpl,
                                  const nlohmann::ordered_json& messages, bool add_generation_prompt,
                                  const nlohmann::ordered_json& extra = nlohmann::ordered_json::object());
+// encode_chat's tokens of a text render_chat made (or of its first piece,
+// tokenizer/prompt_pieces.h): BOS as the vocabulary says, one BOS at most.
+std::vector<int32_t> encode_chat_text(const Tokenizer& tokenizer, std::string_view text);
 
 }  // namespace kvlm

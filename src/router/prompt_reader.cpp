@@ -4,6 +4,7 @@
 #include "common/error.h"
 #include "tokenizer/tokenizer.h"
 #include "wire/openai/chat_render.h"
+#include "wire/openai/kv_chunks.h"
 #include "wire/openai/protocol.h"
 
 namespace kvlm::router {
@@ -36,6 +37,14 @@ std::vector<int32_t> PromptReader::tokens(bool chat, const Json& body) const {
 }
 
 std::vector<int32_t> PromptReader::completion_tokens(const Json& body) const {
+  // KV chunks (docs/kv-chunks.md): the prompt in pieces, as the worker
+  // tokenizes it.
+  if (body.contains("kv_chunks")) {
+    auto parsed = openai::parse_completion_request(body);
+    const auto* r = std::get_if<openai::CompletionRequest>(&parsed);
+    if (!r) return {};
+    return openai::completion_prompt_pieces(*tokenizer_, r->prompts.at(0), r->kv_chunks).ids;
+  }
   const auto it = body.find("prompt");
   if (it == body.end()) return {};
   const Json* p = &*it;

@@ -140,6 +140,20 @@ void write_tier_metrics(Writer& w, const EngineMetrics& m) {
   w.tier_latency("kvlm_kv_tier_load_latency_seconds", "Time of one lookup in the tier.", m.tiers);
 }
 
+// KV chunks (docs/kv-chunks.md): reuse at any position.
+void write_kv_chunk_metrics(Writer& w, const EngineMetrics& m) {
+  w.metric("kvlm_kv_chunk_lookups_total", "counter", "KV chunks of prompts looked up at admission.",
+           static_cast<double>(m.num_kv_chunk_lookups));
+  w.metric("kvlm_kv_chunk_hits_total", "counter", "KV chunks found cached, in whole or in part.",
+           static_cast<double>(m.num_kv_chunk_hits));
+  w.metric("kvlm_kv_chunk_reused_tokens_total", "counter",
+           "Prompt tokens whose KV was reused from cached chunks (moved to their position) instead of computed.",
+           static_cast<double>(m.num_kv_chunk_reused_tokens));
+  w.metric("kvlm_kv_chunk_recomputed_tokens_total", "counter",
+           "Tokens of cached chunks recomputed in their prompt's context (the blend, --kv-blend-recompute).",
+           static_cast<double>(m.num_kv_chunk_recomputed_tokens));
+}
+
 }  // namespace
 
 std::string prometheus_text(const EngineMetrics& m, const std::string& model_name) {
@@ -157,6 +171,7 @@ std::string prometheus_text(const EngineMetrics& m, const std::string& model_nam
            static_cast<double>(m.num_prefix_hit_tokens));
   w.metric("kvlm_prefix_cache_evictions_total", "counter", "Cached KV blocks evicted for reuse.",
            static_cast<double>(m.num_prefix_evicted_blocks));
+  write_kv_chunk_metrics(w, m);
   w.metric("kvlm_preemptions_total", "counter", "Requests preempted for lack of KV blocks.",
            static_cast<double>(m.num_preemptions));
   w.metric("kvlm_prompt_tokens_total", "counter", "Prompt tokens submitted.", static_cast<double>(m.num_prompt_tokens));

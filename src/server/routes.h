@@ -78,6 +78,9 @@ struct ServerContext {
   // token covers more bytes than the longest vocabulary piece), so it is
   // refused before it is tokenized: a 32 MiB prompt costs nothing.
   size_t max_prompt_bytes = SIZE_MAX;
+  // --kv-chunks-auto (ServerConfig::kv_chunks_auto): chat's user and tool
+  // messages of at least this many tokens are KV chunks too; 0: off.
+  int32_t kv_chunks_auto = 0;
   std::chrono::milliseconds sse_heartbeat{1000};  // ServerConfig::sse_heartbeat
   int max_queued_requests = -1;                   // ServerConfig::max_queued_requests
   double request_timeout_s = 0;                   // ServerConfig::request_timeout_s

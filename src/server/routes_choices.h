@@ -22,6 +22,7 @@
 #include "chat/reasoning.h"
 #include "engine/engine.h"
 #include "server/routes.h"
+#include "tokenizer/prompt_pieces.h"
 #include "wire/openai/protocol.h"
 
 namespace kvlm {
@@ -40,6 +41,9 @@ struct Generation {
   // One prompt (chat; completions' single prompt) or several (a list
   // `prompt`): choice k of prompt i answers as choice i * n + k.
   std::vector<std::vector<int32_t>> prompts{};
+  // KV chunks (docs/kv-chunks.md): prompt i's spans are prompt_chunks[i]
+  // (none past its end), GenerateRequest::kv_chunks.
+  std::vector<std::vector<TokenSpan>> prompt_chunks{};
   bool echo = false;                  // completions: the response starts with the prompt
   std::vector<std::string> prompt_texts{};  // what echo repeats, per prompt
   // max_tokens 0 (completions): nothing is generated. The engine runs the
@@ -98,6 +102,13 @@ std::optional<openai::ChatRequest> parse_chat(ServerContext& ctx, const openai::
 // `id` names the answer ("chatcmpl-...").
 std::optional<Generation> chat_generation(ServerContext& ctx, openai::ChatRequest r, std::string id,
                                           http::Response& res);
+
+// routes_kv_chunks.cpp (docs/kv-chunks.md): --kv-chunks-auto's chunks
+// added to `r`: each user and tool message of at least ctx.kv_chunks_auto
+// tokens whose text is not marked already (nothing with 0).
+void add_auto_kv_chunks(const ServerContext& ctx, openai::ChatRequest& r);
+// gen's last prompt gets these KV chunk spans (Generation::prompt_chunks).
+void set_last_prompt_chunks(Generation& gen, std::span<const IdSpan> chunks);
 
 // routes_submit.cpp: checks `gen` against the context, submits its choices
 // and answers (whole or streamed); errors are answered too.

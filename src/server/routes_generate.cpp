@@ -19,6 +19,7 @@
 #include "tokenizer/fim.h"
 #include "wire/openai/chat_render.h"
 #include "wire/openai/json_text.h"
+#include "wire/openai/kv_chunks.h"
 
 namespace kvlm {
 namespace {
@@ -41,13 +42,16 @@ bool refuse_long_prompt(const ServerContext& ctx, http::Response& res, size_t nu
   return true;
 }
 
-// A completions prompt's token ids (and, for echo, its text); false after
-// answering 400. `param` names it ("prompt", "prompt[1]").
-bool add_prompt(const ServerContext& ctx, const openai::Prompt& p, const std::string& param, Generation& gen,
-                http::Response& res) {
+// A completions prompt's token ids (and, for echo, its text) with its KV
+// chunks (CompletionRequest::kv_chunks); false after answering 400. `param`
+// names it ("prompt", "prompt[1]").
+bool add_prompt(const ServerContext& ctx, const openai::Prompt& p, const std::string& param,
+                std::span<const openai::PromptSpan> chunks, Generation& gen, http::Response& res) {
   if (const auto* text = std::get_if<std::string>(&p)) {
     if (refuse_long_prompt(ctx, res, text->size(), 0, param)) return false;
-    gen.prompts.push_back(ctx.engine.tokenizer().encode(*text, /*add_special=*/true, /*parse_special=*/true));
+    PieceIds pieces = openai::completion_prompt_pieces(ctx.engine.tokenizer(), p, chunks);
+    gen.prompts.push_back(std::move(pieces.ids));
+    set_last_prompt_chunks(gen, pieces.chunks);
     gen.prompt_texts.push_back(gen.echo ? *text : "");
     return true;
   }
@@ -63,6 +67,7 @@ bool add_prompt(const ServerContext& ctx, const openai::Prompt& p, const std::st
     }
   }
   gen.prompts.push_back(ids);
+  set_last_prompt_chunks(gen, openai::completion_prompt_pieces(ctx.engine.tokenizer(), p, chunks).chunks);
   gen.prompt_texts.push_back(std::move(text));
   return true;
 }
@@ -133,8 +138,10 @@ void handle_completions(ServerContext& ctx, const http::Request& req, http::Resp
     for (const openai::Prompt& p : r.prompts)
       if (!add_fim_prompt(ctx, std::get<std::string>(p), *r.suffix, gen, res)) return;
   } else {
+    // kv_chunks mark the one prompt (the parser refuses them with a list).
     for (size_t i = 0; i < r.prompts.size(); ++i)
-      if (!add_prompt(ctx, r.prompts[i], r.prompts.size() == 1 ? "prompt" : fmt::format("prompt[{}]", i), gen, res))
+      if (!add_prompt(ctx, r.prompts[i], r.prompts.size() == 1 ? "prompt" : fmt::format("prompt[{}]", i), r.kv_chunks,
+                      gen, res))
         return;
   }
   run_generation(ctx, std::move(gen), req, res);
@@ -204,7 +211,10 @@ std::optional<Generation> chat_generation(ServerContext& ctx, openai::ChatReques
     gen.prompts.push_back(*gen.options.prompt_token_ids);  // rendered by the server this stream began on
   } else {
     try {
-      gen.prompts.push_back(render_chat_prompt(ctx.engine.tokenizer(), *ctx.chat_template, r));
+      add_auto_kv_chunks(ctx, r);
+      PieceIds pieces = render_chat_prompt_pieces(ctx.engine.tokenizer(), *ctx.chat_template, r);
+      gen.prompts.push_back(std::move(pieces.ids));
+      set_last_prompt_chunks(gen, pieces.chunks);
     } catch (const Error& e) {
       send_error(res, {400, e.what(), std::string("messages")});
       return std::nullopt;

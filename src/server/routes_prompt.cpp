@@ -11,10 +11,12 @@
 #include "common/error.h"
 #include "engine/engine.h"
 #include "server/routes.h"
+#include "server/routes_choices.h"
 #include "tokenizer/tokenizer.h"
 #include "wire/anthropic/messages.h"
 #include "wire/openai/chat_render.h"
 #include "wire/openai/json_text.h"
+#include "wire/openai/kv_chunks.h"
 
 namespace kvlm {
 
@@ -65,6 +67,7 @@ bool rendered(http::Response& res, Render&& render) {
 std::optional<std::vector<int32_t>> prompt_ids(const ServerContext& ctx, const Json& body, http::Response& res) {
   std::optional<openai::ChatRequest> r = prompt_request(ctx, body, res);
   if (!r) return std::nullopt;
+  add_auto_kv_chunks(ctx, *r);
   std::vector<int32_t> ids;
   if (!rendered(res, [&] { ids = render_chat_prompt(ctx.engine.tokenizer(), *ctx.chat_template, *r); })) return std::nullopt;
   return ids;
@@ -118,16 +121,11 @@ void handle_render_completion(ServerContext& ctx, const http::Request& req, http
   if (!served_model(ctx, r.options.model, res)) return;
   Json out = Json::array();
   for (size_t i = 0; i < r.prompts.size(); ++i) {
-    std::vector<int32_t> ids;
-    if (const auto* text = std::get_if<std::string>(&r.prompts[i])) {
-      if (text->size() > ctx.max_prompt_bytes)
-        return send_error(res, {400, fmt::format("prompt {} has {} bytes; at most {} are rendered", i, text->size(),
-                                                 ctx.max_prompt_bytes), std::string("prompt")});
-      ids = ctx.engine.tokenizer().encode(*text, /*add_special=*/true, /*parse_special=*/true);
-    } else {
-      ids = std::get<std::vector<int32_t>>(r.prompts[i]);
-    }
-    out.push_back(Json{{"token_ids", std::move(ids)}});
+    if (const auto* text = std::get_if<std::string>(&r.prompts[i]); text && text->size() > ctx.max_prompt_bytes)
+      return send_error(res, {400, fmt::format("prompt {} has {} bytes; at most {} are rendered", i, text->size(),
+                                               ctx.max_prompt_bytes), std::string("prompt")});
+    // kv_chunks mark the one prompt (the parser refuses them with a list).
+    out.push_back(Json{{"token_ids", openai::completion_prompt_pieces(ctx.engine.tokenizer(), r.prompts[i], r.kv_chunks).ids}});
   }
   res.set_content(openai::dump_json(out), "application/json");
 }

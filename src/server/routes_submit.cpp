@@ -43,7 +43,8 @@ void send_too_long(http::Response& res, std::string message, const char* param) 
 // The engine request of one prompt of `gen`, or nullopt after answering 400:
 // a prompt or max_tokens past the context.
 std::optional<GenerateRequest> engine_request(const Engine& engine, const Generation& gen,
-                                              std::vector<int32_t> prompt, http::Response& res) {
+                                              std::vector<int32_t> prompt, std::vector<TokenSpan> chunks,
+                                              http::Response& res) {
   const auto num_prompt = static_cast<int32_t>(prompt.size());
   KvBudget budget;
   try {
@@ -99,6 +100,8 @@ std::optional<GenerateRequest> engine_request(const Engine& engine, const Genera
   g.thinking = gen.thinking;
   if (gen.options.cache_salt) g.cache_salt = cache_salt_key(*gen.options.cache_salt);
   g.lora = gen.lora;
+  g.kv_chunks = std::move(chunks);
+  g.kv_blend_recompute = gen.options.kv_blend_recompute.value_or(-1);
   return g;
 }
 
@@ -141,8 +144,9 @@ void run_generation(ServerContext& ctx, Generation gen, const http::Request& req
   }
   gen.prompt_only = !gen.chat && gen.options.max_tokens == 0;
   std::vector<GenerateRequest> gs;
-  for (std::vector<int32_t>& prompt : gen.prompts) {
-    std::optional<GenerateRequest> g = engine_request(ctx.engine, gen, std::move(prompt), res);
+  for (size_t i = 0; i < gen.prompts.size(); ++i) {
+    std::vector<TokenSpan> chunks = i < gen.prompt_chunks.size() ? gen.prompt_chunks[i] : std::vector<TokenSpan>{};
+    std::optional<GenerateRequest> g = engine_request(ctx.engine, gen, std::move(gen.prompts[i]), std::move(chunks), res);
     if (!g) return;
     ctx.sampling_defaults.apply(gen.options.given, g->sampling);
     g->timeout_s = ctx.request_timeout_s;

@@ -174,6 +174,7 @@ Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Imp
                s.ctx.sampling_defaults.describe());
   }
   s.ctx.max_prompt_bytes = max_prompt_bytes(engine);
+  s.ctx.kv_chunks_auto = s.config.kv_chunks_auto;
   if (!s.config.responses_redis_url.empty())
     s.ctx.responses.share(open_redis(s.config.responses_redis_url, s.config.responses_redis_password_file, {},
                                      "--kv-redis"),

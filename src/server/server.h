@@ -76,6 +76,10 @@ struct ServerConfig {
   // /metrics also gives these engines' names for the same values
   // (--metrics-compat; server/metrics_text.h), for their schedulers and routers.
   std::vector<MetricsCompat> metrics_compat;
+  // KV chunks (docs/kv-chunks.md, --kv-chunks-auto): in chat and Messages,
+  // every user and tool message (tool_result) of at least this many tokens
+  // is a KV chunk, marked or not; 0: only the marked ones.
+  int32_t kv_chunks_auto = 0;
   // The KV tier's Redis (--kv-redis; "": none): stored Responses API
   // responses are kept there too, so servers sharing it continue each
   // other's conversations (response_store.h).

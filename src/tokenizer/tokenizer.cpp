@@ -115,15 +115,25 @@ const std::string& Tokenizer::piece(int32_t id) const {
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
+  return encode_text(text, add_special, parse_special, /*prefix_start=*/true);
+}
+
+std::vector<int32_t> Tokenizer::encode_continuation(std::string_view text, bool parse_special) const {
+  return encode_text(text, /*add_special=*/false, parse_special, /*prefix_start=*/false);
+}
+
+std::vector<int32_t> Tokenizer::encode_text(std::string_view text, bool add_special, bool parse_special,
+                                            bool prefix_start) const {
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 4);
   const std::vector<Fragment> fragments = split_special_tokens(vocab_, text, parse_special);
   if (add_special && vocab_.add_bos()) out.push_back(*vocab_.special().bos);
 
   if (spm_) {
-    // Text after a special token (or at the start) gets the space prefix,
-    // whether or not a BOS was added (llama.cpp's is_prev_special).
-    bool prev_special = true;
+    // Text after a special token (or at the start, unless it continues a
+    // text) gets the space prefix, whether or not a BOS was added
+    // (llama.cpp's is_prev_special).
+    bool prev_special = prefix_start;
     std::string escaped;
     for (const Fragment& f : fragments) {
       if (!f.is_text()) {

@@ -59,6 +59,13 @@ class Tokenizer {
   // text. User-defined tokens are split out of the text either way (llama.cpp).
   // Any bytes are accepted (invalid UTF-8 included). Thread-safe.
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
+  // The tokens of `text` where it continues a text already encoded (a
+  // prompt tokenized in pieces, tokenizer/prompt_pieces.h): as encode()
+  // without BOS/EOS, and without the space prefix at its start
+  // (SentencePiece vocabularies with add_space_prefix), so the pieces' ids
+  // read as the pieces' text joined. Text after a special token still gets
+  // the prefix, as in encode().
+  std::vector<int32_t> encode_continuation(std::string_view text, bool parse_special) const;
 
   // The token's bytes: "▁" -> " " (SPM), GPT-2 byte symbols -> their bytes
   // (BPE), <0x0A> -> "\n", control/unknown/user-defined tokens -> their text,
@@ -87,6 +94,10 @@ class Tokenizer {
  private:
   explicit Tokenizer(Vocab vocab);
   void build_pieces();
+  // encode() and encode_continuation(): `prefix_start` gives the text's
+  // start the space prefix as if a special token came before it.
+  std::vector<int32_t> encode_text(std::string_view text, bool add_special, bool parse_special,
+                                   bool prefix_start) const;
 
   Vocab vocab_;
   std::unique_ptr<SpmTokenizer> spm_;  // exactly one of spm_/bpe_ is set

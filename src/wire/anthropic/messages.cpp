@@ -12,21 +12,67 @@ using openai::invalid_field;
 
 namespace {
 
-// The text of a block list's text blocks (a string stands for one), for
+// A block with `cache_control` is a KV chunk hint (docs/kv-chunks.md).
+bool cached(const Json& block) { return openai::field(block, "cache_control") != nullptr; }
+
+// Text blocks as chat content: their text joined with newlines, or, when a
+// block has cache_control, the blocks as text parts (which chat joins the
+// same way) with that one marked "kv_chunk".
+class TextParts {
+ public:
+  void add(const Json& block) {
+    const std::string& t = block["text"].get_ref<const std::string&>();
+    if (!text_.empty()) text_ += "\n";
+    text_ += t;
+    Json part = {{"type", "text"}, {"text", t}};
+    if (cached(block)) {
+      part["kv_chunk"] = true;
+      marked_ = true;
+    }
+    parts_.push_back(std::move(part));
+  }
+  bool empty() const { return text_.empty(); }
+  // `prefix` comes first (an error's "Error: "), in the first part's text.
+  Json content(const std::string& prefix = "") {
+    if (!marked_ || parts_.empty()) return prefix + text_;
+    parts_[0]["text"] = prefix + parts_[0]["text"].get<std::string>();
+    return parts_;
+  }
+
+ private:
+  std::string text_;
+  Json parts_ = Json::array();
+  bool marked_ = false;
+};
+
+// The content of a block list's text blocks (a string stands for one), for
 // system prompts and tool results; `param` names the field in a refusal.
-std::string text_of(const Json& content, const std::string& param) {
-  if (content.is_string()) return content.get<std::string>();
+TextParts text_of(const Json& content, const std::string& param) {
+  TextParts out;
+  if (content.is_string()) {
+    out.add(Json{{"text", content}});
+    return out;
+  }
   if (!content.is_array()) invalid_field(param, fmt::format("'{}' must be a string or a list of blocks", param));
-  std::string out;
   for (size_t i = 0; i < content.size(); ++i) {
     const Json& b = content[i];
     const std::string type = b.is_object() ? b.value("type", "") : "";
     if (type != "text" || !b.contains("text") || !b["text"].is_string())
       invalid_field(fmt::format("{}[{}]", param, i), fmt::format("'{}[{}]': kvlm reads text blocks only here", param, i));
-    if (!out.empty()) out += "\n";
-    out += b["text"].get<std::string>();
+    out.add(b);
   }
   return out;
+}
+
+// A tool_result block as a tool message; with cache_control the whole result
+// is a KV chunk.
+Json tool_message(const Json& b, const std::string& where) {
+  const Json* inner = openai::field(b, "content");
+  TextParts result = inner ? text_of(*inner, where + ".content") : TextParts();
+  Json m = {{"role", "tool"}, {"tool_call_id", b.value("tool_use_id", "")},
+            {"content", result.content(b.value("is_error", false) ? "Error: " : "")}};
+  if (cached(b)) m["kv_chunk"] = true;
+  return m;
 }
 
 // A user turn: its tool results as tool messages, then its text (if any).
@@ -35,25 +81,21 @@ void add_user(const Json& content, const std::string& param, Json& messages) {
     messages.push_back({{"role", "user"}, {"content", content}});
     return;
   }
-  std::string text;
+  TextParts text;
   for (size_t i = 0; i < content.size(); ++i) {
     const Json& b = content[i];
     const std::string where = fmt::format("{}[{}]", param, i);
     const std::string type = b.is_object() ? b.value("type", "") : "";
     if (type == "tool_result") {
-      const Json* inner = openai::field(b, "content");
-      std::string result = inner ? text_of(*inner, where + ".content") : "";
-      if (b.value("is_error", false)) result = "Error: " + result;
-      messages.push_back({{"role", "tool"}, {"tool_call_id", b.value("tool_use_id", "")}, {"content", result}});
+      messages.push_back(tool_message(b, where));
     } else if (type == "text" && b.contains("text") && b["text"].is_string()) {
-      if (!text.empty()) text += "\n";
-      text += b["text"].get<std::string>();
+      text.add(b);
     } else {
       invalid_field(where, fmt::format("'{}': a block of type '{}' is not supported (kvlm reads text, tool_use and "
                                        "tool_result blocks)", where, type));
     }
   }
-  if (!text.empty()) messages.push_back({{"role", "user"}, {"content", text}});
+  if (!text.empty()) messages.push_back({{"role", "user"}, {"content", text.content()}});
 }
 
 // An assistant turn: its text as content, its tool_use blocks as calls.
@@ -85,7 +127,7 @@ void add_assistant(const Json& content, const std::string& param, Json& messages
 Json chat_messages(const Json& body) {
   Json messages = Json::array();
   if (const Json* system = openai::field(body, "system"))
-    messages.push_back({{"role", "system"}, {"content", text_of(*system, "system")}});
+    messages.push_back({{"role", "system"}, {"content", text_of(*system, "system").content()}});
   const Json* list = openai::field(body, "messages");
   if (!list || !list->is_array() || list->empty()) invalid_field("messages", "'messages' must be a non-empty list");
   for (size_t i = 0; i < list->size(); ++i) {
@@ -141,7 +183,7 @@ Json to_chat(const Json& body, bool counting) {
   const auto max_tokens = openai::integer_field(body, "max_tokens", 1, 1 << 30);
   if (!max_tokens && !counting) invalid_field("max_tokens", "'max_tokens' is required");
   if (max_tokens) out["max_tokens"] = *max_tokens;
-  for (const char* key : {"model", "temperature", "top_p", "top_k", "stream"})
+  for (const char* key : {"model", "temperature", "top_p", "top_k", "stream", "kv_blend_recompute"})
     if (const Json* v = openai::field(body, key)) out[key] = *v;
   if (const Json* stop = openai::field(body, "stop_sequences")) out["stop"] = *stop;
   chat_tools(body, out);

@@ -37,9 +37,22 @@ auto with_tool_fallback(const ChatTemplate& tmpl, const openai::ChatRequest& r, 
 }  // namespace
 
 std::vector<int32_t> render_chat_prompt(const Tokenizer& tok, const ChatTemplate& tmpl, const openai::ChatRequest& r) {
-  return with_tool_fallback(tmpl, r, [&](const openai::Json& messages, const openai::Json& extra) {
-    return encode_chat(tok, tmpl, messages, /*add_generation_prompt=*/true, extra);
-  });
+  return render_chat_prompt_pieces(tok, tmpl, r).ids;
+}
+
+PieceIds render_chat_prompt_pieces(const Tokenizer& tok, const ChatTemplate& tmpl, const openai::ChatRequest& r) {
+  if (r.kv_chunks.empty()) {
+    return {with_tool_fallback(tmpl, r, [&](const openai::Json& messages, const openai::Json& extra) {
+              return encode_chat(tok, tmpl, messages, /*add_generation_prompt=*/true, extra);
+            }),
+            {}};
+  }
+  const std::string text = render_chat_prompt_text(tok, tmpl, r);
+  std::vector<std::string> texts;
+  texts.reserve(r.kv_chunks.size());
+  for (const openai::ChatRequest::KvChunk& c : r.kv_chunks) texts.push_back(c.text);
+  const std::vector<ByteSpan> spans = find_in_order(text, texts);
+  return encode_in_pieces(tok, text, spans, [&](std::string_view first) { return encode_chat_text(tok, first); });
 }
 
 std::string render_chat_prompt_text(const Tokenizer& tok, const ChatTemplate& tmpl, const openai::ChatRequest& r) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tokenizer/prompt_pieces.h"
 #include "wire/openai/protocol.h"
 
 namespace kvlm {
@@ -33,6 +34,12 @@ TemplateInput template_input(const ChatTemplate& tmpl, const openai::ChatRequest
 // template's own words when it refuses the messages (e.g. "System role not
 // supported"), after trying the tools in the first user message.
 std::vector<int32_t> render_chat_prompt(const Tokenizer& tok, const ChatTemplate& tmpl, const openai::ChatRequest& r);
+// The same prompt with its KV chunks (r.kv_chunks, docs/kv-chunks.md): each
+// chunk's text is found in the rendered text, in order (find_in_order; one
+// not found is left out), and the text tokenized in pieces around them
+// (encode_in_pieces), so each chunk's ids are its text's own. Without
+// chunks, or with none found: render_chat_prompt's ids and no spans.
+PieceIds render_chat_prompt_pieces(const Tokenizer& tok, const ChatTemplate& tmpl, const openai::ChatRequest& r);
 // The prompt's text, which render_chat_prompt tokenizes (/apply-template).
 std::string render_chat_prompt_text(const Tokenizer& tok, const ChatTemplate& tmpl, const openai::ChatRequest& r);
 

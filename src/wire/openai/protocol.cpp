@@ -7,6 +7,7 @@
 
 #include "tokenizer/unicode.h"
 #include "wire/openai/fields.h"
+#include "wire/openai/kv_chunks.h"
 #include "wire/openai/response_format.h"
 #include "wire/openai/tools.h"
 
@@ -173,6 +174,7 @@ void parse_kv_budget(const Json& body, GenerationOptions& o) {
   if (auto n = integer(body, "kv_sinks", 0, 1 << 20)) o.kv_sinks = static_cast<int32_t>(*n);
   if (auto n = integer(body, "kv_recent", 0, 1 << 30)) o.kv_recent = static_cast<int32_t>(*n);
   o.kv_shift = boolean(body, "kv_shift");
+  o.kv_blend_recompute = number(body, "kv_blend_recompute", 0, 1);
 }
 
 // The fields are read in a fixed order, so a request with several bad ones
@@ -213,9 +215,27 @@ std::string checked_role(const Json& m, const std::string& where) {
                 "invalid_value");
 }
 
-// Message content may be a string or an array of parts; text parts are joined
-// with newlines (as vLLM does), other part types are refused.
-Json normalize_messages(const Json& messages) {
+// Text parts joined with newlines (as vLLM does), other part types refused;
+// the parts marked as KV chunks (kv_chunks.h) into `chunks`, when given.
+std::string joined_parts(const Json& parts, const std::string& where, size_t message,
+                         std::vector<ChatRequest::KvChunk>* chunks) {
+  std::string text;
+  for (size_t j = 0; j < parts.size(); ++j) {
+    const Json& part = parts[j];
+    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+      invalid(where + ".content", "only text content parts are supported");
+    if (!text.empty()) text += "\n";
+    const std::string& t = part["text"].get_ref<const std::string&>();
+    text += t;
+    if (part.contains("kv_chunk") && kv_chunk_mark(part, fmt::format("{}.content[{}]", where, j)) && chunks)
+      chunks->push_back({message, t});
+  }
+  return text;
+}
+
+// Message content may be a string or an array of text parts (joined); a
+// message or part marked `kv_chunk` adds its text to `chunks`.
+Json normalize_messages(const Json& messages, std::vector<ChatRequest::KvChunk>& chunks) {
   if (!messages.is_array() || messages.empty())
     invalid("messages", "'messages' must be a non-empty array");
   Json out = Json::array();
@@ -230,18 +250,15 @@ Json normalize_messages(const Json& messages) {
     if (role == "developer") copy["role"] = "system";
     // An assistant turn with neither text nor calls (content null) is empty text.
     if (role == "assistant" && !field(copy, "content") && !field(copy, "tool_calls")) copy["content"] = "";
+    const bool whole_chunk = kv_chunk_mark(m, where);
     if (const Json* content = field(m, "content"); content && content->is_array()) {
-      std::string text;
-      for (const Json& part : *content) {
-        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
-          invalid(where + ".content", "only text content parts are supported");
-        if (!text.empty()) text += "\n";
-        text += part["text"].get<std::string>();
-      }
-      copy["content"] = text;
+      copy["content"] = joined_parts(*content, where, i, whole_chunk ? nullptr : &chunks);
     } else if (content && !content->is_string()) {
       invalid(where + ".content", fmt::format("'{}.content' must be a string or an array of parts", where));
     }
+    if (copy.contains("kv_chunk")) copy.erase("kv_chunk");  // the template never sees the mark
+    if (whole_chunk && copy.contains("content") && copy["content"].is_string())
+      chunks.push_back({i, copy["content"].get<std::string>()});
     out.push_back(std::move(copy));
   }
   return out;
@@ -300,6 +317,7 @@ std::variant<CompletionRequest, RequestError> parse_completion_request(const Jso
     if (r.options.max_tokens == 0 && !r.options.resume_token_ids.empty())
       invalid("max_tokens", "'max_tokens' 0 generates nothing: there is no stream to resume");
     if (!r.options.max_tokens) r.options.max_tokens = 16;  // OpenAI's default for completions
+    r.kv_chunks = parse_kv_chunk_spans(body, r.prompts, r.suffix.has_value());
     return r;
   });
 }
@@ -312,7 +330,7 @@ void parse_chat_fields(const Json& body, ChatRequest& r) {
   if (!body.is_object()) invalid("body", "the request body must be a JSON object");
   const Json* messages = field(body, "messages");
   if (!messages) invalid("messages", "'messages' is required");
-  r.messages = normalize_messages(*messages);
+  r.messages = normalize_messages(*messages, r.kv_chunks);
   r.template_extra = Json::object();
   parse_tools(body, r);
   // The kwargs are taken whole (they win over tools and documents): adding

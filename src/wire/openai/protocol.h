@@ -79,6 +79,10 @@ struct GenerationOptions {
   std::optional<int32_t> kv_sinks;
   std::optional<int32_t> kv_recent;
   std::optional<bool> kv_shift;
+  // Extension (docs/kv-chunks.md): the share of the request's reused KV
+  // chunk tokens recomputed in its context, 0..1; unset: the server's
+  // --kv-blend-recompute.
+  std::optional<double> kv_blend_recompute;
   // Choices (OpenAI's `n`, 1..16) and, completions only, the candidates they
   // are picked from (`best_of`, n..16; more than n only without streaming):
   // candidate i samples with seed + i, the n with the highest sum of token
@@ -106,6 +110,12 @@ constexpr int32_t kMaxChoices = 16;
 
 // A completions prompt: text, or token ids.
 using Prompt = std::variant<std::string, std::vector<int32_t>>;
+// [begin, end) of a prompt: bytes of a text prompt, or token offsets.
+struct PromptSpan {
+  size_t begin = 0;
+  size_t end = 0;
+  bool operator==(const PromptSpan&) const = default;
+};
 // Prompts times best_of (the candidates one request may ask for).
 constexpr int32_t kMaxCandidates = 256;
 
@@ -121,6 +131,12 @@ struct CompletionRequest {
   // Fill-in-the-middle (OpenAI's legacy `suffix`): each text prompt is the
   // code before the gap, this the code after it; the model writes the middle.
   std::optional<std::string> suffix;
+  // KV chunks (`kv_chunks`, docs/kv-chunks.md) of the one prompt: spans
+  // whose KV may be reused wherever they stand, ascending, not overlapping,
+  // not empty, inside the prompt. A text prompt's are in bytes (the
+  // request's character offsets, Unicode code points, converted), a token-id
+  // prompt's in tokens.
+  std::vector<PromptSpan> kv_chunks{};
 };
 
 // tool_choice: whether the model may (auto), must (required, named) or must
@@ -152,6 +168,15 @@ struct ChatRequest {
   // tokens the model may think before its close marker is forced.
   std::optional<bool> separate_reasoning;
   std::optional<int32_t> thinking_budget;
+  // KV chunks (docs/kv-chunks.md): the text of each content part marked
+  // `"kv_chunk": true`, or of each message so marked (its parts' marks then
+  // say nothing more), in message order, with its message's index in
+  // `messages`. chat_render.h finds them in the rendered prompt.
+  struct KvChunk {
+    size_t message = 0;
+    std::string text{};
+  };
+  std::vector<KvChunk> kv_chunks{};
 };
 
 // Parse and validate a request body. Nothing is compiled here: structured

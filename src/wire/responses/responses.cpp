@@ -5,6 +5,7 @@
 #include "tokenizer/unicode.h"
 #include "wire/openai/fields.h"
 #include "wire/openai/json_text.h"
+#include "wire/openai/kv_chunks.h"
 #include "wire/responses/input_items.h"
 
 namespace kvlm::responses {
@@ -51,6 +52,7 @@ void add_item(const Json& item, const std::string& param, Json& out) {
     if (role != "user" && role != "system" && role != "assistant")
       invalid_field(param + ".role", fmt::format("'{}.role' must be user, system, developer or assistant", param));
     out.push_back({{"role", role}, {"content", text_of(item.contains("content") ? item["content"] : Json(), param + ".content")}});
+    if (openai::kv_chunk_mark(item, param)) out.back()["kv_chunk"] = true;
   } else if (type == "function_call") {
     const Json call = {{"id", item.value("call_id", "")}, {"type", "function"},
                        {"function", {{"name", item.value("name", "")}, {"arguments", item.value("arguments", "{}")}}}};
@@ -61,6 +63,7 @@ void add_item(const Json& item, const std::string& param, Json& out) {
     const Json& o = item.contains("output") ? item["output"] : Json("");
     out.push_back({{"role", "tool"}, {"tool_call_id", item.value("call_id", "")},
                    {"content", o.is_string() ? o.get<std::string>() : text_of(o, param + ".output")}});
+    if (openai::kv_chunk_mark(item, param)) out.back()["kv_chunk"] = true;
   } else if (type != "reasoning") {
     invalid_field(param, fmt::format("'{}': an input item of type '{}' is not supported", param, type));
   }
@@ -159,7 +162,7 @@ Request to_request(const Json& body, const ItemLookup& lookup) {
   r.previous_response_id = openai::string_field(body, "previous_response_id");
   r.store = openai::bool_field(body, "store").value_or(true);
   r.chat = Json::object();
-  for (const char* key : {"model", "temperature", "top_p", "stream", "parallel_tool_calls", "user"})
+  for (const char* key : {"model", "temperature", "top_p", "stream", "parallel_tool_calls", "user", "kv_blend_recompute"})
     if (const Json* v = openai::field(body, key)) r.chat[key] = *v;
   if (const auto n = openai::integer_field(body, "max_output_tokens", 1, 1 << 30)) r.chat["max_tokens"] = *n;
   chat_tools_and_format(body, r.chat);
