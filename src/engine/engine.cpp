@@ -279,8 +279,9 @@ void Engine::admit_inbox() {
     if (in.live->companion_of) {
       const RequestId parent = *in.live->companion_of;
       if (!admit_companion(in.request)) continue;  // its chunk is cached: not needed
-      live_.emplace(id, std::move(in.live));
       last_companion_[parent] = id;
+      fresh_chunks_[parent].push_back(*in.live->companion_chunk);
+      live_.emplace(id, std::move(in.live));
       admit(std::move(in.request));
       continue;
     }
@@ -288,6 +289,9 @@ void Engine::admit_inbox() {
     if (auto c = last_companion_.find(id); c != last_companion_.end()) {
       if (!in.after) in.after = c->second;
       last_companion_.erase(c);
+      in.request->kv_chunk_fresh.assign(in.request->kv_chunks.size(), 0);
+      for (size_t k : fresh_chunks_[id]) in.request->kv_chunk_fresh[k] = 1;
+      fresh_chunks_.erase(id);
     }
     live_.emplace(id, std::move(in.live));
     if (in.after && live_.count(*in.after) && live_.at(*in.after)->stats.num_generated_tokens == 0) {
@@ -555,8 +559,9 @@ void Engine::record_request_stats(Live& live, const Request& request) {
   // Reused KV chunk tokens count as cached, as a prefix hit's do.
   live.stats.num_chunk_reused_tokens = request.num_chunk_reused_tokens;
   live.stats.num_chunk_recomputed_tokens = request.num_chunk_recomputed_tokens;
-  live.stats.num_cached_tokens =
-      request.num_cached_tokens + request.num_chunk_reused_tokens - request.num_chunk_recomputed_tokens;
+  // Chunks computed for this request by its companions are not cached: only
+  // those found cached before it came.
+  live.stats.num_cached_tokens = request.num_cached_tokens + request.num_chunk_cached_tokens;
   if (live.companion_of || request.num_chunks_looked_up == 0) return;
   std::lock_guard lock(mu_);
   metrics_.num_kv_chunk_lookups += request.num_chunks_looked_up;

@@ -447,6 +447,7 @@ class Engine {
   std::deque<Inbound> inbox_;
   std::unordered_map<RequestId, std::vector<std::unique_ptr<Request>>> followers_;  // by the sibling they wait for
   std::unordered_map<RequestId, RequestId> last_companion_;  // parent -> its last admitted KV chunk companion
+  std::unordered_map<RequestId, std::vector<size_t>> fresh_chunks_;  // parent -> chunks its companions compute
   bool blends_kv_chunks_ = false;  // the model can blend KV chunks (Model::blends_kv_chunks)
   std::vector<RequestId> cancels_;
   std::vector<std::promise<bool>> prefix_resets_;  // reset_prefix_cache() calls not yet served

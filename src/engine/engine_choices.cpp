@@ -192,14 +192,15 @@ std::vector<std::shared_ptr<RequestStream>> Engine::submit_batch(std::vector<Gen
 }
 
 void Engine::queue_companions(const Request& parent, const GenerateRequest& g) {
-  for (const KvChunk& chunk : parent.kv_chunks) {
-    std::unique_ptr<Request> r = make_companion(parent, chunk);
+  for (size_t k = 0; k < parent.kv_chunks.size(); ++k) {
+    std::unique_ptr<Request> r = make_companion(parent, parent.kv_chunks[k]);
     if (!r) continue;
     r->id = RequestId(next_request_id_++);
     GenerateRequest quiet;  // greedy, one token, nobody reads its stream
     quiet.lora = g.lora;
     auto live = std::make_unique<Live>(std::make_shared<RequestStream>(r->id), *tokenizer_, quiet, r->arrival_s);
     live->companion_of = parent.id;
+    live->companion_chunk = k;
     inbox_.push_back({std::move(r), std::move(live), std::nullopt});
   }
 }

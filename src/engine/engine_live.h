@@ -55,6 +55,7 @@ struct Engine::Live {
   // A KV chunk's companion (Engine::queue_companions): computes the chunk
   // alone for the request it names, which waits for it. Counted nowhere.
   std::optional<RequestId> companion_of;
+  std::optional<size_t> companion_chunk;  // which of its chunks
 };
 
 }  // namespace kvlm

@@ -41,7 +41,8 @@ struct ChunkSlotCopy {
 
 std::optional<BlendPlan> KvCacheManager::allocate_blend(RequestId id, std::span<const int32_t> tokens,
                                                         const PrefixHit& hit, std::span<const KvChunk> chunks,
-                                                        std::span<const int32_t> chunk_prefix, uint64_t extra_key) {
+                                                        std::span<const int32_t> chunk_prefix, uint64_t extra_key,
+                                                        std::span<const uint8_t> fresh) {
   KVLM_ASSERT(num_groups() == 1, "KV chunks need one KV group");
   KVLM_ASSERT(!requests_.count(id), "allocate_blend for a request with blocks");
   const int32_t bs = config_.block_size;
@@ -56,19 +57,21 @@ std::optional<BlendPlan> KvCacheManager::allocate_blend(RequestId id, std::span<
   std::vector<ChunkSlotCopy> copies;
   std::vector<BlockId> borrowed;
   const uint64_t chunk_key = kv_chunk_extra_key(extra_key);
-  for (const KvChunk& c : chunks) {
+  for (size_t k = 0; k < chunks.size(); ++k) {
+    const KvChunk& c = chunks[k];
+    const bool computed_for_it = k < fresh.size() && fresh[k];
     if (c.begin < plan.begin || c.end > n || c.begin >= c.end) continue;  // inside the hit: already exact
     ++plan.num_chunks;
     const std::vector<int32_t> prompt = kv_chunk_prompt(chunk_prefix, tokens.subspan(c.begin, c.end - c.begin), bs);
     const std::vector<BlockId> blocks = cached_chunk_blocks(prompt, chunk_key);
     if (blocks.empty()) continue;
-    ++plan.num_chunks_hit;
+    if (!computed_for_it) ++plan.num_chunks_hit;
     borrowed.insert(borrowed.end(), blocks.begin(), blocks.end());
     for (int32_t j = num_prefix; j < static_cast<int32_t>(blocks.size()) * bs; ++j) {
       const int32_t pos = c.begin + j - num_prefix;
       if (pos >= n - 1) break;  // the last prompt token is computed: its logits are needed
       copies.push_back({pos, blocks[static_cast<size_t>(j / bs)], j % bs, pos - j});
-      plan.reused[static_cast<size_t>(pos - plan.begin)] = 1;
+      plan.reused[static_cast<size_t>(pos - plan.begin)] = computed_for_it ? 2 : 1;
       plan.compute[static_cast<size_t>(pos - plan.begin)] = 0;
     }
   }

@@ -172,9 +172,11 @@ class KvCacheManager {
   // logits start the generation). Blocks from the first copied position on
   // are never published to the prefix cache (their KV is not the prompt's
   // exact KV). nullopt, and nothing changed, when the pool is short.
+  // `fresh` (empty, or one per chunk): chunks computed for this request
+  // (BlendPlan::reused 2, not counted as hits).
   std::optional<BlendPlan> allocate_blend(RequestId id, std::span<const int32_t> tokens, const PrefixHit& hit,
                                           std::span<const KvChunk> chunks, std::span<const int32_t> chunk_prefix,
-                                          uint64_t extra_key);
+                                          uint64_t extra_key, std::span<const uint8_t> fresh = {});
   // Drops the references allocate_blend took on chunk blocks: call once the
   // step that ran its copies is over (Scheduler::update).
   void release_borrowed();

@@ -15,6 +15,12 @@ std::vector<int32_t> kv_chunk_prompt(std::span<const int32_t> prefix, std::span<
   return prompt;
 }
 
+int32_t BlendPlan::num_cached_not_recomputed() const {
+  int32_t n = 0;
+  for (size_t i = 0; i < reused.size(); ++i) n += reused[i] == 1 && !compute[i];
+  return n;
+}
+
 void select_recompute(BlendPlan& plan, double share) {
   std::vector<int32_t> reused;  // offsets into the plan
   for (size_t i = 0; i < plan.reused.size(); ++i)

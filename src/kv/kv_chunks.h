@@ -37,19 +37,24 @@ std::vector<int32_t> kv_chunk_prompt(std::span<const int32_t> prefix, std::span<
 // One request's blend, positions [begin, num_prompt) of its prompt.
 struct BlendPlan {
   int32_t begin = 0;                 // its prefix hit: positions before are exact cached blocks
-  std::vector<uint8_t> reused;       // [num_prompt - begin] 1: KV copied from a cached chunk
+  // [num_prompt - begin] KV copied from a chunk's blocks: 1 cached before
+  // the request came, 2 computed for it (by its companion); 0: not copied.
+  std::vector<uint8_t> reused;
   std::vector<uint8_t> compute;      // [num_prompt - begin] 1: computed in this prompt
   std::vector<float> deviation;      // [num_prompt - begin] the probe's KV deviation (reused positions)
   int32_t num_reused = 0;            // positions copied from chunks
   int32_t num_recomputed = 0;        // ... of which selected for recomputation
   int32_t num_chunks = 0;            // chunks looked up (after the prefix hit)
-  int32_t num_chunks_hit = 0;        // ... found with at least one cached block
+  int32_t num_chunks_hit = 0;        // ... found with at least one block cached before the request
   int32_t probe_next = -1;           // the next position the probe computes; -1: no probe (or done)
 
   int32_t end() const { return begin + static_cast<int32_t>(reused.size()); }
   bool is_reused(int32_t pos) const { return reused[static_cast<size_t>(pos - begin)] != 0; }
   bool computes(int32_t pos) const { return compute[static_cast<size_t>(pos - begin)] != 0; }
   bool probing() const { return probe_next >= 0; }
+  // Copied positions not recomputed whose chunk was cached before the
+  // request came: what it reports as cached.
+  int32_t num_cached_not_recomputed() const;
 };
 
 // Marks ceil(share * num_reused) reused positions for recomputation: those

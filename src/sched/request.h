@@ -75,6 +75,8 @@ struct Request {
   std::vector<KvChunk> kv_chunks;
   std::vector<int32_t> kv_chunk_prefix;
   double kv_blend_recompute = 0;
+  // [chunk] 1: computed for this request by its companion (not a cache hit).
+  std::vector<uint8_t> kv_chunk_fresh;
   // Its blend, from an admission that found chunk blocks cached until its
   // prompt is computed; a preemption drops it (the next admission plans anew).
   std::optional<BlendPlan> blend;
@@ -82,6 +84,7 @@ struct Request {
   int32_t num_chunks_hit = 0;
   int32_t num_chunk_reused_tokens = 0;
   int32_t num_chunk_recomputed_tokens = 0;
+  int32_t num_chunk_cached_tokens = 0;       // reused from chunks cached before it came, not recomputed
 
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }

@@ -18,13 +18,14 @@ bool Scheduler::blends(const Request& r) const {
 
 bool Scheduler::admit_blend(Request& r, const PrefixHit& hit, SchedulerOutput& out, int32_t& budget) {
   std::optional<BlendPlan> plan =
-      kv_.allocate_blend(r.id, r.tokens, hit, r.kv_chunks, r.kv_chunk_prefix, r.cache_salt);
+      kv_.allocate_blend(r.id, r.tokens, hit, r.kv_chunks, r.kv_chunk_prefix, r.cache_salt, r.kv_chunk_fresh);
   if (!plan) return false;
   admit_running(r, hit.num_tokens);
   r.num_chunks_looked_up = plan->num_chunks;
   r.num_chunks_hit = plan->num_chunks_hit;
   r.num_chunk_reused_tokens = plan->num_reused;
   r.num_chunk_recomputed_tokens = 0;
+  r.num_chunk_cached_tokens = plan->num_cached_not_recomputed();
   r.blend = std::move(plan);
   // With nothing cached it is a plain prefill (its whole prompt allocated).
   if (r.blend->num_reused > 0) {
@@ -37,6 +38,7 @@ bool Scheduler::admit_blend(Request& r, const PrefixHit& hit, SchedulerOutput& o
     }
     select_recompute(*r.blend, share);
     r.num_chunk_recomputed_tokens = r.blend->num_recomputed;
+    r.num_chunk_cached_tokens = r.blend->num_cached_not_recomputed();
   }
   out.seqs.push_back(make_blend_seq(r, budget));
   out.num_tokens += static_cast<int32_t>(out.seqs.back().new_tokens.size());
@@ -109,6 +111,7 @@ void Scheduler::update_probes(const SchedulerOutput& out, std::span<const SeqKvS
     plan.probe_next = -1;
     select_recompute(plan, r.kv_blend_recompute);
     r.num_chunk_recomputed_tokens = plan.num_recomputed;
+    r.num_chunk_cached_tokens = plan.num_cached_not_recomputed();
   }
 }
 

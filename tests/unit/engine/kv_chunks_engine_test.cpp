@@ -129,10 +129,14 @@ TEST(KvChunksEngine, ChunkWhereItWasComputedIsExactWithNothingRecomputed) {
   // The chunk prompt BOS + 50 tokens has 3 whole blocks: 47 of its tokens come copied.
   EXPECT_EQ(blended.stats.num_chunk_reused_tokens, 47);
   EXPECT_EQ(blended.stats.num_chunk_recomputed_tokens, 0);
-  EXPECT_EQ(blended.stats.num_cached_tokens, 47);
+  // Its companion computed the chunk for it: nothing was cached before.
+  EXPECT_EQ(blended.stats.num_cached_tokens, 0);
   const Output full = full_prefill(*engine, p);
   EXPECT_EQ(blended.tokens, full.tokens);
   EXPECT_EQ(blended.logprobs, full.logprobs);
+  const Output again = run(*engine, greedy(p, true, 0.0));
+  EXPECT_EQ(again.stats.num_cached_tokens, 47);
+  EXPECT_EQ(again.logprobs, full.logprobs);
   expect_pool_whole(*engine);
 }
 
@@ -145,14 +149,15 @@ TEST(KvChunksEngine, PartialShareRecomputesTheMostDeviatingShareDeterministicall
   const int32_t reused = a.stats.num_chunk_reused_tokens;
   EXPECT_GT(reused, 100);
   EXPECT_EQ(a.stats.num_chunk_recomputed_tokens, static_cast<int32_t>(std::ceil(0.15 * reused - 1e-9)));
-  EXPECT_EQ(a.stats.num_cached_tokens, reused - a.stats.num_chunk_recomputed_tokens);
+  EXPECT_EQ(a.stats.num_cached_tokens, 0);  // its chunks were computed for it
+  EXPECT_EQ(b.stats.num_cached_tokens, reused - b.stats.num_chunk_recomputed_tokens);
   // The blend depends on the prompt alone (chunks computed alone, the probe's
   // choice by value): the same tokens every time.
   EXPECT_EQ(a.tokens, b.tokens);
   EXPECT_EQ(a.logprobs, b.logprobs);
   const EngineMetrics m = engine->metrics();
   EXPECT_EQ(m.num_kv_chunk_lookups, 8);
-  EXPECT_EQ(m.num_kv_chunk_hits, 8);
+  EXPECT_EQ(m.num_kv_chunk_hits, 4);  // the second request's: cached before it came
   EXPECT_EQ(m.num_kv_chunk_reused_tokens, 2 * reused);
   expect_pool_whole(*engine);
 }
