@@ -68,12 +68,19 @@ std::unique_ptr<Dispatch> dispatch(RouterContext& ctx, PromptInfo& prompt, const
 
 PromptInfo prompt_info(const RouterContext& ctx, bool chat, const Json& body, const http::Request& req) {
   PromptInfo p;
-  if (ctx.prompts) p.tokens = ctx.prompts->tokens(chat, body);
+  if (ctx.prompts) {
+    PieceIds pieces = ctx.prompts->pieces(chat, body);
+    p.tokens = std::move(pieces.ids);
+    p.chunks = std::move(pieces.chunks);
+    if (!p.chunks.empty()) p.chunk_prefix = ctx.prompts->chunk_prefix();
+  }
   if (body.is_object()) {
     if (const auto it = body.find("cache_salt"); it != body.end() && it->is_string())
       p.salt_key = cache_salt_key(it->get_ref<const std::string&>());
     if (const auto it = body.find("user"); it != body.end() && it->is_string()) p.session = it->get<std::string>();
     if (const auto it = body.find("model"); it != body.end() && it->is_string()) p.model = it->get<std::string>();
+    if (const auto it = body.find("kv_blend_recompute"); it != body.end() && it->is_number())
+      p.blend_recompute = it->get<double>();
   }
   if (const std::string s = req.get_header_value("X-Session-Id"); !s.empty()) p.session = s;
   return p;

@@ -1,9 +1,11 @@
 #include "router/policy.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "common/hash.h"
+#include "kv/kv_chunks.h"
 
 namespace kvlm::router {
 
@@ -35,6 +37,17 @@ const std::vector<BlockHash>& PromptInfo::chain(int32_t block_size) {
   return chains_.emplace(block_size, hash_full_blocks(covered, block_size, salt_key)).first->second;
 }
 
+const std::vector<BlockHash>& PromptInfo::chunk_chain(size_t i, int32_t block_size) {
+  auto it = chunk_chains_.find({i, block_size});
+  if (it != chunk_chains_.end()) return it->second;
+  const IdSpan& c = chunks[i];
+  const auto span = std::span<const int32_t>(tokens).subspan(static_cast<size_t>(c.begin), static_cast<size_t>(c.end - c.begin));
+  const std::vector<int32_t> prompt = kv_chunk_prompt(chunk_prefix, span, block_size);
+  return chunk_chains_.emplace(std::make_pair(i, block_size),
+                               hash_full_blocks(prompt, block_size, kv_chunk_extra_key(salt_key)))
+      .first->second;
+}
+
 namespace {
 
 // One worker as the cost model sees it.
@@ -44,6 +57,23 @@ struct Candidate {
   int32_t from_tier = 0;
   double cost = 0;
 };
+
+// The prompt tokens after its prefix hit (`hit` tokens) that `w` would copy
+// from the KV chunks it holds in RAM (KvCacheManager::allocate_blend) and
+// not recompute (select_recompute's count of them).
+int32_t chunk_tokens_held(const Worker& w, PromptInfo& prompt, int32_t bs, int32_t hit, Clock::time_point now) {
+  int32_t n = 0;
+  const auto num_prefix = static_cast<int32_t>(prompt.chunk_prefix.size());
+  const auto last = static_cast<int32_t>(prompt.tokens.size()) - 1;  // always computed
+  for (size_t i = 0; i < prompt.chunks.size(); ++i) {
+    const IdSpan& c = prompt.chunks[i];
+    if (c.begin < hit) continue;
+    const int32_t blocks = w.kv.num_leading(prompt.chunk_chain(i, bs), now);
+    n += std::max(0, std::min(c.begin + blocks * bs - num_prefix, last) - c.begin);
+  }
+  const double share = std::clamp(prompt.blend_recompute, 0.0, 1.0);
+  return n - static_cast<int32_t>(std::ceil(share * n - 1e-9));
+}
 
 // The prompt's blocks `w` holds in RAM and, after them, in its shared tier.
 void count_cached(Candidate& c, PromptInfo& prompt, WorkerSet& set, Clock::time_point now) {
@@ -55,6 +85,7 @@ void count_cached(Candidate& c, PromptInfo& prompt, WorkerSet& set, Clock::time_
   const int32_t tier = w.shared_tier ? set.shared_tier().num_following(*w.shared_tier, chain, ram, now) : 0;
   c.cached = (ram + tier) * bs;
   c.from_tier = tier * bs;
+  c.cached += chunk_tokens_held(w, prompt, bs, c.cached, now);
 }
 
 // Tokens the worker has to compute before ours: what it reports, or what we

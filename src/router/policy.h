@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "kv/block_hash.h"
+#include "tokenizer/prompt_pieces.h"
 #include "router/workers.h"
 
 namespace kvlm::router {
@@ -44,6 +45,14 @@ struct PolicyWeights {
 // What the router knows of a request before sending it.
 struct PromptInfo {
   std::vector<int32_t> tokens;  // the prompt as the worker will tokenize it; empty: unknown
+  // Its KV chunks (docs/kv-chunks.md) over `tokens`, and the prefix of a
+  // chunk's standalone prompt (BOS): a worker holding a chunk's blocks
+  // copies them instead of computing them.
+  std::vector<IdSpan> chunks;
+  std::vector<int32_t> chunk_prefix;
+  // The share of copied chunk tokens the worker recomputes: the body's
+  // kv_blend_recompute, else the engine's default.
+  double blend_recompute = 0.15;
   uint64_t salt_key = 0;        // cache_salt's extra key (0: none)
   std::string session;          // the session policy's key; empty: none
   // The body's `model`: a LoRA adapter's name when a worker serves one of
@@ -52,9 +61,12 @@ struct PromptInfo {
   bool adapter_resolved = false;  // dispatch() looked the model up (once)
   // The prompt's full block hashes for a block size (computed once each).
   const std::vector<BlockHash>& chain(int32_t block_size);
+  // The block hashes of chunk i's standalone prompt (computed once each).
+  const std::vector<BlockHash>& chunk_chain(size_t i, int32_t block_size);
 
  private:
   std::map<int32_t, std::vector<BlockHash>> chains_;
+  std::map<std::pair<size_t, int32_t>, std::vector<BlockHash>> chunk_chains_;
 };
 
 struct Decision {

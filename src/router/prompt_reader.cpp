@@ -16,7 +16,12 @@ PromptReader::PromptReader(std::unique_ptr<Tokenizer> tokenizer, std::unique_ptr
 
 PromptReader::~PromptReader() = default;
 
-std::vector<int32_t> PromptReader::tokens(bool chat, const Json& body) const {
+std::vector<int32_t> PromptReader::chunk_prefix() const {
+  if (tokenizer_->add_bos() && tokenizer_->bos_id()) return {*tokenizer_->bos_id()};
+  return {};
+}
+
+PieceIds PromptReader::pieces(bool chat, const Json& body) const {
   if (!body.is_object()) return {};
   // A resumed or pre-tokenized prompt: what the worker will use as it is.
   if (const auto it = body.find("prompt_token_ids"); it != body.end() && it->is_array()) {
@@ -25,7 +30,7 @@ std::vector<int32_t> PromptReader::tokens(bool chat, const Json& body) const {
       if (!t.is_number_integer()) return {};
       ids.push_back(t.get<int32_t>());
     }
-    return ids;
+    return {ids, {}};
   }
   try {
     return chat ? chat_tokens(body) : completion_tokens(body);
@@ -36,36 +41,36 @@ std::vector<int32_t> PromptReader::tokens(bool chat, const Json& body) const {
   }
 }
 
-std::vector<int32_t> PromptReader::completion_tokens(const Json& body) const {
+PieceIds PromptReader::completion_tokens(const Json& body) const {
   // KV chunks (docs/kv-chunks.md): the prompt in pieces, as the worker
   // tokenizes it.
   if (body.contains("kv_chunks")) {
     auto parsed = openai::parse_completion_request(body);
     const auto* r = std::get_if<openai::CompletionRequest>(&parsed);
     if (!r) return {};
-    return openai::completion_prompt_pieces(*tokenizer_, r->prompts.at(0), r->kv_chunks).ids;
+    return openai::completion_prompt_pieces(*tokenizer_, r->prompts.at(0), r->kv_chunks);
   }
   const auto it = body.find("prompt");
   if (it == body.end()) return {};
   const Json* p = &*it;
   // A one-element list is that prompt (as the worker reads it).
   if (p->is_array() && p->size() == 1 && !(*p)[0].is_number()) p = &(*p)[0];
-  if (p->is_string()) return tokenizer_->encode(p->get_ref<const std::string&>(), /*add_special=*/true,
-                                                /*parse_special=*/true);
+  if (p->is_string())
+    return {tokenizer_->encode(p->get_ref<const std::string&>(), /*add_special=*/true, /*parse_special=*/true), {}};
   std::vector<int32_t> ids;
-  if (!p->is_array()) return ids;
+  if (!p->is_array()) return {};
   for (const Json& t : *p) {
     if (!t.is_number_integer()) return {};
     ids.push_back(t.get<int32_t>());
   }
-  return ids;
+  return {ids, {}};
 }
 
-std::vector<int32_t> PromptReader::chat_tokens(const Json& body) const {
+PieceIds PromptReader::chat_tokens(const Json& body) const {
   if (!chat_template_) return {};
   auto parsed = openai::parse_chat_prompt(body);
   if (std::holds_alternative<openai::RequestError>(parsed)) return {};
-  return render_chat_prompt(*tokenizer_, *chat_template_, std::get<openai::ChatRequest>(parsed));
+  return render_chat_prompt_pieces(*tokenizer_, *chat_template_, std::get<openai::ChatRequest>(parsed));
 }
 
 }  // namespace kvlm::router

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/tool_calls.h"
+#include "tokenizer/prompt_pieces.h"
 
 namespace kvlm {
 class ChatTemplate;
@@ -29,12 +30,17 @@ class PromptReader {
 
   // The prompt's token ids, or empty when they cannot be told (a request the
   // worker will refuse, a list of prompts): then the worker's answer says why.
-  std::vector<int32_t> tokens(bool chat, const nlohmann::ordered_json& body) const;
+  std::vector<int32_t> tokens(bool chat, const nlohmann::ordered_json& body) const { return pieces(chat, body).ids; }
+  // The same, with the spans of its KV chunks (docs/kv-chunks.md) as the
+  // worker marks them (not those --kv-chunks-auto adds).
+  PieceIds pieces(bool chat, const nlohmann::ordered_json& body) const;
+  // The prefix of a chunk's standalone prompt on the workers (BOS, or none).
+  std::vector<int32_t> chunk_prefix() const;
   const Tokenizer& tokenizer() const { return *tokenizer_; }
 
  private:
-  std::vector<int32_t> completion_tokens(const nlohmann::ordered_json& body) const;
-  std::vector<int32_t> chat_tokens(const nlohmann::ordered_json& body) const;
+  PieceIds completion_tokens(const nlohmann::ordered_json& body) const;
+  PieceIds chat_tokens(const nlohmann::ordered_json& body) const;
 
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<ChatTemplate> chat_template_;

@@ -151,6 +151,40 @@ TEST_F(RouterFleet, APromptGoesBackToTheWorkerHoldingItsBlocks) {
             test::metric_sample(metrics, "kvlm_router_reported_cached_tokens_total"));
 }
 
+// KV chunks (docs/kv-chunks.md): the kv-aware policy counts the chunk blocks
+// a worker holds, so documents in a new order behind a new opening (no
+// prefix block in common) go back to the worker that computed them, which
+// reports them cached (another worker would compute them for the request:
+// not cached).
+TEST_F(RouterFleet, ReorderedChunksGoBackToTheWorkerHoldingThem) {
+  const std::string text = test::read_file(test::shared_path("text/tinystories_sample.txt"));
+  const std::string doc1 = text.substr(6000, 500), doc2 = text.substr(7000, 500);
+  auto body = [](const std::string& opening, const std::string& a, const std::string& b) {
+    const auto n = [](const std::string& s) { return static_cast<int>(s.size()); };  // ASCII: code points
+    return Json{{"prompt", opening + a + b + " The end."},
+                {"kv_chunks", Json::array({Json::array({n(opening), n(opening) + n(a)}),
+                                           Json::array({n(opening) + n(a), n(opening) + n(a) + n(b)})})},
+                {"max_tokens", 2},
+                {"temperature", 0}};
+  };
+  auto indexed = [&] {
+    int64_t n = 0;
+    const Json status = test::http_get(router(), "/v1/status").json();
+    for (const Json& w : status["workers"]) n += w["kv_blocks_indexed"].get<int64_t>();
+    return n;
+  };
+  const int64_t before = indexed();
+  ASSERT_EQ(test::http_post(router(), "/v1/completions", body("Read these stories. ", doc1, doc2)).status, 200);
+  for (int i = 0; i < 100 && indexed() <= before; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  auto predicted = [&] {
+    return test::metric_sample(test::metrics_text(fleet_->router()), "kvlm_router_predicted_cached_tokens_total");
+  };
+  const double predicted_before = predicted();
+  const Json second = test::http_post(router(), "/v1/completions", body("Two tales follow. ", doc2, doc1)).json();
+  EXPECT_GT(second["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 0) << second.dump();
+  EXPECT_GT(predicted() - predicted_before, 0) << "the router saw no chunk block";
+}
+
 TEST_F(RouterFleet, StatusHealthAndMetricsDescribeTheFleet) {
   const Json status = test::http_get(router(), "/v1/status").json();
   ASSERT_EQ(status["workers"].size(), 3u);
