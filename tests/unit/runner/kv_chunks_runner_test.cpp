@@ -25,7 +25,7 @@ constexpr int32_t kBlock = 16;
 class ChunkRunner {
  public:
   explicit ChunkRunner(const Model& model)
-      : model_(model), sched_(SchedulerConfig{512, 8, 1024}, cache_config()),
+      : sched_(SchedulerConfig{512, 8, 1024}, cache_config()),
         runner_(model, DType::kF32, kBlock, 128) {}
 
   // Queues a request that runs until finish().
@@ -86,7 +86,6 @@ class ChunkRunner {
     c.block_size = kBlock;
     return c;
   }
-  const Model& model_;
   Scheduler sched_;
   ModelRunner runner_;
 };
