@@ -144,10 +144,10 @@ void write_tier_metrics(Writer& w, const EngineMetrics& m) {
 void write_kv_chunk_metrics(Writer& w, const EngineMetrics& m) {
   w.metric("kvlm_kv_chunk_lookups_total", "counter", "KV chunks of prompts looked up at admission.",
            static_cast<double>(m.num_kv_chunk_lookups));
-  w.metric("kvlm_kv_chunk_hits_total", "counter", "KV chunks found cached, in whole or in part.",
+  w.metric("kvlm_kv_chunk_hits_total", "counter", "KV chunks found with blocks cached before their request came.",
            static_cast<double>(m.num_kv_chunk_hits));
   w.metric("kvlm_kv_chunk_reused_tokens_total", "counter",
-           "Prompt tokens whose KV was reused from cached chunks (moved to their position) instead of computed.",
+           "Prompt tokens whose KV was copied from chunks (cached, or computed alone for the request) instead of computed.",
            static_cast<double>(m.num_kv_chunk_reused_tokens));
   w.metric("kvlm_kv_chunk_recomputed_tokens_total", "counter",
            "Tokens of cached chunks recomputed in their prompt's context (the blend, --kv-blend-recompute).",
