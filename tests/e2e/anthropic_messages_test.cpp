@@ -15,8 +15,7 @@
 
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::anthropic_messages_test {
 
 using Json = nlohmann::json;
 
@@ -222,5 +221,4 @@ TEST_F(AnthropicMessages, CountTokensIsWhatTheMessageReads) {
   EXPECT_EQ(Json::parse(unknown->body)["error"]["type"], "not_found_error") << unknown->body;
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::anthropic_messages_test

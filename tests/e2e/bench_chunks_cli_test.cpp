@@ -10,8 +10,7 @@
 
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::bench_chunks_cli_test {
 
 // The tiny workload (4 documents, 2 requests of 2) unless `k` names another K.
 test::CommandResult run_bench_chunks(std::vector<std::string> extra, const std::string& k = "2") {
@@ -88,5 +87,4 @@ TEST(BenchChunksCli, RefusesBadFlags) {
   EXPECT_NE(r.err.find("needs the prefix cache"), std::string::npos) << r.err;
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::bench_chunks_cli_test

@@ -6,8 +6,7 @@
 
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::bench_cli_test {
 
 TEST(BenchCli, BatchReportsThroughputLatencyAndCache) {
   auto r = test::run_kvlm({"bench", "batch", "-m", test::shared_path("models/stories260K.gguf"), "--requests", "6",
@@ -101,5 +100,4 @@ TEST(BenchCli, BatchSweepsAndBothPlot) {
   EXPECT_EQ(test::read_file(model_png).substr(1, 3), "PNG");
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::bench_cli_test

@@ -15,8 +15,7 @@
 
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::bench_serve_test {
 
 using Json = nlohmann::json;
 
@@ -374,5 +373,4 @@ TEST(BenchServe, MultiTenantHitsARealPrefixCache) {
   EXPECT_NE(r.out.find("prefix cache hit ratio 0.000: 0 of "), std::string::npos) << r.out;
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::bench_serve_test

@@ -15,8 +15,7 @@
 
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::choices_test {
 
 using Json = nlohmann::json;
 
@@ -216,5 +215,4 @@ TEST(Choices, DrainCancelsEveryChoice) {
   EXPECT_EQ(test::sse_data(body).back(), "[DONE]");
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::choices_test

@@ -13,8 +13,7 @@
 
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::conformance_test {
 
 using Json = nlohmann::json;
 
@@ -316,5 +315,4 @@ TEST_F(Conformance, CorsForTheAllowedOriginOnly) {
   EXPECT_TRUE(at("cors_other_origin")["allow_origin"].is_null()) << at("cors_other_origin");
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::conformance_test

@@ -15,8 +15,7 @@
 
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::constrained_test {
 
 using Json = nlohmann::ordered_json;
 
@@ -270,11 +269,9 @@ TEST(Constrained, BadConstraintsAre400sNamingTheProblem) {
   expect_400({{"guided_json", "{not json"}}, "guided_json", "JSON Schema");
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::constrained_test
 
-namespace kvlm {
-namespace {
+namespace kvlm::constrained_test {
 
 // The official openai npm client's own parse helper reads the constrained
 // answer (tests/npm/structured_outputs.mjs).
@@ -294,5 +291,4 @@ TEST(Constrained, OpenAiClientParsesJsonSchemaAnswers) {
   EXPECT_NE(j["error"]["message"].get<std::string>().find("'if'"), std::string::npos) << j;
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::constrained_test

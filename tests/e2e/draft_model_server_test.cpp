@@ -11,8 +11,7 @@
 
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::draft_model_server_test {
 
 using Json = nlohmann::json;
 
@@ -65,5 +64,4 @@ TEST(DraftModelServer, MisuseIsRefusedWithTheFix) {
   EXPECT_EQ(r.exit_code, 0) << "--draft-model alone means --speculate draft: " << r.err;
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::draft_model_server_test

@@ -18,8 +18,7 @@
 
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::drain_test {
 
 using Json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
@@ -209,5 +208,4 @@ TEST(ServerDrain, SecondSignalExitsAtOnce) {
   EXPECT_LT(num_complete, 3);  // the drain was cut short
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::drain_test

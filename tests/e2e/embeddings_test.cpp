@@ -16,8 +16,7 @@
 #include "e2e/router_fleet.h"
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::embeddings_test {
 
 using Json = nlohmann::json;
 const std::string kText = "Once upon a time, there was a cat.";
@@ -138,5 +137,4 @@ TEST(Embeddings, ThroughTheRouterAsFromAWorker) {
   }
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::embeddings_test

@@ -16,8 +16,7 @@
 
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::front_door_keys_test {
 
 std::string model() { return test::shared_path("models/stories260K.gguf"); }
 
@@ -115,5 +114,4 @@ TEST(FrontDoorKeys, AReloadThatFindsNoKeyKeepsTheKeysInUse) {
   }
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::front_door_keys_test

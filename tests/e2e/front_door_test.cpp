@@ -17,8 +17,7 @@
 #include "e2e/router_fleet.h"
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::front_door_test {
 
 using Json = nlohmann::json;
 
@@ -154,5 +153,4 @@ TEST(FrontDoor, TheRouterTakesTheSameKeysAndTls) {
   EXPECT_EQ(Json::parse(r.out)["wrong_key"], 401);
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::front_door_test

@@ -11,8 +11,7 @@
 #include "e2e/router_fleet.h"
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::front_door_tokens_test {
 
 using Json = nlohmann::json;
 
@@ -73,5 +72,4 @@ TEST(FrontDoorTokens, TheRouterChargesEveryApiToo) {
   expect_each_api_charged(fleet.router_port());
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::front_door_tokens_test

@@ -15,8 +15,7 @@
 
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::grammar_limits_server_test {
 
 using Json = nlohmann::json;
 
@@ -165,5 +164,4 @@ TEST_F(GrammarLimitsServer, ABodyTooLargeOnceParsedIsA413NamingTheLimit) {
   EXPECT_EQ(ok->status, 200) << ok->body;
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::grammar_limits_server_test

@@ -20,8 +20,7 @@
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::hf_checkpoint_cli_test {
 
 namespace fs = std::filesystem;
 
@@ -231,5 +230,4 @@ INSTANTIATE_TEST_SUITE_P(Vocabs, HfTokenizerAgainstJs,
                            return n;
                          });
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::hf_checkpoint_cli_test

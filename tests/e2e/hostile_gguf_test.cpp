@@ -20,8 +20,7 @@
 #include "model/gguf_writer.h"
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::hostile_gguf_test {
 
 using Json = nlohmann::json;
 
@@ -143,5 +142,4 @@ TEST(HostileGguf, MutatedFilesLoadCleanlyOrFailWithAnError) {
   std::printf("%d mutated GGUF files in %.1f s: %s\n", count, s, stats.summary().c_str());
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::hostile_gguf_test

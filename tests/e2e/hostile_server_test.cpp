@@ -14,8 +14,7 @@
 #include "hostile_util.h"
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::hostile_server_test {
 
 using Json = nlohmann::json;
 
@@ -218,5 +217,4 @@ TEST_F(HostileServerTest, RandomMalformedRequestsNeverKillTheServerOrGet5xx) {
               by_class[0], by_class[2], by_class[4], by_class[5], slowest, slowest_request.substr(0, 200).c_str());
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::hostile_server_test

@@ -12,8 +12,7 @@
 #include "support/raw_socket.h"
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::http_front_fleet_test {
 
 using Json = nlohmann::json;
 using Ms = std::chrono::milliseconds;
@@ -84,5 +83,4 @@ TEST(HttpRouter, ItsFramingIsAsStrictAsServes) {
   EXPECT_EQ(r.bytes.find("HTTP/1.1 ", 1), std::string::npos) << "one answer only: " << r.bytes;
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::http_front_fleet_test

@@ -15,8 +15,7 @@
 #include "support/raw_socket.h"
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::http_front_test {
 
 using Json = nlohmann::json;
 using Ms = std::chrono::milliseconds;
@@ -288,5 +287,4 @@ TEST(HttpLoad, IdleAndSlowConnectionsDoNotStopANormalClient) {
   for (int fd : slow) test::close_socket(fd);
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::http_front_test

@@ -9,8 +9,7 @@
 
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::http_transport_test {
 
 using Json = nlohmann::json;
 
@@ -92,5 +91,4 @@ TEST_F(HttpTransportTest, PromtoolAcceptsMetrics) {
   EXPECT_GT(test::metric_sample(text, "kvlm_kv_blocks_capacity"), 0);
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::http_transport_test

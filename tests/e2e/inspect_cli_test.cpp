@@ -5,8 +5,7 @@
 #include "model/gguf_writer.h"
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::inspect_cli_test {
 
 TEST(InspectCli, NamesArchitectureAndLoaderSettings) {
   auto r = test::run_kvlm({"inspect", "-m", test::shared_path("models/synth-gemma2-F32.gguf")});
@@ -59,5 +58,4 @@ TEST(Gpt2Cli, ContextPastTrainedLengthIsAClearError) {
   EXPECT_NE(r.err.find("exceeds the 256 positions gpt2 was trained with"), std::string::npos) << r.err;
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::inspect_cli_test

@@ -12,8 +12,7 @@
 
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::kv_budget_server_test {
 
 using Json = nlohmann::json;
 
@@ -221,5 +220,4 @@ TEST(KvBudgetCli, ShiftedGenerationStaysFluentFarPastTheContext) {
   for (double x : ppl) EXPECT_LT(x, 1.5 * ppl[0]) << r.err;
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::kv_budget_server_test

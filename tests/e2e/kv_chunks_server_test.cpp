@@ -12,8 +12,7 @@
 
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::kv_chunks_server_test {
 
 using Json = nlohmann::json;
 
@@ -185,5 +184,4 @@ TEST_F(KvChunksAuto, LongUserMessagesAreChunks) {
   EXPECT_NE(tokens("Hi there.", false), tokens("Hi there.", true));
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::kv_chunks_server_test

@@ -10,8 +10,7 @@
 #include "kvstore/disk_store.h"
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::kv_cli_test {
 
 namespace fs = std::filesystem;
 
@@ -147,5 +146,4 @@ TEST(KvCli, BenchOnADiskTierLeavesNothingBehind) {
   EXPECT_TRUE(contains(test::run_kvlm({"kv", "stat", "--kv-disk", dir}).out, "0 records")) ;
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::kv_cli_test

@@ -24,8 +24,7 @@
 
 extern char** environ;
 
-namespace kvlm {
-namespace {
+namespace kvlm::kv_disk_crash_test {
 
 using Json = nlohmann::json;
 namespace fs = std::filesystem;
@@ -237,5 +236,4 @@ TEST(DiskTierCrash, AlwaysFsyncsTheFileThenRenamesThenFsyncsTheDirectory) {
         << " (W write, F fsync, C close, R rename, D directory fsync)";
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::kv_disk_crash_test

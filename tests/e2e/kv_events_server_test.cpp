@@ -15,8 +15,7 @@
 #include "kv/block_hash.h"
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::kv_events_server_test {
 
 using Json = nlohmann::json;
 
@@ -164,5 +163,4 @@ TEST(KvEventsServer, OffUnlessAsked) {
   EXPECT_NE(r->body.find("--kv-events"), std::string::npos) << r->body;
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::kv_events_server_test

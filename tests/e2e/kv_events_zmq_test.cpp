@@ -23,8 +23,7 @@
 #include "kv/block_hash.h"
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::kv_events_zmq_test {
 
 using Json = nlohmann::json;
 
@@ -248,5 +247,4 @@ TEST(KvEventsZmq, WithoutLibzmqTheFlagsSaySo) {
 
 #endif
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::kv_events_zmq_test

@@ -10,8 +10,7 @@
 
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::kv_learned_policy_test {
 
 using Json = nlohmann::json;
 
@@ -108,5 +107,4 @@ TEST(KvLearnedPolicy, TrainsLoadsAndRefusesAnotherModelsFile) {
   EXPECT_NE(r.err.find("version 2"), std::string::npos) << r.err;
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::kv_learned_policy_test

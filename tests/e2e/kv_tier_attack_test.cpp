@@ -20,8 +20,7 @@
 #include "kvstore/redis_cluster.h"
 #include "unit/kvstore/redis_server.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::kv_tier_attack_test {
 
 namespace fs = std::filesystem;
 using test::Answer;
@@ -322,5 +321,4 @@ TEST(KvTierAttack, EncryptedRecordsHideThePromptAndStillServeIt) {
   EXPECT_EQ(second.cached, 16 * second.full_blocks());
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::kv_tier_attack_test

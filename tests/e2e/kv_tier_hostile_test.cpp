@@ -17,8 +17,7 @@
 #include "kv_tier_util.h"
 #include "unit/kvstore/fake_redis.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::kv_tier_hostile_test {
 
 using namespace std::chrono_literals;
 using Mode = test::FakeRedis::Mode;
@@ -170,5 +169,4 @@ TEST(KvTierHostile, AMisbehavingClusterCostsARequestAtMostTheDeadline) {
   check_modes(/*cluster=*/true, {{Mode::kMovedLoop, 0}, {Mode::kSlowMoved, 1.5}, {Mode::kMovedElsewhere, 0}}, 300);
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::kv_tier_hostile_test

@@ -16,8 +16,7 @@
 #include "support/test_support.h"
 #include "unit/kvstore/redis_server.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::kv_tier_server_test {
 
 namespace fs = std::filesystem;
 using test::Answer;
@@ -167,5 +166,4 @@ TEST(KvTierRedis, KilledInTheMiddleEveryRequestIsStillAnswered) {
   EXPECT_TRUE(hit) << "hits came back after Redis restarted";
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::kv_tier_server_test

@@ -17,8 +17,7 @@
 #include "support/raw_socket.h"
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::limits_test {
 
 using Json = nlohmann::json;
 
@@ -218,5 +217,4 @@ TEST(ServerFaults, OneFailedRequestLeavesTheOthersIntact) {
   expect_idle(server);
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::limits_test

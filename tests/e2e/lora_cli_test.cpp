@@ -6,8 +6,7 @@
 #include "model/gguf.h"
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::lora_cli_test {
 
 std::string tiny() { return test::shared_path("models/synth-tiny-F32.gguf"); }
 
@@ -70,5 +69,4 @@ TEST(LoraCli, BadFlagsAreOneLineErrors) {
   EXPECT_NE(r.err.find("no such LoRA adapter"), std::string::npos) << r.err;
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::lora_cli_test

@@ -13,8 +13,7 @@
 
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::lora_logits_test {
 
 using Json = nlohmann::json;
 
@@ -131,5 +130,4 @@ TEST(LoraRun, AnAdapterOfAnotherShapeIsRefusedNamingBoth) {
   EXPECT_NE(r.err.find("tiny.gguf"), std::string::npos) << r.err;
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::lora_logits_test

@@ -19,8 +19,7 @@
 
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::lora_serve_test {
 
 using Json = nlohmann::json;
 
@@ -198,5 +197,4 @@ TEST(LoraServeOff, RunTimeLoadingIsRefusedWithoutTheFlag) {
   EXPECT_NE(a.body.find("--allow-runtime-lora"), std::string::npos) << a.body;
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::lora_serve_test

@@ -6,8 +6,7 @@
 #include "model/gguf.h"
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::make_model_cli_test {
 
 std::string vocab() { return test::shared_path("vocab/ggml-vocab-llama-spm.gguf"); }
 
@@ -171,5 +170,4 @@ TEST(MakeModelCli, BadFlagsAreClearErrors) {
   EXPECT_NE(r.err.find("/nonexistent.gguf"), std::string::npos) << r.err;
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::make_model_cli_test

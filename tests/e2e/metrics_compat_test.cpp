@@ -14,8 +14,7 @@
 
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::metrics_compat_test {
 
 using Json = nlohmann::json;
 
@@ -77,5 +76,4 @@ TEST(MetricsCompat, NoOtherNamesWithoutTheFlag) {
   EXPECT_EQ(text.find("sglang:"), std::string::npos);
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::metrics_compat_test

@@ -23,8 +23,7 @@
 #include "model/gguf_writer.h"
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::model_families_test {
 
 using nlohmann::json;
 
@@ -214,5 +213,4 @@ TEST(ModelFamilies, MakeModelIsBitIdenticalRunToRun) {
   }
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::model_families_test

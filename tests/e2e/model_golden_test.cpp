@@ -13,8 +13,7 @@
 #include "backend/cpu/cpu_path.h"
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::model_golden_test {
 
 using nlohmann::json;
 
@@ -238,11 +237,9 @@ TEST(Cli, UnknownOrUnsupportedCpuPathIsRefused) {
   }
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::model_golden_test
 
-namespace kvlm {
-namespace {
+namespace kvlm::model_golden_test {
 
 TEST_F(ModelGolden, Gpt2Logits) {
   json golden = load_json(test::shared_path("golden/synth-gpt2-F16.logits.json"));
@@ -257,5 +254,4 @@ TEST_F(ModelGolden, Gemma2Logits) {
   EXPECT_LT(nmse(got, golden["logits"]), 1e-6);
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::model_golden_test

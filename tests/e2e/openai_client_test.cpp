@@ -9,8 +9,7 @@
 
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::openai_client_test {
 
 TEST(OpenAiClient, SpeaksToKvlmServe) {
   const std::string script = std::string(KVLM_SOURCE_DIR) + "/tests/npm/openai_client.mjs";
@@ -47,5 +46,4 @@ TEST(OpenAiClient, SpeaksToKvlmServe) {
   EXPECT_EQ(j["error"]["param"], "temperature");
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::openai_client_test

@@ -21,8 +21,7 @@
 #include "support/test_support.h"
 #include "unit/kvstore/redis_server.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::openai_responses_test {
 
 using Json = nlohmann::json;
 
@@ -190,5 +189,4 @@ TEST(OpenAiResponses, ASecondServerSharingTheRedisTierContinuesAStoredConversati
   EXPECT_EQ(del->status, 200) << del->body;
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::openai_responses_test

@@ -14,8 +14,7 @@
 
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::openai_tools_test {
 
 using Json = nlohmann::json;
 
@@ -112,5 +111,4 @@ INSTANTIATE_TEST_SUITE_P(Formats, OpenAiTools,
                                            Family{"generic", "google-gemma-2-2b-it.jinja"}),
                          [](const ::testing::TestParamInfo<Family>& info) { return std::string(info.param.name); });
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::openai_tools_test

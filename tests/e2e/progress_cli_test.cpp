@@ -4,8 +4,7 @@
 
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::progress_cli_test {
 
 std::vector<std::string> perplexity_args() {
   return {"perplexity", "-m", test::shared_path("models/stories260K.gguf"), "-f",
@@ -48,5 +47,4 @@ TEST(Progress, BarsOnATerminal) {
   EXPECT_NE(r.out.find("2/2 requests"), std::string::npos) << r.out;
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::progress_cli_test

@@ -14,8 +14,7 @@
 
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::reasoning_server_test {
 
 using Json = nlohmann::json;
 
@@ -217,5 +216,4 @@ TEST(ReasoningQwen3Style, AForcedOpenSeparatesTheThinkingAndTheGrammarHoldsAfter
   EXPECT_TRUE(Json::parse(off["choices"][0]["message"]["content"].get<std::string>())["age"].is_number_integer()) << off;
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::reasoning_server_test

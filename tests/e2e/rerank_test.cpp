@@ -19,8 +19,7 @@
 
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::rerank_test {
 
 using Json = nlohmann::json;
 
@@ -234,5 +233,4 @@ TEST(RerankRouter, ProxiesTheWorkersAnswer) {
   EXPECT_EQ(score.status, 200);
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::rerank_test

@@ -21,8 +21,7 @@
 #include "support/test_support.h"
 #include "unit/kvstore/redis_server.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::responses_clients_test {
 
 using Json = nlohmann::json;
 
@@ -247,5 +246,4 @@ TEST(AnthropicClients, EachRefusalRaisesItsSdkClassAndTheModelListIsAnthropics) 
   EXPECT_TRUE(Json::parse(missing->body)["error"].contains("code")) << missing->body;
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::responses_clients_test

@@ -13,8 +13,7 @@
 
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::resume_server_test {
 
 using Json = nlohmann::json;
 
@@ -182,5 +181,4 @@ TEST_F(ResumeServer, ResumeFieldsAreValidated) {
   EXPECT_EQ(status({{"prompt", "a"}, {"resume_token_ids", {2}}, {"stream", true}}), 400);
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::resume_server_test

@@ -14,8 +14,7 @@
 
 #include "e2e/router_fleet.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::router_faults_test {
 
 using test::Fleet;
 using test::Json;
@@ -214,5 +213,4 @@ TEST(RouterFaults, ADrainingWorkerGetsNothingNew) {
   hold.join();
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::router_faults_test

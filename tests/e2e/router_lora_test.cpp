@@ -11,8 +11,7 @@
 #include "router_fleet.h"
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::router_lora_test {
 
 using test::Json;
 
@@ -74,5 +73,4 @@ TEST_F(RouterLora, AnAdaptersPromptGoesBackToItsBlocksAndTheBaseIsNotPromisedThe
       << "the router predicted other cached tokens than the workers reported";
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::router_lora_test

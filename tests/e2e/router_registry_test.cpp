@@ -12,8 +12,7 @@
 #include "e2e/router_fleet.h"
 #include "unit/kvstore/redis_server.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::router_registry_test {
 
 using test::Fleet;
 using test::Json;
@@ -94,5 +93,4 @@ TEST(RouterRegistry, StaticMembersStayWhateverTheRegistrySays) {
   expect_served(router.port());
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::router_registry_test

@@ -12,8 +12,7 @@
 
 #include "e2e/router_fleet.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::router_test {
 
 using test::Fleet;
 using test::Json;
@@ -216,5 +215,4 @@ TEST_F(RouterFleet, StatusHealthAndMetricsDescribeTheFleet) {
   EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::router_test

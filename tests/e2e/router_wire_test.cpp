@@ -15,8 +15,7 @@
 
 #include "e2e/router_fleet.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::router_wire_test {
 
 using test::Fleet;
 using test::Json;
@@ -231,5 +230,4 @@ TEST(RouterKeys, AKeyReachesOnlyTheResponsesAndItemsItStored) {
   EXPECT_EQ(follow->status, 404) << follow->body;
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::router_wire_test

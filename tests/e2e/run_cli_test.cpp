@@ -8,8 +8,7 @@
 
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::run_cli_test {
 
 int prompt_tokens(const std::string& err) {
   std::smatch m;
@@ -74,5 +73,4 @@ TEST(RunCli, SeededSamplingIsReproducible) {
   EXPECT_NE(a.out, c.out);
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::run_cli_test

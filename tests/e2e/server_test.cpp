@@ -11,8 +11,7 @@
 
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::server_test {
 
 using Json = nlohmann::json;
 
@@ -473,5 +472,4 @@ TEST(ServerStartup, BadTemplateFileAndBusyPortAreClearErrors) {
   EXPECT_NE(r.err.find("cannot listen on 127.0.0.1:" + std::to_string(first.port())), std::string::npos) << r.err;
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::server_test

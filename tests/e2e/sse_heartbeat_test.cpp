@@ -8,8 +8,7 @@
 
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::sse_heartbeat_test {
 
 using Json = nlohmann::json;
 
@@ -41,5 +40,4 @@ TEST(SseHeartbeat, KeepAlivesBeforeTheFirstTokenLoseNothing) {
   EXPECT_EQ(text, want);
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::sse_heartbeat_test

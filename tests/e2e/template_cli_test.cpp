@@ -12,8 +12,7 @@
 
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::template_cli_test {
 
 using Json = nlohmann::ordered_json;
 
@@ -149,5 +148,4 @@ TEST(TemplateCli, BadInputsAreClearErrors) {
   EXPECT_NE(neither.exit_code, 0);
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::template_cli_test

@@ -11,8 +11,7 @@
 
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::tokenize_cli_test {
 
 // The ids as `kvlm tokenize --ids` prints them: one line, single spaces.
 std::string ids_line(const std::vector<int32_t>& ids) {
@@ -80,5 +79,4 @@ TEST(TokenizeCli, MissingFileIsOneClearLine) {
   EXPECT_NE(r.err.find("-p"), std::string::npos) << r.err;
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::tokenize_cli_test

@@ -14,8 +14,7 @@
 
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::tool_calls_server_test {
 
 using Json = nlohmann::json;
 
@@ -376,5 +375,4 @@ TEST_F(ToolCallsServer, ControlTokensAreWrittenWhenToolsMayBeCalled) {
   EXPECT_EQ(Json::parse(without)["choices"][0]["message"]["content"], "") << without;
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::tool_calls_server_test

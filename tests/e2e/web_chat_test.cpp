@@ -15,8 +15,7 @@
 #include "e2e/router_fleet.h"
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::web_chat_test {
 
 using Json = nlohmann::json;
 
@@ -119,11 +118,9 @@ TEST(WebChat, ModelWithoutTemplateGetsPlainCompletion) {
   EXPECT_EQ(j["dialogs"], Json::array());
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::web_chat_test
 
-namespace kvlm {
-namespace {
+namespace kvlm::web_chat_test {
 
 // The page as kvlm router serves it, over two workers: the same page, its
 // header from the workers' model, a streamed reply, a follow-up routed back
@@ -146,5 +143,4 @@ TEST(WebChat, WorksThroughTheRouter) {
   EXPECT_NE(j["panel"]["kv"].get<std::string>().find(" / 16384"), std::string::npos) << "two pools: " << r.out;
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::web_chat_test

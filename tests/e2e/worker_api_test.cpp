@@ -15,8 +15,7 @@
 
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::worker_api_test {
 
 using Json = nlohmann::json;
 
@@ -171,5 +170,4 @@ TEST(WorkerApi, UnderTheApiKeys) {
   }
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::worker_api_test

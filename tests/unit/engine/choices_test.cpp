@@ -9,8 +9,7 @@
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::choices_test {
 
 std::unique_ptr<Engine> make_engine(EngineConfig config = {}) {
   auto model = Model::load(test::shared_path("models/stories260K.gguf"));
@@ -100,5 +99,4 @@ TEST(EngineChoices, ABatchOfPromptsSharesTheirCommonBlocks) {
   EXPECT_EQ(drain(*alone->submit(c_seed3)), outputs[4]);
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::choices_test

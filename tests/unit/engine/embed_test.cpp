@@ -13,8 +13,7 @@
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::embed_test {
 
 std::unique_ptr<Engine> make_engine(EngineConfig config = {}) {
   auto model = Model::load(test::shared_path("models/stories260K.gguf"));
@@ -180,5 +179,4 @@ TEST(EngineEmbed, PoolingComesFromTheFlagThenTheModel) {
   EXPECT_THROW(choose_pooling(c, "max"), Error);
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::embed_test

@@ -13,8 +13,7 @@
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::engine_test {
 
 std::unique_ptr<Engine> make_engine(EngineConfig config, const std::string& model_file = "models/stories260K.gguf") {
   auto model = Model::load(test::shared_path(model_file));
@@ -311,5 +310,4 @@ TEST(EngineStop, StopStringEndsAndIsNotEmitted) {
   expect_pool_whole(*engine);
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::engine_test

@@ -16,8 +16,7 @@
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::fault_test {
 
 std::unique_ptr<Engine> make_engine(EngineConfig config, const Clock& clock = steady_clock()) {
   auto model = Model::load(test::shared_path("models/stories260K.gguf"));
@@ -197,5 +196,4 @@ TEST(FaultSpec, ParsesAndRejects) {
   EXPECT_NO_THROW(hook(RequestId(4), 1));
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::fault_test

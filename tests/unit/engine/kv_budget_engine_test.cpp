@@ -12,8 +12,7 @@
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::kv_budget_engine_test {
 
 std::unique_ptr<Engine> make_engine(EngineConfig config) {
   auto model = Model::load(test::shared_path("models/stories260K.gguf"));
@@ -170,5 +169,4 @@ TEST(KvBudgetEngineErrors, RefusesWhatCannotWork) {
   }
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::kv_budget_engine_test

@@ -17,8 +17,7 @@
 #include "unit/kvstore/kvstore_test_util.h"
 #include "tokenizer/tokenizer.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::kv_chunks_engine_test {
 
 // stories260K: real weights, so a blend's output is a story's.
 constexpr const char* kModel = "models/stories260K.gguf";
@@ -300,5 +299,4 @@ TEST(KvChunksEngine, BadSpansAreRefused) {
   EXPECT_THROW(engine->submit(g), Error);
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::kv_chunks_engine_test

@@ -8,8 +8,7 @@
 
 #include "engine/kv_event_log.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::kv_event_log_test {
 
 using Kind = KvEvent::Kind;
 
@@ -93,11 +92,9 @@ TEST(KvEventLog, KeepsTheEventsThemselvesOnlyWhenAsked) {
   EXPECT_TRUE((*batches)[0].events.empty());
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::kv_event_log_test
 
-namespace kvlm {
-namespace {
+namespace kvlm::kv_event_log_test {
 
 TEST(KvEventLog, ABatchIsTheStepsNetEffect) {
   KvEventLog log;
@@ -116,5 +113,4 @@ TEST(KvEventLog, ABatchIsTheStepsNetEffect) {
   EXPECT_EQ(log.snapshot().hashes, std::vector<BlockHash>{b});
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::kv_event_log_test

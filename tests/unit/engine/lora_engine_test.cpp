@@ -14,8 +14,7 @@
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::lora_engine_test {
 
 // synth-tiny (dim 256, 4 layers, FFN 768): wide enough that a random adapter
 // changes greedy tokens, which the tests check so that an ignored adapter fails.
@@ -146,5 +145,4 @@ TEST(LoraEngine, SpeculationAndKvBudgetsKeepTheAdaptersOutput) {
   expect_pool_whole(*plain);
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::lora_engine_test

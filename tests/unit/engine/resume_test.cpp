@@ -10,8 +10,7 @@
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::resume_test {
 
 std::unique_ptr<Engine> make_engine() {
   auto model = Model::load(test::shared_path("models/stories260K.gguf"));
@@ -140,5 +139,4 @@ TEST(EngineResume, RefusesOutputThatCouldNotHaveBeenSent) {
   EXPECT_EQ(engine->num_unfinished(), 0);
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::resume_test

@@ -14,8 +14,7 @@
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::sample_threads_test {
 
 std::unique_ptr<Engine> make_engine(const EngineConfig& config) {
   auto model = Model::load(test::shared_path("models/stories260K.gguf"));
@@ -116,5 +115,4 @@ TEST(EngineSampleThreads, EveryEventEqualsSerialSampling) {
   }
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::sample_threads_test

@@ -20,8 +20,7 @@
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::speculative_test {
 
 std::unique_ptr<Engine> make_engine(EngineConfig config, const std::string& file = "models/stories260K.gguf") {
   auto model = Model::load(test::shared_path(file));
@@ -467,5 +466,4 @@ TEST(SpecSampling, EngineOutputWithADraftModelFollowsTheTargetDistribution) {
   expect_pool_whole(*on);
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::speculative_test

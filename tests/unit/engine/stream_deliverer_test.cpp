@@ -7,8 +7,7 @@
 
 #include "engine/stream_deliverer.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::stream_deliverer_test {
 
 TEST(StreamDeliverer, RunsEveryDeliveryInPostOrder) {
   std::mutex mu;
@@ -31,5 +30,4 @@ TEST(StreamDeliverer, RunsEveryDeliveryInPostOrder) {
   for (int v = 0; v < 350; ++v) EXPECT_EQ(seen[v], v);
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::stream_deliverer_test

@@ -12,8 +12,7 @@
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::thinking_test {
 
 TEST(ThinkingTracker, FindsTheCloseMarkerAcrossTokensAndCountsTheThinking) {
   ThinkingTracker t("</think>", true, -1);
@@ -124,5 +123,4 @@ TEST(EngineThinking, AResumedRequestReplaysTheForcedMarkers) {
   }
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::thinking_test
