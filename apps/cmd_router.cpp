@@ -11,6 +11,7 @@
 #include "apps/commands.h"
 #include "apps/front_door_options.h"
 #include "apps/http_options.h"
+#include "apps/stop_signals.h"
 #include "chat/chat_prompt.h"
 #include "chat/chat_template.h"
 #include "common/error.h"
@@ -126,13 +127,7 @@ int cmd_router(int argc, char** argv) {
   c.health.timeout = std::chrono::milliseconds(f.health_timeout_ms);
   c.stream_idle_timeout = std::chrono::milliseconds(f.stream_idle_timeout_ms);
 
-  std::signal(SIGPIPE, SIG_IGN);
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  block_reload_signal();
+  const sigset_t stop_signals = block_stop_signals();
 
   router::Router r(c, load_prompts(f));
   r.bind();
@@ -141,14 +136,7 @@ int cmd_router(int argc, char** argv) {
              c.ssl_cert_file.empty() ? "http" : "https", c.host, r.port(),
              c.workers.size(), c.registry ? " and the registry's" : "", router::policy_name(c.policy));
   std::fflush(stderr);
-  std::thread waiter([&] {
-    int sig = 0;
-    sigwait(&stop_signals, &sig);
-    r.stop();
-  });
-  r.run();
-  pthread_kill(waiter.native_handle(), SIGTERM);
-  waiter.join();
+  run_until_stop_signal(stop_signals, [&r] { r.run(); }, [&r] { r.stop(); });
   return 0;
 }
 

@@ -17,6 +17,7 @@
 #include "apps/http_options.h"
 #include "apps/kv_events_options.h"
 #include "apps/lora_options.h"
+#include "apps/stop_signals.h"
 #include "common/error.h"
 #include "engine/engine.h"
 #include "model/model.h"
@@ -210,20 +211,6 @@ void finish_server_config(ServeFlags& f) {
   f.engine.kv_event_contents = f.zmq.on();
 }
 
-// SIGINT/SIGTERM stop the server from a waiting thread (a handler must not
-// touch it); a client that hangs up must not kill us with SIGPIPE. Call
-// before any thread starts: the blocked set is inherited by every thread.
-sigset_t block_stop_signals() {
-  std::signal(SIGPIPE, SIG_IGN);
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  block_reload_signal();
-  return stop_signals;
-}
-
 // Without --served-model-name the model answers to its general.name, else
 // to its file's name.
 void default_model_name(ServerConfig& sc, const Engine& engine, const std::string& model_path) {
@@ -277,7 +264,10 @@ void serve_until_stopped(Server& server, const Engine& engine, router::RegistryM
 }  // namespace
 
 int cmd_serve(int argc, char** argv) {
+  if (serves_several_models(argc, argv)) return cmd_serve_models(argc, argv);
   CLI::App app{"Serve the OpenAI-compatible API (completions, chat completions, SSE, metrics)", "kvlm serve"};
+  app.footer("Several models in one server, loaded on demand, or one that sleeps when idle: --models-dir DIR, "
+             "-m NAME=PATH (repeatable), --models-mem, --models-max, --sleep-idle-seconds (docs/serve-models.md)");
   ServeFlags f;
   add_serve_options(app, f);
   KVLM_PARSE(app, argc, argv);

@@ -15,6 +15,10 @@ int cmd_inspect(int argc, char** argv);     // cmd_inspect.cpp
 int cmd_template(int argc, char** argv);    // cmd_template.cpp
 int cmd_bench(int argc, char** argv);       // cmd_bench.cpp
 int cmd_serve(int argc, char** argv);       // cmd_serve.cpp
+// kvlm serve --models-dir / -m NAME=PATH / --sleep-idle-seconds: a router
+// over a worker process per model (cmd_serve_models.cpp).
+bool serves_several_models(int argc, char** argv);
+int cmd_serve_models(int argc, char** argv);
 int cmd_router(int argc, char** argv);      // cmd_router.cpp
 int cmd_kv(int argc, char** argv);          // cmd_kv.cpp
 int cmd_kv_bench(int argc, char** argv);    // cmd_kv_bench.cpp (kvlm kv bench)

@@ -69,6 +69,17 @@ class Dispatch {
 // it; nullopt when none can take the request.
 std::unique_ptr<Dispatch> dispatch(RouterContext& ctx, PromptInfo& prompt, const std::set<std::string>& exclude);
 
+// Adds to `skip` the workers that say which models they serve and do not
+// serve `model` (as a base model or a LoRA adapter), when some worker does
+// (under workers.mu()); a model no worker claims leaves the choice open
+// (the worker answers 404 itself).
+void skip_other_models(const std::string& model, const std::vector<std::shared_ptr<Worker>>& workers,
+                       std::set<std::string>& skip);
+
+// The model a request is about: its JSON body's `model`, or the id of GET
+// /v1/models/{id}; empty when it names none.
+std::string request_model(const http::Request& req);
+
 // The prompt a request carries, as the policy needs it: its tokens (with a
 // prompt reader; kv-aware, and the cached-token prediction), its cache salt
 // and session key.

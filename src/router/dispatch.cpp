@@ -1,4 +1,6 @@
 // Choosing and claiming a worker for one request (context.h).
+#include <algorithm>
+
 #include "common/log.h"
 #include "kv/block_hash.h"
 #include "router/context.h"
@@ -30,6 +32,17 @@ void resolve_adapter(PromptInfo& prompt, const std::vector<std::shared_ptr<Worke
 
 }  // namespace
 
+void skip_other_models(const std::string& model, const std::vector<std::shared_ptr<Worker>>& workers,
+                       std::set<std::string>& skip) {
+  if (model.empty()) return;
+  auto serves = [&](const Worker& w) {
+    return (w.models && w.models->count(model)) || (w.loras && w.loras->count(model));
+  };
+  if (std::none_of(workers.begin(), workers.end(), [&](const auto& w) { return serves(*w); })) return;
+  for (const auto& w : workers)
+    if (w->models && !serves(*w)) skip.insert(w->url());
+}
+
 Dispatch::Dispatch(RouterContext& ctx, Decision d) : ctx_(ctx), decision_(std::move(d)) {}
 
 Dispatch::~Dispatch() {
@@ -50,6 +63,7 @@ std::unique_ptr<Dispatch> dispatch(RouterContext& ctx, PromptInfo& prompt, const
   std::lock_guard lock(ctx.workers.mu());
   const std::vector<std::shared_ptr<Worker>> workers = ctx.workers.all_locked();
   std::set<std::string> skip = exclude;
+  skip_other_models(prompt.model, workers, skip);
   resolve_adapter(prompt, workers, skip);
   std::optional<Decision> d = choose(ctx.config.policy, ctx.config.weights, prompt, workers, skip, ctx.workers,
                                      ctx.round_robin);

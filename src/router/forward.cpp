@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "router/context.h"
+#include "router/model_routes.h"
 #include "router/usage_tally.h"
 #include "wire/http/front.h"
 #include "wire/openai/json_text.h"
@@ -159,6 +160,8 @@ void handle_generation(RouterContext& ctx, bool chat, const http::Request& req, 
   std::optional<Json> body = parse_body(req, res);
   if (!body) return;
   PromptInfo prompt = prompt_info(ctx, chat, *body, req);
+  ModelHost::Lease lease;
+  if (!lease_model(ctx, prompt.model, lease, res)) return;
   const std::string path = chat ? "/v1/chat/completions" : "/v1/completions";
   bool stream = false;
   if (body->is_object())
@@ -167,19 +170,37 @@ void handle_generation(RouterContext& ctx, bool chat, const http::Request& req, 
   forward_whole(ctx, path, req, res, prompt, arrived);
 }
 
+std::string request_model(const http::Request& req) {
+  if (req.method == "GET") {
+    static const std::string prefix = "/v1/models/";
+    return req.path.starts_with(prefix) ? req.path.substr(prefix.size()) : std::string();
+  }
+  const Json body = Json::parse(req.body, nullptr, false);
+  if (!body.is_object()) return {};
+  const auto it = body.find("model");
+  return it != body.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 void handle_proxied(RouterContext& ctx, const http::Request& req, http::Response& res) {
   PromptInfo none;
   std::set<std::string> tried;
   std::string last_error;
   // The query too: Anthropic's model list pages by it.
   const std::string target = req.query.empty() ? req.path : req.path + "?" + req.query;
+  std::string model = request_model(req);
+  ModelHost::Lease lease;
+  if (!lease_model(ctx, model, lease, res)) return;
   for (int32_t attempt = 0; attempt < ctx.config.max_attempts; ++attempt) {
     std::unique_ptr<Dispatch> d;
     {
-      // Any worker that is up: these answers do not depend on which.
+      // Any worker that is up and serves the model named: these answers do
+      // not depend on which.
       std::lock_guard lock(ctx.workers.mu());
-      auto decision = choose(Policy::kRoundRobin, ctx.config.weights, none, ctx.workers.all_locked(), tried,
-                             ctx.workers, ctx.round_robin);
+      const std::vector<std::shared_ptr<Worker>> workers = ctx.workers.all_locked();
+      std::set<std::string> skip = tried;
+      skip_other_models(model, workers, skip);
+      auto decision =
+          choose(Policy::kRoundRobin, ctx.config.weights, none, workers, skip, ctx.workers, ctx.round_robin);
       if (!decision) break;
       d = std::make_unique<Dispatch>(ctx, std::move(*decision));
       ++d->worker().num_in_flight;

@@ -46,6 +46,14 @@ std::map<std::string, Hash128> loras_of(const Json& j) {
   return out;
 }
 
+// A status's model names (strings only).
+std::set<std::string> models_of(const Json& list) {
+  std::set<std::string> out;
+  for (const Json& name : list)
+    if (name.is_string()) out.insert(name.get<std::string>());
+  return out;
+}
+
 }  // namespace
 
 WorkerMonitor::WorkerMonitor(RouterContext& ctx, std::shared_ptr<Worker> worker)
@@ -97,6 +105,7 @@ void WorkerMonitor::check_health() {
     std::lock_guard lock(ctx_.workers.mu());
     worker_->status = status;
     if (!worker_->load_from_events) worker_->load = load_of(status, /*from_status=*/true);
+    if (const auto it = status.find("models"); it != status.end() && it->is_array()) worker_->models = models_of(*it);
   } catch (const Error& e) {
     if (!stop_) ctx_.workers.set_health(*worker_, WorkerState::kDown, e.what());
   }
@@ -135,7 +144,8 @@ void WorkerMonitor::read_events() {
   try {
     UpstreamExchange x(events_link_, upstream_request(ctx_, "GET", target, ""), t);
     if (x.status() == 404) {
-      if (!warned_events_off_)
+      // A model host's workers route by model and load: nothing to warn of.
+      if (!warned_events_off_ && !ctx_.config.model_host)
         log_warn("router: worker {} publishes no KV events (start it with --kv-events): routed by load only",
                  worker_->url());
       warned_events_off_ = true;

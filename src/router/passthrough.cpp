@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "router/model_routes.h"
 #include "router/sse.h"
 #include "router/usage_tally.h"
 #include "wire/http/front.h"
@@ -164,6 +165,9 @@ void handle_passthrough(RouterContext& ctx, const http::Request& req, http::Resp
   const auto arrived = Clock::now();
   PromptInfo prompt;
   if (options.prompt_view) prompt = prompt_info(ctx, true, *options.prompt_view, req);
+  if (prompt.model.empty()) prompt.model = request_model(req);
+  ModelHost::Lease lease;
+  if (!lease_model(ctx, prompt.model, lease, res)) return;
   std::set<std::string> tried;
   std::string last_error;
   for (int32_t attempt = 0; attempt < ctx.config.max_attempts; ++attempt) {
@@ -232,6 +236,10 @@ Json messages_as_chat(const Json& body) {
 }
 
 }  // namespace
+
+void handle_infill_passthrough(RouterContext& ctx, const http::Request& req, http::Response& res) {
+  handle_passthrough(ctx, req, res, {});
+}
 
 void handle_messages_passthrough(RouterContext& ctx, const http::Request& req, http::Response& res) {
   const Json body = openai::parse_json_or_discarded(req.body);

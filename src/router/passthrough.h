@@ -29,6 +29,9 @@ void handle_passthrough(RouterContext& ctx, const http::Request& req, http::Resp
 // /v1/responses/{id}/input_items (to the Response's worker). A Response or
 // item the router knows under another of its keys is a 404 here.
 void handle_messages_passthrough(RouterContext& ctx, const http::Request& req, http::Response& res);
+// POST /infill (llama.cpp's fill-in-the-middle): routed by load, its
+// stream copied through.
+void handle_infill_passthrough(RouterContext& ctx, const http::Request& req, http::Response& res);
 void handle_responses_passthrough(RouterContext& ctx, const http::Request& req, http::Response& res);
 void handle_stored_response(RouterContext& ctx, const http::Request& req, http::Response& res);
 

@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "router/context.h"
+#include "router/model_routes.h"
 #include "router/monitor.h"
 #include "router/passthrough.h"
 #include "wire/anthropic/models.h"
@@ -39,7 +40,7 @@ void check_config(const RouterConfig& c, bool have_prompts) {
   if (c.max_attempts < 1) throw_error(ErrorCode::kInvalidArgument, "--max-attempts must be at least 1");
   if (c.health.interval.count() < 1 || c.health.timeout.count() < 1)
     throw_error(ErrorCode::kInvalidArgument, "--health-interval-ms and --health-timeout-ms must be positive");
-  if (c.workers.empty() && !c.registry)
+  if (c.workers.empty() && !c.registry && !c.model_host)
     throw_error(ErrorCode::kInvalidArgument, "no workers: give --workers http://HOST:PORT,... or --registry redis://...");
   if (c.policy == Policy::kKvAware && !have_prompts)
     throw_error(ErrorCode::kInvalidArgument,
@@ -75,9 +76,19 @@ void Router::Impl::add_routes() {
   // Their streams are copied through, not resumed (router/passthrough.h).
   routes.post("/v1/messages", route(handle_messages_passthrough, Access::kMetered));
   routes.post("/v1/responses", route(handle_responses_passthrough, Access::kMetered));
+  routes.post("/infill", route(handle_infill_passthrough, Access::kMetered));
   routes.get(R"(/v1/responses/([A-Za-z0-9_-]+))", route(handle_stored_response, Access::kKey));
   routes.get(R"(/v1/responses/([A-Za-z0-9_-]+)/input_items)", route(handle_stored_response, Access::kKey));
   routes.del(R"(/v1/responses/([A-Za-z0-9_-]+))", route(handle_stored_response, Access::kKey));
+  if (ctx.config.model_host) {
+    routes.get("/v1/models", route(handle_host_models, Access::kKey));
+    routes.get(R"(/v1/models/(.+))", route(handle_host_model, Access::kKey));
+    routes.post("/models/load", route(handle_models_load, Access::kKey));
+    routes.post("/models/unload", route(handle_models_unload, Access::kKey));
+    routes.post("/sleep", route(handle_sleep, Access::kKey));
+    routes.post("/wake_up", route(handle_wake_up, Access::kKey));
+    routes.get("/is_sleeping", route(handle_is_sleeping, Access::kKey));
+  }
   routes.get("/v1/models", route(handle_proxied, Access::kKey));
   routes.get(R"(/v1/models/([^/]+))", route(handle_proxied, Access::kKey));
   // Embeddings are the same on any worker and safe to send again.
@@ -176,6 +187,22 @@ void Router::add_worker(const std::string& url) {
   std::lock_guard lock(impl_->monitors_mu);
   auto& monitor = impl_->monitors[w->url()];
   if (!monitor) monitor = std::make_unique<WorkerMonitor>(impl_->ctx, w);
+}
+
+void Router::add_worker(const std::string& url, std::set<std::string> models) {
+  {
+    const std::shared_ptr<Worker> w = impl_->ctx.workers.add(url);
+    std::lock_guard lock(impl_->ctx.workers.mu());
+    w->models = std::move(models);
+  }
+  add_worker(url);
+}
+
+int32_t Router::requests_in_flight(const std::string& url) const {
+  const std::shared_ptr<Worker> w = impl_->ctx.workers.find(parse_worker_url(url).url);
+  if (!w) return 0;
+  std::lock_guard lock(impl_->ctx.workers.mu());
+  return w->num_in_flight;
 }
 
 void Router::remove_worker(const std::string& url) {

@@ -20,9 +20,11 @@
 #include <cstddef>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "router/model_host.h"
 #include "router/policy.h"
 #include "router/registry.h"
 #include "router/workers.h"
@@ -61,6 +63,10 @@ struct RouterConfig {
   // (kvlm serve sends a keep-alive comment every second while it is quiet).
   std::chrono::milliseconds stream_idle_timeout{15000};
   std::chrono::milliseconds sse_heartbeat{1000};
+  // Set: the models are started on demand by this host (not owned; it
+  // outlives the router), which adds and removes their workers
+  // (model_host.h); no --workers or registry needed.
+  ModelHost* model_host = nullptr;
 };
 
 class Router {
@@ -81,6 +87,10 @@ class Router {
 
   // Membership (the static list is added at construction).
   void add_worker(const std::string& url);
+  // A worker that serves exactly `models` (a model host's).
+  void add_worker(const std::string& url, std::set<std::string> models);
+  // Requests the router has on the worker now (0 for an unknown one).
+  int32_t requests_in_flight(const std::string& url) const;
   void remove_worker(const std::string& url);
   std::vector<std::string> worker_urls() const;
 

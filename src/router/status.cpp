@@ -1,7 +1,11 @@
 // The router's own answers: /v1/status (the workers and their load, in the
 // fields the chat page reads from a single server plus a `workers` list),
 // /health and /metrics.
+#include "common/error.h"
+#include "common/log.h"
 #include "router/context.h"
+#include "router/metrics_merge.h"
+#include "router/model_routes.h"
 #include "wire/openai/json_text.h"
 
 namespace kvlm::router {
@@ -28,6 +32,7 @@ Json worker_json(const Worker& w) {
               {"kv_blocks_indexed", w.kv.size()},
               {"shared_tier", w.shared_tier ? Json(*w.shared_tier) : Json(nullptr)},
               {"loras", loras_json(w)},
+              {"models", w.models ? Json(*w.models) : Json(nullptr)},
               {"requests_in_flight", w.num_in_flight},
               {"requests_sent", w.num_requests}};
 }
@@ -96,17 +101,51 @@ void handle_health(RouterContext& ctx, const http::Request&, http::Response& res
       if (ctx.workers.routable(*w, now)) ++num_up;
     }
   }
-  if (num_up == 0) res.status = 503;
-  res.set_content(openai::dump_json(Json{{"status", num_up > 0 ? "ok" : "no_worker"},
+  // A model host starts its models on demand: none loaded is no fault.
+  if (num_up == 0 && !ctx.config.model_host) res.status = 503;
+  res.set_content(openai::dump_json(Json{{"status", res.status == 200 ? "ok" : "no_worker"},
                                          {"workers_up", num_up},
                                          {"workers", num_workers}}),
                   "application/json");
 }
 
+namespace {
+
+// Each loaded model worker's own /metrics, its samples labelled with its
+// model (a worker that does not answer in time is left out of this scrape).
+std::vector<MetricsSource> model_worker_metrics(RouterContext& ctx) {
+  std::vector<MetricsSource> out;
+  UpstreamTimeouts t;
+  t.connect = t.send = t.head = std::chrono::milliseconds(2000);
+  for (const std::shared_ptr<Worker>& w : ctx.workers.all()) {
+    std::string model;
+    {
+      std::lock_guard lock(ctx.workers.mu());
+      if (!w->models || w->models->size() != 1) continue;
+      model = *w->models->begin();
+    }
+    try {
+      UpstreamExchange x(w->link, upstream_request(ctx, "GET", "/metrics", ""), t);
+      std::string text = x.read_all(t.head);
+      if (x.status() == 200) out.push_back({std::move(text), "model_name", prometheus_label_value(model)});
+    } catch (const Error& e) {
+      log_debug("router: /metrics of {}: {}", w->url(), e.what());
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 void handle_metrics(RouterContext& ctx, const http::Request&, http::Response& res) {
-  res.set_content(ctx.metrics.prometheus_text(ctx.workers) + (ctx.keys ? ctx.keys->metrics_text() : std::string()) +
-                      (ctx.http_stats ? http::stats_metrics_text(*ctx.http_stats) : std::string()),
-                  "text/plain; version=0.0.4");
+  std::string own = ctx.metrics.prometheus_text(ctx.workers) + (ctx.keys ? ctx.keys->metrics_text() : std::string()) +
+                    (ctx.http_stats ? http::stats_metrics_text(*ctx.http_stats) : std::string());
+  if (ModelHost* host = ctx.config.model_host) {
+    std::vector<MetricsSource> sources = {{own + host_metrics_text(*host), "", ""}};
+    for (MetricsSource& s : model_worker_metrics(ctx)) sources.push_back(std::move(s));
+    own = merge_metrics_texts(sources);
+  }
+  res.set_content(std::move(own), "text/plain; version=0.0.4");
 }
 
 }  // namespace kvlm::router

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,10 @@ struct Worker {
   // The LoRA adapters it serves, by name: each one's identity (its load
   // lines); nullopt until it has said.
   std::optional<std::map<std::string, Hash128>> loras;
+  // The model names it serves (its /v1/status `models`, or what the model
+  // host started it with); nullopt until known. A request naming a model
+  // some worker serves goes only to workers that serve it.
+  std::optional<std::set<std::string>> models;
   nlohmann::json status;                 // its last /v1/status
   bool member = true;                    // false once membership dropped it
 };

@@ -32,6 +32,7 @@ void handle_status(ServerContext& ctx, const http::Request&, http::Response& res
       m.num_prefix_query_tokens > 0 ? static_cast<double>(m.num_prefix_hit_tokens) / m.num_prefix_query_tokens : 0.0;
   const Json body = {
       {"model", ctx.model_names[0]},
+      {"models", ctx.model_names},  // every name it answers to (routers route by them)
       {"max_model_len", ctx.engine.max_model_len()},
       {"chat_template", ctx.chat_template != nullptr},  // false: the page offers plain completion
       {"draining", ctx.in_flight.draining()},

@@ -12,8 +12,7 @@
 
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::fim_test {
 
 using Json = nlohmann::json;
 
@@ -135,5 +134,28 @@ TEST(FimWithoutTokens, SuffixIsRefusedByName) {
   EXPECT_NE(e["message"].get<std::string>().find("fill-in-the-middle"), std::string::npos) << e;
 }
 
-}  // namespace
-}  // namespace kvlm
+
+// Through kvlm router: /infill answers as the worker does, whole and streamed.
+TEST_F(Fim, InfillThroughTheRouterIsTheWorkersAnswer) {
+  test::ServerProcess router({"--workers", server_->url()}, "router");
+  const Json request = {{"input_prefix", "def add(a, b):\n    "}, {"input_suffix", "\n    return c\n"},
+                        {"n_predict", 8}, {"temperature", 0}};
+  httplib::Client via(router.url());
+  via.set_read_timeout(60);
+  const auto routed = via.Post("/infill", request.dump(), "application/json");
+  ASSERT_TRUE(routed);
+  ASSERT_EQ(routed->status, 200) << routed->body;
+  const auto [status, direct] = post("/infill", request);
+  ASSERT_EQ(status, 200);
+  EXPECT_EQ(Json::parse(routed->body)["content"], direct["content"]);
+  Json streamed = request;
+  streamed["stream"] = true;
+  const auto stream = via.Post("/infill", streamed.dump(), "application/json");
+  ASSERT_TRUE(stream);
+  std::string text;
+  for (const std::string& data : test::sse_data(stream->body))
+    if (data != "[DONE]") text += Json::parse(data).value("content", "");
+  EXPECT_EQ(text, direct["content"]);
+}
+
+}  // namespace kvlm::fim_test
