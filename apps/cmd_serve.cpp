@@ -267,7 +267,8 @@ int cmd_serve(int argc, char** argv) {
   if (serves_several_models(argc, argv)) return cmd_serve_models(argc, argv);
   CLI::App app{"Serve the OpenAI-compatible API (completions, chat completions, SSE, metrics)", "kvlm serve"};
   app.footer("Several models in one server, loaded on demand, or one that sleeps when idle: --models-dir DIR, "
-             "-m NAME=PATH (repeatable), --models-mem, --models-max, --sleep-idle-seconds (docs/serve-models.md)");
+             "-m NAME=PATH (repeatable), --models-mem, --models-max, --sleep-idle-seconds, --model-load-timeout "
+             "(kvlm serve --models-dir . --help; docs/serve-models.md)");
   ServeFlags f;
   add_serve_options(app, f);
   KVLM_PARSE(app, argc, argv);
