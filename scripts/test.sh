@@ -115,7 +115,7 @@ tsan_tests() {
   # (20 s of TSan time): the other engine tests cover its threads.
   (cd build-tsan && ctest --output-on-failure -j"$JOBS" -L '^kvlm_unit_(runner|engine|router)$' -E 'Draft') || rc=1
   (cd "${BUILD_DIR:-build}" && KVLM_TEST_BIN="$ROOT/build-tsan/kvlm" ctest --output-on-failure -j"$JOBS" \
-     -L '^kvlm_e2e$' -R '^(Server|SseHeartbeat|Choices|KvBudgetServer|Limits|Constrained|ResumeServer|RouterFleet|RouterRegistry|RouterFaults\.A)') || rc=1
+     -L '^kvlm_e2e$' -R '^(Server|SseHeartbeat|Choices|KvBudgetServer|Limits|Constrained|ResumeServer|RouterFleet|RouterRegistry|RouterFaults\.A|RouterModels|ServeModels)') || rc=1
   no_sanitizer_reports "$logs" || rc=1
   return $rc
 }
