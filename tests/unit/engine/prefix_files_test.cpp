@@ -28,20 +28,20 @@ std::unique_ptr<Engine> make_engine(EngineConfig config = {}) {
   return std::make_unique<Engine>(std::move(model), std::move(tok), config);
 }
 
-struct Run {
+struct Ran {
   std::vector<int32_t> tokens;
   int32_t num_cached = 0;
 };
 
 // A greedy request of `prompt` for 8 tokens, run to its end.
-Run run(Engine& engine, const std::vector<int32_t>& prompt) {
+Ran run(Engine& engine, const std::vector<int32_t>& prompt) {
   GenerateRequest g;
   g.prompt_tokens = prompt;
   g.max_tokens = 8;
   g.ignore_eos = true;
   g.sampling.temperature = 0.f;
   auto stream = engine.submit(g);
-  Run r;
+  Ran r;
   while (auto ev = stream->next()) {
     if (ev->error) ADD_FAILURE() << ev->error->what();
     r.tokens.insert(r.tokens.end(), ev->tokens.begin(), ev->tokens.end());
@@ -75,7 +75,7 @@ int32_t num_cached(Engine& engine, const std::vector<int32_t>& tokens) {
 TEST(EnginePrefixFiles, ExportedBlocksImportedAfterAFlushServeTheSameRequest) {
   auto engine = make_engine();
   const std::vector<int32_t> prompt = prompt_of(70, 1);
-  const Run cold = run(*engine, prompt);
+  const Ran cold = run(*engine, prompt);
   const std::vector<int32_t> ran = joined(prompt, cold.tokens);
   // The last output token's KV was never computed: (70 + 8 - 1) / 16 blocks.
   std::vector<KvRecord> records = engine->export_prefix(ran, 0).get();
@@ -87,7 +87,7 @@ TEST(EnginePrefixFiles, ExportedBlocksImportedAfterAFlushServeTheSameRequest) {
   EXPECT_TRUE(engine->export_prefix(ran, 0).get().empty());
   EXPECT_EQ(engine->import_prefix(std::move(records)).get(), 4);
   EXPECT_EQ(num_cached(*engine, ran), 4 * kBlock);
-  const Run warm = run(*engine, prompt);
+  const Ran warm = run(*engine, prompt);
   EXPECT_EQ(warm.num_cached, 4 * kBlock) << "the prompt's 4 full blocks (69 tokens before its last)";
   EXPECT_EQ(warm.tokens, cold.tokens);
   expect_pool_whole(*engine);
@@ -99,7 +99,7 @@ TEST(EnginePrefixFiles, AnImportThePoolHasNoRoomForLoadsNothing) {
   c.max_model_len = 8 * kBlock;
   auto engine = make_engine(c);
   const std::vector<int32_t> prompt = prompt_of(40, 2);
-  const Run first = run(*engine, prompt);
+  const Ran first = run(*engine, prompt);
   const std::vector<int32_t> ran = joined(prompt, first.tokens);
   const int32_t cached_before = num_cached(*engine, ran);
   ASSERT_GT(cached_before, 0);
@@ -140,7 +140,7 @@ TEST(EnginePrefixFiles, AnImportThePoolHasNoRoomForLoadsNothing) {
 TEST(EnginePrefixFiles, ForgettingAChainLeavesNothingOfItCached) {
   auto engine = make_engine();
   const std::vector<int32_t> prompt = prompt_of(50, 4);
-  const Run cold = run(*engine, prompt);
+  const Ran cold = run(*engine, prompt);
   const std::vector<int32_t> ran = joined(prompt, cold.tokens);
   ASSERT_EQ(num_cached(*engine, ran), 3 * kBlock);
   EXPECT_EQ(engine->forget_prefix(ran, 0).get(), 3);
