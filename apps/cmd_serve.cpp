@@ -174,6 +174,10 @@ void add_serve_options(CLI::App& app, ServeFlags& f) {
                  "(docs/kv-chunks.md; 0: only the marked ones)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 30));
+  app.add_option("--slot-save-path", sc.slot_save_path,
+                 "folder of llama.cpp's slot files: POST /slots/{id}?action=save writes a slot's tokens and the KV "
+                 "of their cached blocks there, action=restore puts them back into the prefix cache (default: none, "
+                 "both refused)");
   app.add_flag("--kv-events", f.engine.kv_events,
                "publish the prefix cache's changes on GET /v1/kv/events, for kvlm router's kv-aware routing");
   add_zmq_event_options(app, f.zmq);
@@ -218,6 +222,13 @@ void default_model_name(ServerConfig& sc, const Engine& engine, const std::strin
   std::string name = engine.model().config().name;
   if (name.empty()) name = std::filesystem::path(model_path).stem().string();
   sc.model_names.push_back(std::move(name));
+}
+
+// What a slot file must have been saved under to be restored here: the
+// tiers' namespace (the weights' digest, the KV type, the block size), so a
+// file of another model or KV type is refused, never loaded.
+Hash128 slot_namespace(const Engine& engine, const EngineOptions& o) {
+  return kv_namespace_fingerprint(kv_namespace_spec(engine.model().gguf(), o.kv_type, o.block_size));
 }
 
 void print_listening(const ServerConfig& sc, const Server& server, const Engine& engine) {
@@ -284,6 +295,8 @@ int cmd_serve(int argc, char** argv) {
       return load_lora_spec({"", path, 1.0f}, model, type);
     };
   }
+  if (!f.server.slot_save_path.empty())
+    f.server.slot_namespace = slot_namespace(*engine, f.engine);
   Server server(*engine, f.server);
   server.bind();
   ReloadOnSighup reload([&server] { server.reload_api_keys(); });

@@ -219,7 +219,7 @@ void Engine::loop() {
       std::unique_lock lock(mu_);
       auto ready = [&] {
         return stopping_ || !inbox_.empty() || !cancels_.empty() || !prefix_resets_.empty() ||
-               scheduler_->has_unfinished();
+               !engine_tasks_.empty() || scheduler_->has_unfinished();
       };
       // Requests waiting on a tier lookup: poll its completions every millisecond.
       if (tiers_.empty()) {
@@ -248,13 +248,15 @@ void Engine::loop() {
       followers_.clear();
     }
     serve_prefix_resets();
+    run_engine_tasks();
     if (kv_events_) kv_events_->append(scheduler_->kv_manager().take_kv_events());
     publish_metrics();
     deliverer_->post(deliveries_);
   }
-  // Shutdown: every unfinished request ends as aborted, and a flush asked
-  // meanwhile is answered (its caller may be waiting).
+  // Shutdown: every unfinished request ends as aborted, and a flush or a
+  // task asked meanwhile is answered (its caller may be waiting).
   serve_prefix_resets();
+  run_engine_tasks();
   admit_inbox();
   for (auto& [id, live] : live_) {
     auto r = scheduler_->finish(id, FinishReason::kAborted);

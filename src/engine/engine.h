@@ -33,6 +33,7 @@
 #include "engine/stream_deliverer.h"
 #include "engine/tier_loader.h"
 #include "kv/kv_policy.h"
+#include "kvstore/record.h"
 #include "kvstore/tier_stack.h"
 #include "runner/sampler.h"
 
@@ -192,6 +193,10 @@ struct GenerateRequest {
   bool normalize = true;
 };
 
+// The key a request's blocks are hashed with (kv/block_hash.h extra_key):
+// its cache_salt key, under its LoRA adapter's key when it has one.
+uint64_t request_extra_key(const GenerateRequest& g);
+
 // The pooling of embedding requests: `flag` ("mean", "last") when given,
 // else the model's pooling_type (llama.cpp's numbering), else the last
 // token's (decoder models carry the whole prompt there). Error(kUnsupported)
@@ -310,6 +315,32 @@ class Engine {
   // once done, false when a request held blocks then (nothing changes).
   // The KV events list every forgotten block as removed.
   std::future<bool> reset_prefix_cache();
+  // Slot files (docs/server.md "Slots"): a prefix's KV copied out of the
+  // prefix cache, put back into it, or forgotten, each on the engine thread
+  // between steps. `extra_key`: the key its requests' blocks were hashed
+  // with (request_extra_key). The futures carry Error(kUnsupported) without
+  // prefix caching or for a model of several KV groups, as tiers do.
+  // export_prefix: a record of each cached full block of `tokens`, from the
+  // first to the first one not cached (each block's bytes as read_block
+  // writes them; the salt is extra_key).
+  std::future<std::vector<KvRecord>> export_prefix(std::vector<int32_t> tokens, uint64_t extra_key);
+  // import_prefix: the records (one chain, first block first) become free
+  // cached blocks, as a tier load leaves them, for any request whose prompt
+  // starts with their tokens: how many of them are cached afterwards (those
+  // cached already count). Error(kUnavailable) when the pool lacks the free
+  // blocks now, kInvalidArgument for a payload of another size; either way
+  // nothing is loaded.
+  std::future<int32_t> import_prefix(std::vector<KvRecord> records);
+  // forget_prefix: the cached blocks of `tokens`' chain that no request
+  // holds leave the prefix cache (/flush_cache for one chain): how many.
+  std::future<int32_t> forget_prefix(std::vector<int32_t> tokens, uint64_t extra_key);
+  // For each prefix (its tokens, its extra_key): how many of its leading
+  // tokens the prefix cache holds, in whole blocks (0 without prefix caching).
+  struct PrefixKey {
+    std::vector<int32_t> tokens;
+    uint64_t extra_key = 0;
+  };
+  std::future<std::vector<int32_t>> cached_prefix_tokens(std::vector<PrefixKey> prefixes);
   // Requests (choices) submitted and not yet ended, exact at any moment: a
   // server's admission control compares it with max_seqs plus its queue.
   int32_t num_unfinished() const { return num_unfinished_.load(); }
@@ -340,6 +371,12 @@ class Engine {
   void loop();
   void step();
   void serve_prefix_resets();  // the prefix_resets_ queued, between steps
+  // Work other threads queued for the engine thread (the slot files' copies,
+  // engine_slots.cpp), run between steps in order; at shutdown each is
+  // still run, so its caller's future is answered.
+  void run_engine_tasks();
+  void post_engine_task(std::function<void()> task);
+  void check_prefix_files() const;  // throws Error(kUnsupported) where slot files cannot work
   void admit_inbox();
   // engine_choices.cpp: validation shared by submit and submit_n, admission,
   // and choices parked until their first sibling has prefilled.
@@ -451,6 +488,7 @@ class Engine {
   bool blends_kv_chunks_ = false;  // the model can blend KV chunks (Model::blends_kv_chunks)
   std::vector<RequestId> cancels_;
   std::vector<std::promise<bool>> prefix_resets_;  // reset_prefix_cache() calls not yet served
+  std::vector<std::function<void()>> engine_tasks_;  // post_engine_task(), not yet run
   bool stopping_ = false;
   int64_t next_request_id_ = 1;
   std::atomic<int32_t> num_unfinished_{0};  // live_ entries and inbox_ together

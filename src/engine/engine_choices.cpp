@@ -14,6 +14,12 @@
 
 namespace kvlm {
 
+uint64_t request_extra_key(const GenerateRequest& g) {
+  // An adapter's blocks hold its own K/V: hashed apart from the base's and
+  // every other adapter's (an identical adapter loaded again shares them).
+  return g.lora ? adapter_extra_key(g.lora->identity, g.cache_salt) : g.cache_salt;
+}
+
 std::unique_ptr<Request> Engine::make_request(GenerateRequest& g, KvBudget& budget) const {
   const int32_t num_prompt = static_cast<int32_t>(g.prompt_tokens.size());
   if (num_prompt == 0) throw_error(ErrorCode::kInvalidArgument, "the prompt is empty");
@@ -45,9 +51,7 @@ std::unique_ptr<Request> Engine::make_request(GenerateRequest& g, KvBudget& budg
   request->tokens = g.prompt_tokens;
   request->num_prompt_tokens = num_prompt;
   request->max_tokens = g.max_tokens;
-  // An adapter's blocks hold its own K/V: hashed apart from the base's and
-  // every other adapter's (an identical adapter loaded again shares them).
-  request->cache_salt = g.lora ? adapter_extra_key(g.lora->identity, g.cache_salt) : g.cache_salt;
+  request->cache_salt = request_extra_key(g);
   request->lora = g.lora.get();
   request->prompt_logits = g.prompt_logprobs;
   request->pooling = g.pooling;

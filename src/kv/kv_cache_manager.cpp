@@ -300,6 +300,18 @@ std::optional<std::vector<BlockId>> KvCacheManager::import_blocks(std::span<cons
   return ids;
 }
 
+int32_t KvCacheManager::forget_cached(std::span<const BlockHash> hashes) {
+  KVLM_ASSERT(num_groups() == 1, "forgetting a chain needs one KV group");
+  int32_t num_forgotten = 0;
+  for (const BlockHash& h : hashes) {
+    const std::optional<BlockId> id = pool_.find_cached(hash_for_group(h, 0));
+    if (!id || pool_.meta(*id).ref_count > 0) continue;
+    pool_.uncache(*id);
+    ++num_forgotten;
+  }
+  return num_forgotten;
+}
+
 void KvCacheManager::release_imported(std::span<const BlockId> blocks) {
   // Last block first, as free() does: the chain's tail is evicted before its head.
   std::vector<BlockId> reversed(blocks.rbegin(), blocks.rend());

@@ -158,6 +158,10 @@ class KvCacheManager {
   // Forgets every cached block (BlockPool::reset_prefix_cache); false while
   // any request holds blocks.
   bool reset_prefix_cache() { return requests_.empty() && pool_.reset_prefix_cache(); }
+  // Forgets the cached blocks of one chain (chain hashes, group 0's keys:
+  // one KV group) that no request holds, as reset_prefix_cache forgets all;
+  // returns how many. A held block stays: its request may publish after it.
+  int32_t forget_cached(std::span<const BlockHash> hashes);
 
   // KV chunks (kv_chunks.h; one KV group, no budget). How many full blocks
   // of a chunk prompt, from its first, the pool holds cached under

@@ -103,6 +103,9 @@ void Router::Impl::add_routes() {
   routes.post("/apply-template", route(handle_proxied, Access::kKey));
   routes.post("/v1/messages/count_tokens", route(handle_proxied, Access::kKey));
   routes.get("/props", route(handle_proxied, Access::kKey));
+  // One worker's slots, as llama.cpp's clients read them; the slot actions
+  // (save, restore, erase) name one worker's slot and are not routed.
+  routes.get("/slots", route(handle_proxied, Access::kKey));
   routes.post("/v1/completions/render", route(handle_proxied, Access::kKey));
   routes.post("/v1/chat/completions/render", route(handle_proxied, Access::kKey));
   routes.get("/v1/status", route(handle_status, Access::kStatus));

@@ -74,8 +74,16 @@ class GenerationAnswer final : public http::Producer {
     return true;
   }
 
-  // The request's tokens, charged to its key once, at its end.
+  // The first candidate's output, which its slot holds after it (a resumed
+  // stream's replayed tokens are in its prompt already).
+  void note_slot_output(size_t i, const StreamEvent& ev) {
+    if (i == 0 && sub_.slot && !ev.replayed && !gen_.prompt_only) sub_.slot->add_output(ev.tokens);
+  }
+
+  // The request's tokens, charged to its key once, at its end (its slot
+  // is free from then on, holding what it ran).
   openai::Usage finish_usage() {
+    if (sub_.slot) sub_.slot->release();
     const openai::Usage usage = total_usage(gen_, sub_);
     if (!charged_ && key_) key_->charge_tokens(usage.prompt_tokens + usage.completion_tokens);
     if (!charged_ && gen_.lora)
@@ -90,7 +98,10 @@ class GenerationAnswer final : public http::Producer {
       res.body += format_->stream_start();
     }
     for (size_t i = 0; i < sub_.streams.size(); ++i)
-      while (std::optional<StreamEvent> ev = sub_.streams[i]->try_next()) res.body += format_->stream_event(i, *ev);
+      while (std::optional<StreamEvent> ev = sub_.streams[i]->try_next()) {
+        note_slot_output(i, *ev);
+        res.body += format_->stream_event(i, *ev);
+      }
     const auto now = http::Clock::now();
     if (all_done()) {
       res.body += format_->stream_end(finish_usage());
@@ -104,7 +115,10 @@ class GenerationAnswer final : public http::Producer {
 
   Progress poll_whole(http::Response& res) {
     for (size_t i = 0; i < sub_.streams.size(); ++i)
-      while (std::optional<StreamEvent> ev = sub_.streams[i]->try_next()) take_event(candidates_[i], *ev, gen_.prompt_only);
+      while (std::optional<StreamEvent> ev = sub_.streams[i]->try_next()) {
+        note_slot_output(i, *ev);
+        take_event(candidates_[i], *ev, gen_.prompt_only);
+      }
     if (!all_done()) return Progress::kPending;
     format_->whole(candidates_, finish_usage(), res);
     return Progress::kDone;

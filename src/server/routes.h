@@ -16,6 +16,7 @@
 
 #include "chat/reasoning.h"
 #include "chat/tool_calls.h"
+#include "common/hash.h"
 #include "sched/request.h"
 #include "server/in_flight.h"
 #include "server/lora_registry.h"
@@ -23,6 +24,7 @@
 #include "server/response_store.h"
 #include "model/rank_head.h"
 #include "server/sampling_defaults.h"
+#include "server/slots.h"
 #include "tokenizer/rerank_prompt.h"
 #include "wire/http/front.h"
 #include "wire/openai/protocol.h"
@@ -108,6 +110,11 @@ struct ServerContext {
   // how one is read from a path (null: the server loads none at run time).
   std::unique_ptr<LoraRegistry> loras = std::make_unique<LoraRegistry>(0);
   std::function<std::shared_ptr<const LoraAdapter>(const std::string& path)> load_lora{};
+  // llama.cpp's slots (slots.h, routes_slots.cpp): one per --max-seqs, and
+  // ServerConfig's slot_save_path ("": no slot files) and slot_namespace.
+  std::unique_ptr<SlotTable> slots{};
+  std::string slot_save_path{};
+  Hash128 slot_namespace{};
 };
 
 // Takes what parsing the request's body may allocate (parsed_json_bytes)
@@ -201,5 +208,8 @@ void handle_render_completion(ServerContext& ctx, const http::Request& req, http
 void handle_detokenize(ServerContext& ctx, const http::Request& req, http::Response& res);
 void handle_status(ServerContext& ctx, const http::Request& req, http::Response& res);  // routes_web.cpp
 void handle_kv_events(ServerContext& ctx, const http::Request& req, http::Response& res);  // routes_kv_events.cpp
+// llama.cpp's GET /slots and POST /slots/{id}?action=save|restore|erase (routes_slots.cpp).
+void handle_slots(ServerContext& ctx, const http::Request& req, http::Response& res);
+void handle_slot_action(ServerContext& ctx, const http::Request& req, http::Response& res);
 
 }  // namespace kvlm

@@ -89,6 +89,8 @@ struct Submitted {
   std::vector<std::vector<int32_t>> prompt_tokens;  // return_token_ids only: each prompt's ids
   // echo: each prompt's first token (nothing predicts it).
   std::vector<std::optional<int32_t>> echoed_first;
+  // The slot the first candidate runs in (server/slots.h); null: none was free.
+  std::unique_ptr<SlotTable::Claim> slot;
   size_t prompt_of(size_t stream) const { return stream / static_cast<size_t>(num_candidates); }
 };
 

@@ -155,11 +155,15 @@ void run_generation(ServerContext& ctx, Generation gen, const http::Request& req
   if (gs[0].num_replayed > 0 && gs[0].max_tokens == 0)
     return answer_resumed_at_length(gen, static_cast<int32_t>(gs[0].prompt_tokens.size()) - gs[0].num_replayed, res);
   const auto num_candidates = static_cast<int32_t>(gs.size()) * std::max(gen.options.best_of, gen.options.n);
+  // The first prompt's tokens and key, for the slot its first choice runs in.
+  std::vector<int32_t> slot_tokens = gs[0].prompt_tokens;
+  const uint64_t slot_key = request_extra_key(gs[0]);
   std::unique_lock admission(ctx.admission_mu);  // limits.cpp: check and submit as one
   if (refuse_when_queue_full(ctx, num_candidates, res)) return;
   std::optional<Submitted> sub = submit_choices(ctx, gen, std::move(gs), *ticket, res);
   admission.unlock();
   if (!sub) return;
+  if (ctx.slots) sub->slot = ctx.slots->claim(sub->streams[0]->id(), std::move(slot_tokens), slot_key);
   const FormatMaker format = gen.writer ? writer_format : openai_format;
   answer_generation(ctx, req, std::move(gen), std::move(*sub), std::move(ticket), format, res);
 }

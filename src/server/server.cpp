@@ -1,6 +1,7 @@
 #include "server/server.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <set>
 #include <thread>
@@ -16,6 +17,7 @@
 #include "common/memory_budget.h"
 #include "constrain/grammar_cache.h"
 #include "engine/engine.h"
+#include "kvstore/disk_files.h"
 #include "kvstore/redis_cluster.h"
 #include "model/model.h"
 #include "server/metrics_text.h"
@@ -56,6 +58,7 @@ struct Server::Impl {
   // The model's chat template (or --chat-template-file's) and what it says
   // about tool calls and thinking; a model without one serves completions.
   void load_template(const Engine& engine);
+  void open_slots(const Engine& engine);
   void add_routes();
 };
 
@@ -111,6 +114,17 @@ void Server::Impl::load_template(const Engine& engine) {
   }
 }
 
+// One slot per sequence the engine runs at once; their files' folder made
+// now, so a save never finds it missing.
+void Server::Impl::open_slots(const Engine& engine) {
+  ctx.slots = std::make_unique<SlotTable>(engine.config().max_seqs);
+  ctx.slot_save_path = config.slot_save_path;
+  ctx.slot_namespace = config.slot_namespace;
+  if (config.slot_save_path.empty()) return;
+  if (const int err = make_private_directories(config.slot_save_path); err != 0)
+    throw_error(ErrorCode::kInvalidArgument, "--slot-save-path {}: {}", config.slot_save_path, std::strerror(err));
+}
+
 void Server::Impl::add_routes() {
   auto route = [this](Route handler, Access access) {
     return with_access(door, access, [this, handler](http::Request& req, http::Response& res) {
@@ -154,6 +168,8 @@ void Server::Impl::add_routes() {
   get("/metrics", route(handle_metrics, Access::kMetrics));
   get("/v1/status", route(handle_status, Access::kStatus));
   get("/v1/kv/events", route(handle_kv_events, Access::kKey));
+  get("/slots", route(handle_slots, Access::kKey));
+  post(R"(/slots/([0-9]+))", route(handle_slot_action, Access::kKey));
   add_web_routes(routes);
 }
 
@@ -185,6 +201,7 @@ Server::Server(Engine& engine, ServerConfig config) : impl_(std::make_unique<Imp
       std::make_unique<MemoryBudget>(s.config.body_mem_bytes > 0 ? s.config.body_mem_bytes : default_memory_share());
   s.ctx.instance_id = openai::new_id("kvlm");
   s.ctx.keys = &s.door.keys;
+  s.open_slots(engine);
   s.add_routes();
   s.routes.set_cors_origins(s.config.cors_origins);
   // Anthropic's clients read errors on its routes in Anthropic's shape: the

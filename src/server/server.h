@@ -8,6 +8,8 @@
 //   GET  /health                200 once the engine is up, 503 while draining
 //   GET  /metrics               Prometheus exposition of the engine's metrics
 //   GET  /v1/status             the engine's load as JSON (the chat page's live panel)
+//   GET  /slots                 llama.cpp's slots: --max-seqs of them, what each last ran
+//   POST /slots/{id}?action=    save, restore or erase a slot's KV (server/slots.h)
 //   GET  /                      the chat page (web/, embedded in the binary)
 //
 // Errors are OpenAI-style JSON ({"error": {"message", "type", "param",
@@ -23,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "common/hash.h"
 #include "server/lora_registry.h"
 #include "server/metrics_text.h"
 #include "wire/http/http_server.h"
@@ -103,6 +106,13 @@ struct ServerConfig {
   std::vector<ServedLora> loras;
   size_t max_loras = 8;
   std::function<std::shared_ptr<const LoraAdapter>(const std::string& path)> load_lora;
+  // Slot files (docs/server.md "Slots", --slot-save-path): the folder that
+  // POST /slots/{id}?action=save writes and action=restore reads ("": both
+  // refused), made at start if missing, and the KV namespace
+  // (kvstore/kv_namespace.h: model, KV type, block size) a file must carry
+  // to be restored here.
+  std::string slot_save_path;
+  Hash128 slot_namespace{};
 };
 
 class Server {

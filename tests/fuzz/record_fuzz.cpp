@@ -1,5 +1,6 @@
 // libFuzzer target: tier records and the other bytes a tier or a user hands
-// kvstore/ (record headers, hash file names, Redis URLs, Redis replies).
+// kvstore/ (record headers, hash file names, Redis URLs, Redis replies, slot
+// files).
 // Any input must give a status or a kvlm::Error, never a crash, a sanitizer
 // report or a record that decodes after re-encoding differently; the reply
 // parser must never hold more than its limits allow.
@@ -9,13 +10,17 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 #include <string_view>
+
+#include <xxhash.h>
 
 #include "common/error.h"
 #include "kvstore/record.h"
 #include "kvstore/record_codec.h"
 #include "kvstore/redis_cluster.h"
 #include "kvstore/resp.h"
+#include "kvstore/slot_file.h"
 
 namespace {
 
@@ -54,6 +59,20 @@ void parse_replies(std::string_view bytes) {
   }
 }
 
+// A slot file (slot_file.h) as given, then with the checksum a writer would
+// append, so the checks behind the checksum see every input too.
+void decode_slot_files(std::string_view bytes) {
+  std::string sealed(bytes);
+  const uint64_t sum = XXH3_64bits(bytes.data(), bytes.size());
+  sealed.append(reinterpret_cast<const char*>(&sum), sizeof(sum));
+  for (std::string_view in : {bytes, std::string_view(sealed)}) {
+    try {
+      (void)decode_slot_file(in, Hash128{1, 2});
+    } catch (const Error&) {
+    }
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -69,6 +88,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)peek_record_header(span, size, &peek);
   decode_authenticated(span);
   parse_replies(bytes);
+  decode_slot_files(bytes);
   (void)parse_hash_hex(bytes);
   (void)redis_key_slot(bytes);
   try {
