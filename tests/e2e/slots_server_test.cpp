@@ -19,8 +19,7 @@
 
 #include "support/test_support.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::slots_server_test {
 
 using Json = nlohmann::json;
 
@@ -235,5 +234,4 @@ TEST(Slots, FilesOfAnotherModelOrKvTypeAreRefused) {
   expect_pool_whole(server);
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::slots_server_test

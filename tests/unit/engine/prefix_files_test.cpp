@@ -17,8 +17,7 @@
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
 
-namespace kvlm {
-namespace {
+namespace kvlm::prefix_files_test {
 
 constexpr int32_t kBlock = 16;
 
@@ -149,5 +148,4 @@ TEST(EnginePrefixFiles, ForgettingAChainLeavesNothingOfItCached) {
   expect_pool_whole(*engine);
 }
 
-}  // namespace
-}  // namespace kvlm
+}  // namespace kvlm::prefix_files_test
