@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "runner/kv_storage.h"
+#include "runner/sampler.h"  // argmax: the first greatest, as the target samples greedily
 #include "tokenizer/vocab.h"
 
 namespace kvlm {
@@ -31,10 +32,6 @@ std::string vocab_difference(const Vocab& dv, const Vocab& tv) {
   if (dv.special().eos != tv.special().eos)
     return fmt::format("the draft's EOS is {}, the target's {}", name(dv.special().eos), name(tv.special().eos));
   return {};
-}
-
-int32_t argmax(std::span<const float> logits) {
-  return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
 
 }  // namespace
