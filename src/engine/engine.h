@@ -315,7 +315,7 @@ class Engine {
   // once done, false when a request held blocks then (nothing changes).
   // The KV events list every forgotten block as removed.
   std::future<bool> reset_prefix_cache();
-  // Slot files (docs/server.md "Slots"): a prefix's KV copied out of the
+  // Slot files (docs/slots.md): a prefix's KV copied out of the
   // prefix cache, put back into it, or forgotten, each on the engine thread
   // between steps. `extra_key`: the key its requests' blocks were hashed
   // with (request_extra_key). The futures carry Error(kUnsupported) without

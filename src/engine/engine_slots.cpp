@@ -1,5 +1,5 @@
 // A prefix's KV copied out of the prefix cache, put back into it, or
-// forgotten, for the server's slot files (docs/server.md "Slots"). Each runs
+// forgotten, for the server's slot files (docs/slots.md). Each runs
 // on the engine thread between steps, where the pool and the storage are
 // the engine thread's alone; callers wait on a future.
 #include <exception>

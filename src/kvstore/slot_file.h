@@ -1,4 +1,4 @@
-// A slot file (docs/server.md "Slots", llama.cpp's slot save and restore):
+// A slot file (docs/slots.md, llama.cpp's slot save and restore):
 // the token ids a server slot last ran and the KV of their leading full
 // blocks, each block a tier record (record.h, format 1), so a file is read
 // with the checks every tier record gets.

@@ -1,4 +1,4 @@
-// llama.cpp's slot routes (docs/server.md "Slots"), over kvlm's slots
+// llama.cpp's slot routes (docs/slots.md), over kvlm's slots
 // (slots.h) and prefix cache:
 //   GET  /slots                        one object per slot, in llama.cpp's shape
 //   POST /slots/{id}?action=save       {"filename"}: the slot's tokens and the KV of

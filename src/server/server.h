@@ -106,7 +106,7 @@ struct ServerConfig {
   std::vector<ServedLora> loras;
   size_t max_loras = 8;
   std::function<std::shared_ptr<const LoraAdapter>(const std::string& path)> load_lora;
-  // Slot files (docs/server.md "Slots", --slot-save-path): the folder that
+  // Slot files (docs/slots.md, --slot-save-path): the folder that
   // POST /slots/{id}?action=save writes and action=restore reads ("": both
   // refused), made at start if missing, and the KV namespace
   // (kvstore/kv_namespace.h: model, KV type, block size) a file must carry

@@ -1,5 +1,5 @@
-// The server's slots, as llama.cpp's server has them (docs/server.md
-// "Slots"): --max-seqs of them, one per sequence the engine runs at once. A
+// The server's slots, as llama.cpp's server has them (docs/slots.md):
+// --max-seqs of them, one per sequence the engine runs at once. A
 // generation request takes the lowest free slot when it is submitted and
 // gives it back when its answer ends; the slot then holds the token ids it
 // ran (the first choice's prompt and output) and the key its KV blocks were

@@ -1,4 +1,4 @@
-// llama.cpp's slot routes on kvlm serve (docs/server.md "Slots"): GET /slots
+// llama.cpp's slot routes on kvlm serve (docs/slots.md): GET /slots
 // shows what each slot ran; a slot saved, the server restarted and the file
 // restored, the same request finds its prompt cached and answers
 // bit-identically to a cold run; erase drops the blocks; the refusals (no
