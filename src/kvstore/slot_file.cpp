@@ -100,7 +100,8 @@ std::string encode_slot_file(const Hash128& ns, const SlotFile& file) {
   append(out, static_cast<uint32_t>(file.records.size()));
   append(out, uint32_t{0});
   append(out, file.extra_key);
-  out.append(reinterpret_cast<const char*>(file.tokens.data()), file.tokens.size() * sizeof(int32_t));
+  if (!file.tokens.empty())
+    out.append(reinterpret_cast<const char*>(file.tokens.data()), file.tokens.size() * sizeof(int32_t));
   for (const KvRecord& r : file.records) {
     const std::string record = encode_record(ns, r);
     append(out, static_cast<uint64_t>(record.size()));
@@ -125,7 +126,8 @@ SlotFile decode_slot_file(std::string_view bytes, const Hash128& expected_ns) {
   const size_t tokens_bytes = size_t{h.num_tokens} * sizeof(int32_t);
   if (content.size() - kSlotFileHeaderBytes < tokens_bytes) refuse("truncated");
   file.tokens.resize(h.num_tokens);
-  std::memcpy(file.tokens.data(), content.data() + kSlotFileHeaderBytes, tokens_bytes);
+  if (tokens_bytes > 0)  // an empty vector's data() may be null, which memcpy must not get
+    std::memcpy(file.tokens.data(), content.data() + kSlotFileHeaderBytes, tokens_bytes);
   size_t at = kSlotFileHeaderBytes + tokens_bytes;
   const std::span<const int32_t> tokens(file.tokens);
   const std::vector<BlockHash> hashes =
