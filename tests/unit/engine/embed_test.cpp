@@ -104,8 +104,8 @@ TEST(EngineEmbed, TheSameVectorBitsAloneInABatchChunkedOrCached) {
     for (auto& s : streams) vectors.push_back(embedding(*s));
     EXPECT_TRUE(same_bits(vectors[5], alone)) << "in a batch of 16";
     EXPECT_FALSE(same_bits(vectors[4], alone));
-    if (pooling == Pooling::kLast) EXPECT_GT(streams[5]->stats().num_cached_tokens, 0) << "a prefix-cache hit";
-    if (pooling == Pooling::kMean) EXPECT_EQ(streams[5]->stats().num_cached_tokens, 0);
+    if (pooling == Pooling::kLast) { EXPECT_GT(streams[5]->stats().num_cached_tokens, 0) << "a prefix-cache hit"; }
+    if (pooling == Pooling::kMean) { EXPECT_EQ(streams[5]->stats().num_cached_tokens, 0); }
 
     EngineConfig chunked;
     chunked.max_batched_tokens = 16;

@@ -10,6 +10,7 @@
 #include "model/model.h"
 #include "runner/sampler.h"
 #include "runner/sequence_evaluator.h"
+#include "support/engine_support.h"
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
 
@@ -91,16 +92,7 @@ std::vector<Result> run_all_at_once(Engine& engine, const std::vector<Job>& jobs
   return results;
 }
 
-void expect_pool_whole(Engine& engine) {
-  // The step thread publishes metrics after each step; the last step has run
-  // once every stream is drained, but give the publication a moment.
-  for (int i = 0; i < 100 && engine.metrics().num_kv_blocks_used != 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  EngineMetrics m = engine.metrics();
-  EXPECT_EQ(m.num_kv_blocks_used, 0) << "blocks still referenced after every request ended";
-  EXPECT_EQ(m.num_running, 0);
-  EXPECT_EQ(m.num_waiting, 0);
-}
+using test::expect_pool_whole;
 
 class EngineBatching : public ::testing::Test {
  protected:

@@ -13,6 +13,7 @@
 #include "engine/engine.h"
 #include "engine/fault_injection.h"
 #include "model/model.h"
+#include "support/engine_support.h"
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
 
@@ -68,15 +69,7 @@ std::vector<Outcome> run_all(Engine& engine, const std::vector<GenerateRequest>&
   return out;
 }
 
-void expect_pool_whole(Engine& engine) {
-  for (int i = 0; i < 200 && (engine.metrics().num_kv_blocks_used != 0 || engine.metrics().num_running != 0); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  const EngineMetrics m = engine.metrics();
-  EXPECT_EQ(m.num_kv_blocks_used, 0) << "blocks still referenced after every request ended";
-  EXPECT_EQ(m.num_running, 0);
-  EXPECT_EQ(m.num_waiting, 0);
-  EXPECT_EQ(engine.num_unfinished(), 0);
-}
+using test::expect_pool_whole;
 
 // A fault in request `faulty` (ids start at 1 in submission order): it fails
 // with `message`, the others match the run without faults.

@@ -9,6 +9,7 @@
 
 #include "engine/engine.h"
 #include "model/model.h"
+#include "support/engine_support.h"
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
 
@@ -78,11 +79,7 @@ std::vector<Output> run(Engine& engine, const std::vector<Job>& jobs, const KvBu
   return out;
 }
 
-void expect_pool_whole(Engine& engine) {
-  for (int i = 0; i < 100 && engine.metrics().num_kv_blocks_used != 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  EXPECT_EQ(engine.metrics().num_kv_blocks_used, 0);
-}
+using test::expect_pool_whole;
 
 class KvBudgetEngine : public ::testing::TestWithParam<std::tuple<KvPolicyKind, bool>> {};
 

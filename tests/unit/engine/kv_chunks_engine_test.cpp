@@ -12,6 +12,7 @@
 #include "engine/engine.h"
 #include "model/model.h"
 #include "kv/block_hash.h"
+#include "support/engine_support.h"
 #include "support/lora_fixture.h"
 #include "support/test_support.h"
 #include "unit/kvstore/kvstore_test_util.h"
@@ -46,11 +47,7 @@ Output run(Engine& engine, GenerateRequest g) {
   return o;
 }
 
-void expect_pool_whole(Engine& engine) {
-  for (int i = 0; i < 100 && engine.metrics().num_kv_blocks_used != 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  EXPECT_EQ(engine.metrics().num_kv_blocks_used, 0) << "blocks still referenced after every request ended";
-}
+using test::expect_pool_whole;
 
 // A RAG-shaped prompt: BOS, the documents in the given order, a question.
 struct RagPrompt {

@@ -10,6 +10,7 @@
 #include "engine/spec/speculative.h"
 #include "kv/block_hash.h"
 #include "model/model.h"
+#include "support/engine_support.h"
 #include "support/lora_fixture.h"
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
@@ -57,11 +58,7 @@ std::vector<int32_t> random_prompt(std::mt19937& rng, int n) {
   return p;
 }
 
-void expect_pool_whole(Engine& engine) {
-  for (int i = 0; i < 100 && engine.metrics().num_kv_blocks_used != 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  EXPECT_EQ(engine.metrics().num_kv_blocks_used, 0) << "blocks still referenced after every request ended";
-}
+using test::expect_pool_whole;
 
 TEST(LoraEngine, MixedBatchGivesEachSequenceWhatItGetsAlone) {
   auto engine = make_engine();

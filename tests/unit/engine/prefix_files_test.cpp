@@ -14,6 +14,7 @@
 #include "engine/engine.h"
 #include "model/model.h"
 #include "runner/kv_storage.h"
+#include "support/engine_support.h"
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
 
@@ -56,11 +57,7 @@ std::vector<int32_t> prompt_of(int num_tokens, uint32_t seed) {
   return p;
 }
 
-void expect_pool_whole(Engine& engine) {
-  for (int i = 0; i < 100 && engine.metrics().num_kv_blocks_used != 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  EXPECT_EQ(engine.metrics().num_kv_blocks_used, 0);
-}
+using test::expect_pool_whole;
 
 std::vector<int32_t> joined(std::vector<int32_t> a, const std::vector<int32_t>& b) {
   a.insert(a.end(), b.begin(), b.end());

@@ -17,6 +17,7 @@
 #include "engine/spec/speculative.h"
 #include "model/model.h"
 #include "runner/sampler.h"
+#include "support/engine_support.h"
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
 
@@ -72,11 +73,7 @@ std::vector<Output> run_all(Engine& engine, const std::vector<GenerateRequest>& 
   return out;
 }
 
-void expect_pool_whole(Engine& engine) {
-  for (int i = 0; i < 100 && engine.metrics().num_kv_blocks_used != 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  EXPECT_EQ(engine.metrics().num_kv_blocks_used, 0) << "blocks still referenced after every request ended";
-}
+using test::expect_pool_whole;
 
 void expect_same(const std::vector<Output>& want, const std::vector<Output>& got) {
   ASSERT_EQ(want.size(), got.size());
