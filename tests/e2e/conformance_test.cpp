@@ -96,7 +96,7 @@ void expect_call(const Json& facts, const std::string& name, const std::string& 
   const Json& c = facts["tool_calls"][0];
   EXPECT_EQ(c["type"], "function");
   EXPECT_EQ(c["id"].get<std::string>().rfind("call_", 0), 0u) << c;
-  if (!name.empty()) EXPECT_EQ(c["name"], name) << c;
+  if (!name.empty()) { EXPECT_EQ(c["name"], name) << c; }
   const Json args = Json::parse(c["arguments"].get<std::string>());
   if (c["name"] == "get_weather") {
     EXPECT_TRUE(one_arg_of(args, "city", {"Paris", "Lima"})) << args;
@@ -253,8 +253,9 @@ TEST_F(Conformance, ACallCutByMaxTokensIsACallWithItsArgumentsSoFar) {
       num_named += 1;
     }
     EXPECT_EQ(cut["whole"]["tool_calls"].size(), cut["streamed"]["tool_calls"].size());
-    if (!cut["whole"]["tool_calls"].empty() && !cut["streamed"]["tool_calls"].empty())
+    if (!cut["whole"]["tool_calls"].empty() && !cut["streamed"]["tool_calls"].empty()) {
       EXPECT_EQ(cut["whole"]["tool_calls"][0]["arguments"], cut["streamed"]["tool_calls"][0]["arguments"]);
+    }
   }
   EXPECT_GT(num_named, 0) << at("tools_cut");
 }

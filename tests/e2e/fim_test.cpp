@@ -85,7 +85,7 @@ TEST_F(Fim, InfillWithOtherFilesIsTheSpelledPromptsCompletion) {
   auto add = [&](const std::string& piece, bool special) {
     auto [status, t] = post("/tokenize", {{"content", piece}, {"add_special", false}, {"parse_special", special}});
     ASSERT_EQ(status, 200) << t;
-    if (special) ASSERT_EQ(t["tokens"].size(), 1u) << piece << " is not one token: " << t;
+    if (special) { ASSERT_EQ(t["tokens"].size(), 1u) << piece << " is not one token: " << t; }
     for (const Json& id : t["tokens"]) ids.push_back(id);
   };
   for (const auto& [piece, special] : std::vector<std::pair<std::string, bool>>{

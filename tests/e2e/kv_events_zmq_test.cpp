@@ -80,7 +80,7 @@ void check_frames(const Json& frames, const std::string& topic) {
     ASSERT_EQ(f["num_parts"], 3) << f;
     EXPECT_EQ(f["topic"], topic);
     EXPECT_EQ(f["seq_len"], 8);
-    if (i > 0) EXPECT_EQ(f["seq"].get<uint64_t>(), frames[i - 1]["seq"].get<uint64_t>() + 1);
+    if (i > 0) { EXPECT_EQ(f["seq"].get<uint64_t>(), frames[i - 1]["seq"].get<uint64_t>() + 1); }
     const Json& p = f["payload"];
     ASSERT_TRUE(p.is_array() && p.size() == 3) << p;
     EXPECT_TRUE(p[0].is_number_float()) << p[0];
@@ -98,7 +98,7 @@ void check_replay(const Json& out) {
   ASSERT_FALSE(replay.empty());
   for (size_t i = 0; i < replay.size(); ++i) {
     ASSERT_EQ(replay[i]["seq"], i);
-    if (live.count(i)) EXPECT_EQ(replay[i]["raw"], live[i]) << "seq " << i;
+    if (live.count(i)) { EXPECT_EQ(replay[i]["raw"], live[i]) << "seq " << i; }
   }
   EXPECT_GE(replay.size(), live.rbegin()->first + 1) << "the replay ends before the last live message";
 }
@@ -140,7 +140,7 @@ Applied apply_all(const Json& replay) {
   std::map<uint64_t, std::vector<int32_t>> held;  // hash -> its chain's tokens up to it
   for (const Json& m : replay) {
     const Json& events = m["payload"][1];
-    if (m["seq"] == 0) EXPECT_EQ(events, Json::array({Json::array({"AllBlocksCleared"})}));
+    if (m["seq"] == 0) { EXPECT_EQ(events, Json::array({Json::array({"AllBlocksCleared"})})); }
     for (const Json& e : events) {
       if (e[0] == "BlockStored") {
         apply_stored(e, held, a);

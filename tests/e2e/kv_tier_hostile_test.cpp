@@ -145,7 +145,7 @@ void check_modes(bool cluster, std::vector<std::pair<Mode, double>> modes, int n
     EXPECT_GT(fake.num_gets(), gets) << tag << ": no lookup met the misbehaviour";
     for (int i = 0; i < 400 && !reason.empty() && refused(s, reason) <= num_refused; ++i)
       std::this_thread::sleep_for(50ms);
-    if (!reason.empty()) EXPECT_GT(refused(s, reason), num_refused) << tag << ": not counted as " << reason;
+    if (!reason.empty()) { EXPECT_GT(refused(s, reason), num_refused) << tag << ": not counted as " << reason; }
     EXPECT_LT(t.one, base.one + kDeadlineS + kMarginS) << tag;
     EXPECT_LT(t.eight, base.eight + kDeadlineS + kMarginS) << tag;
     EXPECT_LT(rss_bytes(s.pid()) - rss, 9 * (2 << 20)) << tag << ": RSS grew by more than 2 MB a request";

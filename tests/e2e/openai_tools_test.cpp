@@ -36,7 +36,7 @@ void expect_call(const Json& call, const std::string& tool, bool mistral_ids) {
   ASSERT_EQ(call["tool_calls"].size(), 1u) << call;
   const Json& c = call["tool_calls"][0];
   EXPECT_EQ(c["type"], "function");
-  if (!tool.empty()) EXPECT_EQ(c["name"], tool);
+  if (!tool.empty()) { EXPECT_EQ(c["name"], tool); }
   const bool weather = c["name"] == "get_weather";
   ASSERT_TRUE(weather || c["name"] == "get_time") << c;
   const std::string key = weather ? "city" : "zone";

@@ -118,7 +118,7 @@ TEST(Soak, ManyClientsUnderFaults) {
   EXPECT_GT(tally.count("hangup"), 0) << summary;
   EXPECT_GT(test::metric_sample(metrics, "kvlm_preemptions_total"), 0) << summary;
   EXPECT_GT(test::metric_sample(metrics, "kvlm_prefix_cache_hits_total"), 0) << summary;
-  if (num_requests >= 106) EXPECT_GT(tally.count("fault"), 0) << summary;
+  if (num_requests >= 106) { EXPECT_GT(tally.count("fault"), 0) << summary; }
   ASSERT_GT(rss_settled.load(), 0);
   EXPECT_LE(static_cast<double>(rss_after), 1.10 * static_cast<double>(rss_settled.load())) << summary;
 

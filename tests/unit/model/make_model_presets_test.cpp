@@ -75,7 +75,7 @@ TEST(MakeModelPresets, Llama3RopeFactorsFollowTheConverter) {
       const double smooth = (8192.0 / wavelen - 1.0) / 3.0;
       EXPECT_NEAR(f[i], 1.0 / ((1 - smooth) / 8 + smooth), 1e-4) << i;
     }
-    if (i > 0) EXPECT_GE(f[i], f[i - 1]) << i;
+    if (i > 0) { EXPECT_GE(f[i], f[i - 1]) << i; }
   }
   EXPECT_GT(ones, 20);
   EXPECT_GT(eights, 20);
