@@ -66,6 +66,18 @@ int64_t tree_resident_bytes(int pid) {
   return total;
 }
 
+// The README's invariant, through the front's merged metrics: every loaded
+// model's worker holds no KV block once its requests have ended.
+void expect_pools_whole(const test::ServerProcess& front, const std::vector<std::string>& models) {
+  for (const std::string& model : models) {
+    const std::string series = "kvlm_kv_blocks_used{model_name=\"" + model + "\"}";
+    double used = -1;
+    for (int i = 0; i < 250 && (used = test::metric_sample(test::metrics_text(front), series)) != 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(used, 0) << model << "'s worker still holds KV blocks (-1: its metrics are missing)";
+  }
+}
+
 // The answer of each model served alone, for the prompts of completion().
 class ServeModels : public ::testing::Test {
  public:
@@ -108,6 +120,7 @@ TEST_F(ServeModels, AlternatingRequestsEqualEachModelServedAlone) {
   // The model named decides where /tokenize goes too.
   const Json ids = test::http_post(front.port(), "/tokenize", {{"model", "tiny"}, {"content", "hello"}}).json();
   EXPECT_TRUE(ids.contains("tokens")) << ids.dump();
+  expect_pools_whole(front, {"stories", "tiny"});
 }
 
 TEST_F(ServeModels, UnloadGivesTheMemoryBackAndTheNextRequestLoadsAgain) {
@@ -138,6 +151,7 @@ TEST_F(ServeModels, ModelsMaxUnloadsTheLeastRecentlyUsedIdleModel) {
       EXPECT_EQ(test::visible_answer(a.json()), (*alone_)[model][round]);
       EXPECT_EQ(model_state(front.port(), model), "loaded");
       EXPECT_EQ(model_state(front.port(), model == "tiny" ? "stories" : "tiny"), "unloaded");
+      expect_pools_whole(front, {model});
     }
   }
 }
@@ -168,6 +182,7 @@ TEST_F(ServeModels, UnknownModelsAre404AndABusyModelIsNotUnloaded) {
   EXPECT_EQ(test::http_post(front.port(), "/sleep", Json::object()).status, 409);
   EXPECT_EQ(model_state(front.port(), "stories"), "loaded");
   test::close_socket(fd);
+  expect_pools_whole(front, {"stories"});  // the hung-up stream's blocks too
 }
 
 TEST_F(ServeModels, SleepGivesEveryModelsMemoryBackUntilTheNextRequest) {
@@ -186,6 +201,7 @@ TEST_F(ServeModels, SleepGivesEveryModelsMemoryBackUntilTheNextRequest) {
   EXPECT_EQ(test::http_get(front.port(), "/is_sleeping").json()["is_sleeping"], false);
   ASSERT_EQ(test::http_post(front.port(), "/wake_up", Json::object()).status, 200);
   EXPECT_EQ(model_state(front.port(), "stories"), "loaded");
+  expect_pools_whole(front, {"stories", "tiny"});
 }
 
 TEST_F(ServeModels, OneModelSleepsWhenIdleAndWakesOnItsNextRequest) {
